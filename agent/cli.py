@@ -1,0 +1,162 @@
+"""The `agent` command (also installed as `pinclaw`). Thin: it parses and calls app code.
+
+Nothing heavy is imported at module level: `agent --help` must not pay for pydantic-settings
+or LiteLLM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from agent import __version__
+
+if TYPE_CHECKING:
+    from agent.config import Settings
+
+
+def _load(ctx: click.Context) -> Settings:
+    """The settings, or exit 2 with one line per problem."""
+    from agent.config import ConfigError, load_settings
+    from agent.security import ScrubbingFilter
+
+    try:
+        settings = load_settings(ctx.obj["config"])
+    except ConfigError as exc:
+        for line in exc.problems:
+            click.echo(f"config error: {line}", err=True)
+        sys.exit(2)
+    from agent.app import make_scrubber
+
+    _setup_logging(ctx.obj["verbose"], ScrubbingFilter(make_scrubber(settings)))
+    return settings
+
+
+def _setup_logging(verbose: int, scrub_filter: logging.Filter) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
+    )
+    handler.addFilter(scrub_filter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING)
+    for noisy in ("httpx", "LiteLLM", "litellm", "aiosqlite", "telegram", "discord", "asyncio"):
+        logging.getLogger(noisy).setLevel(logging.WARNING if verbose < 2 else logging.INFO)
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    click.echo(message, err=True)
+    sys.exit(code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Config file (default: $PINCLAW_CONFIG, else ~/.pinclaw/config.toml).",
+)
+@click.option("-v", "--verbose", count=True, help="More log output on stderr (-vv: debug).")
+@click.version_option(__version__, prog_name="pinclaw")
+@click.pass_context
+def cli(ctx: click.Context, config: Path | None, verbose: int) -> None:
+    """pinclaw: a chat agent with shell, file, memory and Arduino tools.
+
+    Talk to it on Telegram, Discord or here in the terminal.
+    """
+    ctx.obj = {"config": config, "verbose": verbose}
+
+
+@cli.command()
+@click.option("-m", "--message", help="Send one message, print the reply and exit.")
+@click.option("--session", help="Continue the stored one-shot conversation NAME.")
+@click.pass_context
+def run(ctx: click.Context, message: str | None, session: str | None) -> None:
+    """Answer one message (-m), or start every enabled channel and serve until stopped."""
+    settings = _load(ctx)
+    if not settings.llm.model:
+        _fail(
+            "config error: llm.model: not set; set PINCLAW_LLM__MODEL "
+            "(e.g. openai/gpt-4o-mini) or [llm] model in the config file",
+            2,
+        )
+    if message is None:
+        from agent.daemon import serve
+
+        sys.exit(asyncio.run(serve(settings)))
+    from agent.oneshot import run_once
+
+    sys.exit(asyncio.run(run_once(settings, message, session=session)))
+
+
+@cli.command()
+@click.pass_context
+def init(ctx: click.Context) -> None:
+    """Create the home folder, a commented config.toml and the workspace (keeps existing files)."""
+    from agent.config import default_home, find_config_file
+    from agent.workspace import init_home
+
+    home = default_home(os.environ)
+    config_file = find_config_file(ctx.obj["config"], os.environ)
+    workspace = _load(ctx).workspace_dir if config_file.exists() else home / "workspace"
+    report = init_home(home, workspace, config_file)
+    for path in report.created:
+        click.echo(f"created  {path}")
+    for path in report.kept:
+        click.echo(f"kept     {path} (already there)")
+
+
+@cli.command()
+@click.option("--check-model", is_flag=True, help="Also send one tiny request to the model.")
+@click.pass_context
+def doctor(ctx: click.Context, check_model: bool) -> None:
+    """Check the configuration, workspace, model, key and board."""
+    from agent.doctor import run_doctor
+
+    settings = _load(ctx)
+    sys.exit(asyncio.run(run_doctor(settings, check_model=check_model)))
+
+
+@cli.group()
+def prompt() -> None:
+    """Inspect the system prompt."""
+
+
+@prompt.command("show")
+@click.option(
+    "--channel", type=click.Choice(["telegram", "discord", "cli"]), default="cli", show_default=True
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["full", "minimal", "none"]),
+    default=None,
+    help="Prompt mode (default: agent.prompt_mode).",
+)
+@click.option("--stats", is_flag=True, help="Print a table of sections and tokens instead.")
+@click.pass_context
+def prompt_show(ctx: click.Context, channel: str, mode: str | None, stats: bool) -> None:
+    """Print exactly the system prompt a channel's model receives."""
+    from agent.inspect import prompt_stats, prompt_text
+
+    settings = _load(ctx)
+    if stats:
+        click.echo(prompt_stats(settings, channel, mode))
+    else:
+        sys.stdout.write(prompt_text(settings, channel, mode))
+        sys.stdout.flush()
+
+
+def main(argv: Any = None) -> None:
+    cli.main(args=argv, prog_name="agent")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""Settings: defaults < config.toml < PINCLAW_SECTION__KEY environment variables.
+
+The file is parsed here (not by a pydantic-settings TOML source) so that every problem can
+be reported as `file: key: reason`, one line each, and so that secrets found in the file
+are refused: API keys and bot tokens come from the environment only.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from channels.config import ChannelsSettings
+from tools.config import HardwareSettings, MemorySettings, SecuritySettings, ShellSettings
+
+ENV_PREFIX = "PINCLAW_"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LLMSettings(_Section):
+    model: str = ""
+    api_base: str = ""
+    api_key: SecretStr | None = None
+    temperature: float = Field(default=0.7, ge=0, le=2)
+    max_tokens: int = Field(default=0, ge=0)
+    timeout_s: float = Field(default=120.0, gt=0)
+    num_retries: int = Field(default=2, ge=0, le=10)
+    retry_backoff_s: float = Field(default=1.0, ge=0)
+    fallback_models: list[str] = Field(default_factory=list)
+
+
+class AgentSettings(_Section):
+    max_tool_iterations: int = Field(default=10, ge=1, le=100)
+    tool_timeout_s: float = Field(default=60.0, gt=0)
+    compact_context: bool = False
+    prompt_mode: Literal["full", "minimal", "none"] = "full"
+    prompt_budget_tokens: int = Field(default=0, ge=0)
+    tool_dispatcher: Literal["auto", "native", "xml"] = "auto"
+    timezone: str = ""
+    delivery_instructions: Literal["after_user", "system_prompt"] = "after_user"
+    max_concurrent_turns: int = Field(default=16, ge=1)
+    max_history_messages: int = Field(default=40, ge=2)
+    shutdown_grace_s: float = Field(default=10.0, ge=0)
+
+
+class WorkspaceSettings(_Section):
+    path: str = ""
+    bootstrap_max_chars: int = Field(default=20_000, ge=100)
+    bootstrap_total_max_chars: int = Field(default=60_000, ge=100)
+
+
+class SkillsSettings(_Section):
+    enabled: bool = True
+    mode: Literal["compact", "full"] = "compact"
+    max_prompt_chars: int = Field(default=8_000, ge=0)
+
+
+class IdentitySettings(_Section):
+    format: Literal["markdown", "aieos"] = "markdown"
+    aieos_path: str = ""
+    aieos_inline: str = ""
+
+
+class HeartbeatSettings(_Section):
+    enabled: bool = False
+
+
+class _EnvOnlyKnownKeys(EnvSettingsSource):
+    """PINCLAW_HOME and PINCLAW_CONFIG pick the files; they are not settings keys."""
+
+    def __call__(self) -> dict[str, Any]:
+        data = super().__call__()
+        return {key: value for key, value in data.items() if key not in ("home", "config")}
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    workspace: WorkspaceSettings = Field(default_factory=WorkspaceSettings)
+    security: SecuritySettings = Field(default_factory=SecuritySettings)
+    shell: ShellSettings = Field(default_factory=ShellSettings)
+    channels: ChannelsSettings = Field(default_factory=ChannelsSettings)
+    hardware: HardwareSettings = Field(default_factory=HardwareSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    skills: SkillsSettings = Field(default_factory=SkillsSettings)
+    identity: IdentitySettings = Field(default_factory=IdentitySettings)
+    heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
+
+    _home: Path = PrivateAttr(default_factory=lambda: default_home(os.environ))
+    _config_file: Path | None = PrivateAttr(default=None)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The TOML file arrives as init kwargs; the environment overrides it.
+        return (_EnvOnlyKnownKeys(settings_cls), init_settings)
+
+    @property
+    def home(self) -> Path:
+        return self._home
+
+    @property
+    def config_file(self) -> Path | None:
+        """The file these settings were read from, or None when it did not exist."""
+        return self._config_file
+
+    @property
+    def workspace_dir(self) -> Path:
+        configured = self.workspace.path
+        if not configured:
+            return self._home / "workspace"
+        path = Path(configured).expanduser()
+        return path if path.is_absolute() else self._home / path
+
+    @property
+    def state_db(self) -> Path:
+        return self._home / "state.db"
+
+
+class ConfigError(Exception):
+    """A configuration that cannot be used; `problems` holds one `file: key: reason` line each."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def default_home(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get(f"{ENV_PREFIX}HOME") or "~/.pinclaw").expanduser()
+
+
+def find_config_file(explicit: Path | None, environ: Mapping[str, str]) -> Path:
+    """--config, else PINCLAW_CONFIG, else <home>/config.toml."""
+    if explicit is not None:
+        return explicit.expanduser()
+    from_env = environ.get(f"{ENV_PREFIX}CONFIG")
+    if from_env:
+        return Path(from_env).expanduser()
+    return default_home(environ) / "config.toml"
+
+
+def load_settings(
+    explicit: Path | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Read the settings, or raise ConfigError listing every problem found."""
+    env = os.environ if environ is None else environ
+    path = find_config_file(explicit, env)
+    data: dict[str, Any] = {}
+    if path.exists():
+        data = _read_toml(path)
+    elif explicit is not None or env.get(f"{ENV_PREFIX}CONFIG"):
+        raise ConfigError([f"{path}: file not found"])
+    problems = [f"{path}: {key}: {reason}" for key, reason in _secrets_in_file(data)]
+    try:
+        settings = Settings(**data)
+    except ValidationError as exc:
+        problems += [_describe(path, error, env) for error in exc.errors()]
+    if problems:
+        raise ConfigError(problems)
+    settings._home = default_home(env)
+    settings._config_file = path if path.exists() else None
+    return settings
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([f"{path}: not valid TOML: {exc}"]) from None
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read: {exc.strerror}"]) from None
+
+
+def _describe(path: Path, error: Any, environ: Mapping[str, str]) -> str:
+    keys = [str(part) for part in error["loc"]]
+    dotted = ".".join(keys)
+    env_name = ENV_PREFIX + "__".join(keys).upper()
+    origin = f"environment variable {env_name}" if env_name in environ else str(path)
+    reason = str(error["msg"])
+    if error["type"] == "extra_forbidden":
+        reason = "unknown key"
+    elif error["type"] == "missing":
+        reason = "required value missing"
+    elif "input" in error and error["type"] not in ("missing",):
+        reason += f" (got {error['input']!r})"
+    return f"{origin}: {dotted}: {reason}"
+
+
+def _secrets_in_file(data: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """Yield every secret key written in the file: those belong in the environment."""
+    for dotted in secret_keys(Settings):
+        node: Any = data
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None:
+            env_name = ENV_PREFIX + dotted.replace(".", "__").upper()
+            yield dotted, f"secrets are read from the environment only; set {env_name} instead"
+
+
+def secret_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Dotted names of every SecretStr field, found from the models' annotations."""
+    found: list[str] = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        args = getattr(annotation, "__args__", ())
+        if annotation is SecretStr or SecretStr in args:
+            found.append(prefix + name)
+        elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            found.extend(secret_keys(annotation, f"{prefix}{name}."))
+    return found
+
+
+def secret_values(settings: Settings) -> list[str]:
+    """Every configured secret's value, so scrubbing can remove it from text."""
+    values: list[str] = []
+    for dotted in secret_keys(Settings):
+        node: Any = settings
+        for part in dotted.split("."):
+            node = getattr(node, part)
+        if isinstance(node, SecretStr) and node.get_secret_value():
+            values.append(node.get_secret_value())
+    return values

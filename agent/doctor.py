@@ -1,0 +1,83 @@
+"""`agent doctor`: is this installation ready? Config, workspace, model, key — no network
+call unless asked."""
+
+from __future__ import annotations
+
+import os
+
+from agent.config import Settings
+from agent.workspace import BOOTSTRAP_FILES
+
+# The environment variable LiteLLM reads for each provider prefix of a model name.
+PROVIDER_KEYS = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "xai": "XAI_API_KEY",
+    "together_ai": "TOGETHERAI_API_KEY",
+    "cohere": "COHERE_API_KEY",
+}
+KEYLESS = ("ollama", "ollama_chat", "lm_studio", "hosted_vllm")
+
+
+def key_problem(settings: Settings) -> str | None:
+    """None when a key is present (or not needed) for the model's provider."""
+    model = settings.llm.model
+    provider = model.split("/", 1)[0] if "/" in model else "openai"
+    if settings.llm.api_key is not None or provider in KEYLESS:
+        return None
+    env = PROVIDER_KEYS.get(provider)
+    if env is None:
+        return None if settings.llm.api_base else f"unknown provider {provider!r}: check its key"
+    if os.environ.get(env):
+        return None
+    return f"no API key: set {env} (or PINCLAW_LLM__API_KEY)"
+
+
+async def run_doctor(settings: Settings, *, check_model: bool = False) -> int:
+    problems = 0
+
+    def report(ok: bool, label: str, detail: str) -> None:
+        nonlocal problems
+        problems += 0 if ok else 1
+        print(f"{'ok ' if ok else 'FAIL'} {label}: {detail}")
+
+    source = settings.config_file
+    report(True, "config", str(source) if source else "no file; defaults and environment")
+    workspace = settings.workspace_dir
+    missing = [name for name in BOOTSTRAP_FILES if not (workspace / name).exists()]
+    report(
+        workspace.is_dir(),
+        "workspace",
+        f"{workspace}" + (f" (missing: {', '.join(missing)})" if missing else "")
+        if workspace.is_dir()
+        else f"{workspace} does not exist; run `agent init`",
+    )
+    model = settings.llm.model
+    report(bool(model), "model", model or "not set; set PINCLAW_LLM__MODEL")
+    if model:
+        problem = key_problem(settings)
+        report(problem is None, "api key", problem or "present")
+    for name in ("telegram", "discord"):
+        channel = getattr(settings.channels, name)
+        if channel.enabled:
+            token = channel.bot_token is not None
+            env = f"PINCLAW_CHANNELS__{name.upper()}__BOT_TOKEN"
+            report(token, name, "enabled, token present" if token else f"enabled; set {env}")
+            if not channel.allowed_users:
+                print(f"note {name}: allowed_users is empty, so nobody can talk to the bot")
+    if check_model and model:
+        from agent.llm import LLMClient, LLMError
+
+        try:
+            reply = await LLMClient(settings.llm).complete(
+                [{"role": "user", "content": "Reply with the word: ready"}]
+            )
+            report(True, "model call", repr(reply.content[:40]))
+        except LLMError as exc:
+            report(False, "model call", str(exc))
+    return 1 if problems else 0

@@ -1,0 +1,251 @@
+"""The one place that talks to LiteLLM: retries, fallbacks, streaming, usage and cost.
+
+LiteLLM takes seconds to import, so it is imported on the first call, never at module
+import: `agent --help`, `agent init` and config errors stay fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from agent.config import LLMSettings
+
+log = logging.getLogger(__name__)
+
+Message = dict[str, Any]
+MAX_BACKOFF_S = 30.0
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text, as the model wrote it
+
+
+@dataclass(frozen=True)
+class LLMResponse:
+    content: str
+    tool_calls: tuple[ToolCall, ...]
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+
+
+@dataclass
+class Usage:
+    """Totals over the calls of one turn."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, response: LLMResponse) -> None:
+        self.calls += 1
+        self.prompt_tokens += response.prompt_tokens
+        self.completion_tokens += response.completion_tokens
+        self.cost_usd += response.cost_usd
+
+
+class LLMError(Exception):
+    """No model could answer. `status` is the last HTTP status seen, when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class LLMRequestRejected(LLMError):
+    """The provider refused the request itself (HTTP 400): retrying the same one is useless,
+    but the caller may change it (move a system message, drop `tools=`) and send it again."""
+
+
+@dataclass
+class _Attempts:
+    errors: list[str] = field(default_factory=list)
+    status: int | None = None
+
+
+def load_litellm() -> ModuleType:
+    """Import LiteLLM with its bundled price map, so the import never reaches the network."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+class LLMClient:
+    def __init__(
+        self, settings: LLMSettings, *, sleep: Callable[[float], Any] = asyncio.sleep
+    ) -> None:
+        self.settings = settings
+        self._sleep = sleep
+
+    @property
+    def model(self) -> str:
+        return self.settings.model
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> LLMResponse:
+        """One completion; with `on_text` the reply is streamed and each delta handed to it.
+
+        Retries 429, 5xx, timeouts and connection errors with exponential backoff, then
+        tries each fallback model in turn.
+        """
+        litellm = load_litellm()
+        attempts = _Attempts()
+        for model in [self.settings.model, *self.settings.fallback_models]:
+            for attempt in range(self.settings.num_retries + 1):
+                try:
+                    return await self._call(litellm, model, messages, tools, on_text)
+                except Exception as exc:
+                    status = getattr(exc, "status_code", None)
+                    attempts.status = status if isinstance(status, int) else attempts.status
+                    attempts.errors.append(f"{model}: {_short(exc)}")
+                    if _is_rejection(litellm, exc):
+                        raise LLMRequestRejected(_short(exc), status=attempts.status) from exc
+                    if not _is_transient(litellm, exc):
+                        break  # auth, unknown model...: this model will not answer
+                    if attempt < self.settings.num_retries:
+                        delay = min(self.settings.retry_backoff_s * 2**attempt, MAX_BACKOFF_S)
+                        log.warning(
+                            "model %s failed (%s); retrying in %.1f s", model, _short(exc), delay
+                        )
+                        await self._sleep(delay)
+            log.warning("model %s gave up: %s", model, attempts.errors[-1])
+        raise LLMError(
+            "no model answered: " + "; ".join(attempts.errors[-3:]), status=attempts.status
+        )
+
+    async def _call(
+        self,
+        litellm: ModuleType,
+        model: str,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None,
+        on_text: Callable[[str], None] | None,
+    ) -> LLMResponse:
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "temperature": self.settings.temperature,
+            "timeout": self.settings.timeout_s,
+            "num_retries": 0,
+            "max_retries": 0,
+        }
+        if tools:
+            kwargs["tools"] = tools
+        if self.settings.max_tokens:
+            kwargs["max_tokens"] = self.settings.max_tokens
+        if self.settings.api_base:
+            kwargs["api_base"] = self.settings.api_base
+        if self.settings.api_key is not None:
+            kwargs["api_key"] = self.settings.api_key.get_secret_value()
+        if on_text is None:
+            response = await litellm.acompletion(**kwargs)
+        else:
+            response = await self._stream(litellm, kwargs, on_text)
+        return _to_response(litellm, response, model)
+
+    async def _stream(
+        self, litellm: ModuleType, kwargs: dict[str, Any], on_text: Callable[[str], None]
+    ) -> Any:
+        stream = await litellm.acompletion(
+            **kwargs, stream=True, stream_options={"include_usage": True}
+        )
+        chunks = []
+        async for chunk in stream:
+            chunks.append(chunk)
+            delta = chunk.choices[0].delta.content if chunk.choices else None
+            if delta:
+                on_text(delta)
+        return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"])
+
+
+def _to_response(litellm: ModuleType, response: Any, model: str) -> LLMResponse:
+    message = response.choices[0].message
+    calls = tuple(
+        ToolCall(id=call.id, name=call.function.name or "", arguments=call.function.arguments or "")
+        for call in (message.tool_calls or [])
+    )
+    usage = getattr(response, "usage", None)
+    try:
+        cost = float(litellm.completion_cost(completion_response=response) or 0.0)
+    except Exception:  # unknown price: LiteLLM raises rather than answering 0
+        cost = 0.0
+    return LLMResponse(
+        content=message.content or "",
+        tool_calls=calls,
+        model=model,
+        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+        completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        cost_usd=cost,
+    )
+
+
+def _is_transient(litellm: ModuleType, exc: Exception) -> bool:
+    transient = (
+        litellm.RateLimitError,
+        litellm.Timeout,
+        litellm.APIConnectionError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+    )
+    status = getattr(exc, "status_code", None)
+    return isinstance(exc, transient) or (isinstance(status, int) and status >= 500)
+
+
+def _is_rejection(litellm: ModuleType, exc: Exception) -> bool:
+    return isinstance(exc, litellm.BadRequestError) and not isinstance(
+        exc, litellm.ContextWindowExceededError
+    )
+
+
+def _short(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
+def context_window(model: str) -> int | None:
+    """The model's input window as LiteLLM knows it, or None for an unknown model."""
+    litellm = load_litellm()
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:
+        return None
+    window = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(window) if window else None
+
+
+def count_tokens(model: str, text: str) -> int:
+    """Tokens of `text` for `model` by LiteLLM's counter (a tiktoken fallback when unknown)."""
+    litellm = load_litellm()
+    return int(litellm.token_counter(model=model or "gpt-4o", text=text))
+
+
+def supports_native_tools(model: str) -> bool:
+    """False only when LiteLLM positively knows the model lacks function calling."""
+    litellm = load_litellm()
+    try:
+        litellm.get_model_info(model)
+    except Exception:
+        return True  # unknown model, e.g. behind a custom api_base: assume native
+    try:
+        return bool(litellm.supports_function_calling(model=model))
+    except Exception:
+        return True

@@ -1,0 +1,196 @@
+"""The system prompt: a context, pluggable sections, and a builder that keeps a token budget.
+
+Sections read only the PromptContext (and the workspace files it points at), so the same
+context always gives the same bytes; nothing in it changes with the clock, which keeps
+provider prompt caches warm across turns.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal, Protocol
+
+from agent.workspace import BOOTSTRAP_FLOOR_CHARS
+from channels.base import ChannelCapabilities
+
+log = logging.getLogger(__name__)
+
+PromptMode = Literal["full", "minimal", "none"]
+SkillsMode = Literal["full", "compact", "names"]
+Dispatch = Literal["native", "xml"]
+TokenCounter = Callable[[str], int]
+
+IDENTITY_LINE = "You are Pinclaw, a personal assistant running on your owner's own machine."
+_SHRINK_STEPS = (0.75, 0.5, 0.3, 0.15, 0.0)
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    name: str
+    description: str
+    parameters_json: str = ""  # shown only with the xml dispatcher, which has no tools=
+
+
+@dataclass(frozen=True)
+class SkillInfo:
+    name: str
+    description: str
+    location: Path
+    instructions: str
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    host: str
+    os: str
+    python: str
+
+
+@dataclass(frozen=True)
+class IdentityInfo:
+    format: Literal["markdown", "aieos"] = "markdown"
+    aieos_path: str = ""
+    aieos_inline: str = ""
+
+
+@dataclass(frozen=True)
+class PromptContext:
+    """Everything the sections may read. Frozen: the budget shrinks a copy, never this."""
+
+    workspace_dir: Path
+    model_name: str
+    channel: str
+    capabilities: ChannelCapabilities
+    host: HostInfo
+    timezone: str
+    tools: tuple[ToolInfo, ...] = ()
+    skills: tuple[SkillInfo, ...] = ()
+    skills_mode: SkillsMode = "compact"
+    skills_max_chars: int = 8_000
+    identity: IdentityInfo = field(default_factory=IdentityInfo)
+    dispatcher: Dispatch = "native"
+    security_summary: str = ""
+    autonomy: str = "supervised"
+    mode: PromptMode = "full"
+    bootstrap_max_chars: int = 20_000
+    bootstrap_total_max_chars: int = 60_000
+    bootstrap_scale: float = 1.0  # < 1 when the budget cuts the workspace files
+    heartbeat_enabled: bool = False
+
+
+class PromptSection(Protocol):
+    name: str
+
+    def build(self, ctx: PromptContext) -> str: ...  # "" leaves the section out
+
+
+@dataclass(frozen=True)
+class SectionText:
+    name: str
+    text: str
+
+
+@dataclass(frozen=True)
+class BuiltPrompt:
+    text: str
+    sections: tuple[SectionText, ...]
+    cuts: tuple[str, ...] = ()  # what the budget cut, in order
+
+
+class SystemPromptBuilder:
+    def __init__(self, sections: Sequence[PromptSection] = ()) -> None:
+        self._sections: list[PromptSection] = list(sections)
+
+    @classmethod
+    def with_defaults(cls) -> SystemPromptBuilder:
+        from agent.sections import default_sections
+
+        return cls(default_sections())
+
+    @property
+    def names(self) -> list[str]:
+        return [section.name for section in self._sections]
+
+    def add_section(self, section: PromptSection) -> SystemPromptBuilder:
+        self._sections.append(section)
+        return self
+
+    def insert_before(self, name: str, section: PromptSection) -> SystemPromptBuilder:
+        self._sections.insert(self._index(name), section)
+        return self
+
+    def remove(self, name: str) -> SystemPromptBuilder:
+        del self._sections[self._index(name)]
+        return self
+
+    def _index(self, name: str) -> int:
+        for index, section in enumerate(self._sections):
+            if section.name == name:
+                return index
+        raise KeyError(f"no prompt section named {name!r}; sections: {', '.join(self.names)}")
+
+    def sections(self, ctx: PromptContext) -> tuple[SectionText, ...]:
+        if ctx.mode == "none":
+            return (SectionText("identity", IDENTITY_LINE),)
+        built = (SectionText(s.name, s.build(ctx).strip()) for s in self._sections)
+        return tuple(section for section in built if section.text)
+
+    def build(self, ctx: PromptContext) -> str:
+        return join(self.sections(ctx))
+
+    def build_within(
+        self, ctx: PromptContext, budget_tokens: int, count: TokenCounter
+    ) -> BuiltPrompt:
+        """Build, then shrink until the prompt fits the budget: workspace files first
+        (proportionally, down to a floor), then skills to compact, then to names only.
+        Tools, Safety and Channel Capabilities are never cut."""
+        sections = self.sections(ctx)
+        if count(join(sections)) <= budget_tokens:
+            return BuiltPrompt(join(sections), sections)
+        cuts: list[str] = []
+        for attempt in _shrunk_contexts(ctx):
+            sections = self.sections(attempt.ctx)
+            if attempt.label not in cuts:
+                cuts.append(attempt.label)
+            if count(join(sections)) <= budget_tokens:
+                break
+        text = join(sections)
+        log.warning(
+            "system prompt over its budget of %d tokens: %s%s",
+            budget_tokens,
+            "; ".join(cuts),
+            ""
+            if count(text) <= budget_tokens
+            else " (still over: raise agent.prompt_budget_tokens)",
+        )
+        return BuiltPrompt(text, sections, tuple(cuts))
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    ctx: PromptContext
+    label: str
+
+
+def _shrunk_contexts(ctx: PromptContext) -> list[_Attempt]:
+    steps = [
+        _Attempt(
+            replace(ctx, bootstrap_scale=scale),
+            "workspace files cut proportionally (down to "
+            f"{BOOTSTRAP_FLOOR_CHARS} characters each at most)",
+        )
+        for scale in _SHRINK_STEPS
+    ]
+    smallest = steps[-1].ctx
+    if ctx.skills and ctx.skills_mode == "full":
+        steps.append(_Attempt(replace(smallest, skills_mode="compact"), "skills made compact"))
+    if ctx.skills:
+        steps.append(_Attempt(replace(smallest, skills_mode="names"), "skills listed by name only"))
+    return steps
+
+
+def join(sections: Sequence[SectionText]) -> str:
+    return "\n\n".join(section.text for section in sections)

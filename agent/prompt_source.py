@@ -1,0 +1,150 @@
+"""What the channel prompts are built from, and a cheap fingerprint of it.
+
+A runtime keeps its prompt until the fingerprint changes: a workspace file's mtime or
+size, the skills, or the tool set. Checking costs a few `stat` calls per turn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from agent.config import Settings
+from agent.prompt import (
+    BuiltPrompt,
+    Dispatch,
+    HostInfo,
+    IdentityInfo,
+    PromptContext,
+    PromptMode,
+    SystemPromptBuilder,
+    TokenCounter,
+    ToolInfo,
+)
+from agent.skills import load_skills
+from agent.workspace import BOOTSTRAP_FILES, SKILLS
+from channels.base import ChannelCapabilities
+from tools.base import ToolRegistry
+
+DEFAULT_BUDGET_TOKENS = 8_000
+COMPACT_BOOTSTRAP_CHARS = 6_000
+
+Fingerprint = tuple[object, ...]
+
+
+def host_info() -> HostInfo:
+    return HostInfo(
+        host=socket.gethostname(),
+        os=f"{platform.system()} {platform.release()} ({platform.machine()})",
+        python=platform.python_version(),
+    )
+
+
+def host_timezone() -> str:
+    """The host's IANA zone name: $TZ, /etc/timezone, or the /etc/localtime link."""
+    if os.environ.get("TZ", "").strip(":"):
+        return os.environ["TZ"].strip(":")
+    try:
+        return Path("/etc/timezone").read_text(encoding="utf-8").strip() or "UTC"
+    except OSError:
+        pass
+    target = os.path.realpath("/etc/localtime")
+    return target.split("zoneinfo/", 1)[1] if "zoneinfo/" in target else "UTC"
+
+
+@dataclass
+class PromptSource:
+    settings: Settings
+    tools: ToolRegistry
+    builder: SystemPromptBuilder
+    security_summary: str
+    host: HostInfo
+    count_tokens: TokenCounter
+    budget_tokens: int
+
+    @property
+    def workspace(self) -> Path:
+        return self.settings.workspace_dir
+
+    @property
+    def timezone(self) -> str:
+        return self.settings.agent.timezone or host_timezone()
+
+    def context(
+        self,
+        channel: str,
+        capabilities: ChannelCapabilities,
+        *,
+        dispatcher: Dispatch = "native",
+        mode: PromptMode | None = None,
+    ) -> PromptContext:
+        agent = self.settings.agent
+        per_file = self.settings.workspace.bootstrap_max_chars
+        if agent.compact_context:
+            per_file = min(per_file, COMPACT_BOOTSTRAP_CHARS)
+        identity = self.settings.identity
+        skills = load_skills(self.workspace / SKILLS) if self.settings.skills.enabled else ()
+        return PromptContext(
+            workspace_dir=self.workspace,
+            model_name=self.settings.llm.model,
+            channel=channel,
+            capabilities=capabilities,
+            host=self.host,
+            timezone=self.timezone,
+            tools=tuple(
+                ToolInfo(t.name, t.description, _compact_json(t.parameters)) for t in self.tools
+            ),
+            skills=skills,
+            skills_mode=self.settings.skills.mode,
+            skills_max_chars=self.settings.skills.max_prompt_chars,
+            identity=IdentityInfo(identity.format, identity.aieos_path, identity.aieos_inline),
+            dispatcher=dispatcher,
+            security_summary=self.security_summary,
+            autonomy=self.settings.security.autonomy,
+            mode=mode or agent.prompt_mode,
+            bootstrap_max_chars=per_file,
+            bootstrap_total_max_chars=self.settings.workspace.bootstrap_total_max_chars,
+            heartbeat_enabled=self.settings.heartbeat.enabled,
+        )
+
+    def build(self, ctx: PromptContext) -> BuiltPrompt:
+        return self.builder.build_within(ctx, self.budget_tokens, self.count_tokens)
+
+    def fingerprint(self) -> Fingerprint:
+        stats: list[object] = [tuple(self.tools.names())]
+        for name in BOOTSTRAP_FILES:
+            stats.append(_stat(self.workspace / name))
+        skills_dir = self.workspace / SKILLS
+        if skills_dir.is_dir():
+            for skill in sorted(skills_dir.glob("*/SKILL.md")):
+                stats.append((skill.parent.name, _stat(skill)))
+        aieos = self.settings.identity.aieos_path
+        if aieos:
+            stats.append(_stat(self.workspace / Path(aieos).expanduser()))
+        return tuple(stats)
+
+    def with_budget(self, budget_tokens: int) -> PromptSource:
+        return replace(self, budget_tokens=budget_tokens)
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return (info.st_mtime_ns, info.st_size)
+
+
+def _compact_json(schema: dict[str, object]) -> str:
+    return json.dumps(schema, separators=(",", ":"), sort_keys=True)
+
+
+def default_budget(configured: int, window: int | None) -> int:
+    """The configured budget, else a quarter of the model's context window, else 8,000."""
+    if configured:
+        return configured
+    return window // 4 if window else DEFAULT_BUDGET_TOKENS

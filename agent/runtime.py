@@ -1,0 +1,294 @@
+"""ChannelRuntime: one per channel. It holds the channel's system prompt and runs its turns.
+
+One turn at a time per chat (later messages of a chat wait their turn, in order), many
+chats at once up to a shared limit. A failed turn answers one short line; the user's
+message is kept in the session either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from agent.commands import CommandContext, run_command
+from agent.dispatch import Dispatcher, NativeDispatcher, XmlDispatcher
+from agent.llm import LLMClient, LLMError, LLMRequestRejected, Message, supports_native_tools
+from agent.loop import LoopOptions, ToolEvent, TurnResult, run_tool_call_loop
+from agent.media import resolve_reply
+from agent.prompt import Dispatch
+from agent.prompt_source import Fingerprint, PromptSource
+from agent.sessions import SessionStore
+from channels.base import ChannelCapabilities, IncomingMessage, Reply
+from channels.markers import marker_for
+from tools.base import ToolCallContext
+
+log = logging.getLogger(__name__)
+
+FAILED_TURN = "Sorry, I could not answer that just now ({}). Your message is kept; try again."
+
+
+@dataclass
+class ProviderQuirks:
+    """What providers taught us at run time, shared by every channel of the process."""
+
+    merge_delivery: set[str] = field(default_factory=set)  # reject a non-leading system message
+    xml_tools: set[str] = field(default_factory=set)  # reject `tools=`
+
+
+@dataclass
+class TurnRecord:
+    """The last turn of a chat, for /status and the CLI's stderr line."""
+
+    stop_reason: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    error: str = ""
+    events: list[ToolEvent] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ChannelSpec:
+    name: str
+    capabilities: ChannelCapabilities
+    delivery_instructions: str | None = None
+    allowed_users: frozenset[str] = frozenset()
+    open_to_all: bool = False  # the terminal: whoever runs the command owns it
+
+
+class ChannelRuntime:
+    def __init__(
+        self,
+        spec: ChannelSpec,
+        *,
+        source: PromptSource,
+        llm: LLMClient,
+        sessions: SessionStore,
+        turn_slots: asyncio.Semaphore,
+        quirks: ProviderQuirks | None = None,
+        scrub: Callable[[str], str] = lambda text: text,
+    ) -> None:
+        self.spec = spec
+        self.source = source
+        self.llm = llm
+        self.sessions = sessions
+        self.quirks = quirks or ProviderQuirks()
+        self._slots = turn_slots
+        self._scrub = scrub
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._running: dict[str, asyncio.Task[Reply]] = {}
+        self.last_turns: dict[str, TurnRecord] = {}
+        self._prompts: dict[tuple[Dispatch, bool], str] = {}
+        self._fingerprint: Fingerprint = ()
+        self.system_prompt = self._prompt("native", merged=False)
+
+    # -- the prompt -----------------------------------------------------------------------
+
+    def _prompt(self, dispatcher: Dispatch, *, merged: bool) -> str:
+        """The channel's prompt, built once per (dispatcher, delivery placement) and kept
+        until the inputs it was built from change."""
+        fingerprint = self.source.fingerprint()
+        if fingerprint != self._fingerprint:
+            self._prompts.clear()
+            self._fingerprint = fingerprint
+        key = (dispatcher, merged)
+        if key not in self._prompts:
+            ctx = self.source.context(self.spec.name, self.spec.capabilities, dispatcher=dispatcher)
+            text = self.source.build(ctx).text
+            if merged and self.spec.delivery_instructions:
+                text = f"{text}\n\n{self.spec.delivery_instructions}"
+            self._prompts[key] = text
+            if key == ("native", False):
+                self.system_prompt = text
+        return self._prompts[key]
+
+    def _merge_delivery(self) -> bool:
+        return (
+            self.source.settings.agent.delivery_instructions == "system_prompt"
+            or self.llm.model in self.quirks.merge_delivery
+        )
+
+    def _dispatcher(self) -> Dispatch:
+        choice = self.source.settings.agent.tool_dispatcher
+        if choice != "auto":
+            return choice
+        if self.llm.model in self.quirks.xml_tools or not supports_native_tools(self.llm.model):
+            return "xml"
+        return "native"
+
+    # -- messages -------------------------------------------------------------------------
+
+    def is_allowed(self, msg: IncomingMessage) -> bool:
+        if self.spec.open_to_all:
+            return True
+        allowed = self.spec.allowed_users
+        names = {msg.sender_id, f"@{msg.sender_username}".lower() if msg.sender_username else ""}
+        return "*" in allowed or bool(names & {a.lower() for a in allowed})
+
+    async def handle(
+        self,
+        msg: IncomingMessage,
+        on_event: Callable[[ToolEvent], None] | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> Reply | None:
+        """Answer one message; None means: say nothing (a stranger in a group)."""
+        if not self.is_allowed(msg):
+            log.info(
+                "%s: refused message from %s (%s)", self.spec.name, msg.sender_id, msg.sender_name
+            )
+            if msg.is_group:
+                return None
+            return Reply(text=self._stranger_text(msg), reply_to=msg.message_id)
+        command = await run_command(msg.text, CommandContext(self, msg.chat.key))
+        if command is not None:
+            return Reply(text=command, reply_to=msg.message_id)
+        key = msg.chat.key
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock, self._slots:
+            task = asyncio.create_task(self._turn(msg, on_event, on_text))
+            self._running[key] = task
+            try:
+                return await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if not task.cancelled():
+                    task.cancel()  # the caller was cancelled (shutdown): stop the turn too
+                    raise
+                return Reply(text="Stopped.", reply_to=msg.message_id)
+            finally:
+                self._running.pop(key, None)
+
+    def cancel(self, chat_key: str) -> bool:
+        task = self._running.get(chat_key)
+        if task is None or task.done():
+            return False
+        task.cancel()
+        return True
+
+    def _stranger_text(self, msg: IncomingMessage) -> str:
+        channel = self.spec.name
+        env = f"PINCLAW_CHANNELS__{channel.upper()}__ALLOWED_USERS"
+        return (
+            f"Hello! This is a private assistant and you are not on its list. Your "
+            f"{channel} user id is {msg.sender_id}. To allow you, the owner adds "
+            f'"{msg.sender_id}" to allowed_users in [channels.{channel}] (or {env}) '
+            "and restarts the bot."
+        )
+
+    async def _turn(
+        self,
+        msg: IncomingMessage,
+        on_event: Callable[[ToolEvent], None] | None,
+        on_text: Callable[[str], None] | None,
+    ) -> Reply:
+        key = msg.chat.key
+        user = {"role": "user", "content": self._envelope(msg)}
+        prior = await self.sessions.history(key, self.source.settings.agent.max_history_messages)
+        try:
+            result = await self._run(key, prior, user, on_event, on_text)
+        except asyncio.CancelledError:
+            await self.sessions.append_turn(key, [user])
+            raise
+        except LLMError as exc:
+            log.error("%s %s: turn failed: %s", self.spec.name, key, exc)
+            await self.sessions.append_turn(key, [user])
+            self.last_turns[key] = TurnRecord("error", error=str(exc))
+            reason = "the model could not be reached" if exc.status != 400 else "it was refused"
+            return Reply(text=FAILED_TURN.format(reason), reply_to=msg.message_id)
+        except Exception as exc:
+            log.exception("%s %s: turn failed", self.spec.name, key)
+            await self.sessions.append_turn(key, [user])
+            self.last_turns[key] = TurnRecord("error", error=f"{type(exc).__name__}: {exc}")
+            return Reply(text=FAILED_TURN.format("an internal error"), reply_to=msg.message_id)
+        await self.sessions.append_turn(key, [user, *result.new_messages])
+        self.last_turns[key] = TurnRecord(
+            result.stop_reason,
+            result.usage.prompt_tokens,
+            result.usage.completion_tokens,
+            result.usage.cost_usd,
+            events=result.events,
+        )
+        text = self._scrub(result.text)
+        return resolve_reply(text, self.source.workspace, reply_to=msg.message_id)
+
+    async def _run(
+        self,
+        key: str,
+        prior: list[Message],
+        user: Message,
+        on_event: Callable[[ToolEvent], None] | None,
+        on_text: Callable[[str], None] | None,
+    ) -> TurnResult:
+        """The loop, re-sent once in a shape the provider accepts when it refuses this one."""
+        dispatch = self._dispatcher()
+        merged = self._merge_delivery()
+        for _attempt in range(3):
+            history = [
+                {"role": "system", "content": self._prompt(dispatch, merged=merged)},
+                *prior,
+                user,
+            ]
+            if self.spec.delivery_instructions and not merged:
+                history.append({"role": "system", "content": self.spec.delivery_instructions})
+            dispatcher: Dispatcher = NativeDispatcher() if dispatch == "native" else XmlDispatcher()
+            try:
+                return await run_tool_call_loop(
+                    history,
+                    self.source.tools,
+                    self.llm,
+                    context=ToolCallContext(self.source.workspace, chat_key=key),
+                    options=LoopOptions(
+                        self.source.settings.agent.max_tool_iterations,
+                        self.source.settings.agent.tool_timeout_s,
+                    ),
+                    dispatcher=dispatcher,
+                    scrub=self._scrub,
+                    on_event=on_event,
+                    on_text=on_text,
+                )
+            except LLMRequestRejected as exc:
+                text = str(exc).lower()
+                if not merged and "system message" in text and self.spec.delivery_instructions:
+                    log.warning(
+                        "%s rejects a non-leading system message; delivery "
+                        "instructions now go in its system prompt",
+                        self.llm.model,
+                    )
+                    self.quirks.merge_delivery.add(self.llm.model)
+                    merged = True
+                elif (
+                    dispatch == "native"
+                    and "tool" in text
+                    and self.source.settings.agent.tool_dispatcher == "auto"
+                ):
+                    log.warning("%s rejects tools=; using the xml tool protocol", self.llm.model)
+                    self.quirks.xml_tools.add(self.llm.model)
+                    dispatch = "xml"
+                else:
+                    raise
+        raise LLMError("the provider kept refusing the request", status=400)
+
+    def _envelope(self, msg: IncomingMessage) -> str:
+        """The user message as the model sees it: who, where, when, then the text."""
+        zone_name = self.source.timezone
+        try:
+            zone = ZoneInfo(zone_name)
+        except (ZoneInfoNotFoundError, ValueError):
+            zone, zone_name = ZoneInfo("UTC"), "UTC"
+        now = datetime.now(zone).strftime("%a %Y-%m-%d %H:%M")
+        who = msg.sender_name or msg.sender_id
+        if msg.sender_username:
+            who += f" (@{msg.sender_username})"
+        where = f"{self.spec.name} group" if msg.is_group else self.spec.name
+        lines = [f"[{now} {zone_name} | {where} | from {who}]"]
+        if msg.text:
+            lines.append(msg.text)
+        for item in msg.attachments:
+            path = item.path
+            if path.is_absolute() and self.source.workspace in path.parents:
+                path = path.relative_to(self.source.workspace)
+            lines.append(marker_for(item.kind, str(path)) + (f" {item.note}" if item.note else ""))
+        return "\n".join(lines)

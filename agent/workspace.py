@@ -1,0 +1,129 @@
+"""The home folder and the workspace: created from the bundled templates, never overwritten."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The templates ship beside the packages: <repo or site-packages>/workspace/*.md.
+TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "workspace"
+BUNDLED_SKILLS_DIR = Path(__file__).resolve().parent.parent / "skills"
+# config.example.toml is linked into the package so that an installed wheel carries it.
+CONFIG_TEMPLATE = Path(__file__).resolve().parent / "config.example.toml"
+
+BOOTSTRAP_FILES = (
+    "AGENTS.md",
+    "SOUL.md",
+    "TOOLS.md",
+    "IDENTITY.md",
+    "USER.md",
+    "HEARTBEAT.md",
+    "BOOTSTRAP.md",
+    "MEMORY.md",
+)
+INBOX = "inbox"
+SKILLS = "skills"
+BOOTSTRAP_FLOOR_CHARS = 500  # the prompt budget never cuts a workspace file below this
+
+
+@dataclass
+class InitReport:
+    created: list[Path] = field(default_factory=list)
+    kept: list[Path] = field(default_factory=list)
+
+
+def init_home(home: Path, workspace: Path, config_file: Path | None) -> InitReport:
+    """Create what is missing of the home folder, its config.toml and the workspace."""
+    report = InitReport()
+    home.mkdir(parents=True, exist_ok=True)
+    if config_file is not None:
+        _copy_if_missing(CONFIG_TEMPLATE.read_text(encoding="utf-8"), config_file, report)
+    init_workspace(workspace, report)
+    return report
+
+
+def init_workspace(workspace: Path, report: InitReport | None = None) -> InitReport:
+    report = report or InitReport()
+    (workspace / INBOX).mkdir(parents=True, exist_ok=True)
+    for name in BOOTSTRAP_FILES:
+        _copy_if_missing(
+            (TEMPLATES_DIR / name).read_text(encoding="utf-8"), workspace / name, report
+        )
+    for skill in sorted(BUNDLED_SKILLS_DIR.glob("*/SKILL.md")):
+        _copy_if_missing(
+            skill.read_text(encoding="utf-8"),
+            workspace / SKILLS / skill.parent.name / skill.name,
+            report,
+        )
+    return report
+
+
+def ensure_workspace(workspace: Path) -> bool:
+    """Initialise a missing workspace; True when it had to be created."""
+    if workspace.is_dir():
+        return False
+    init_workspace(workspace)
+    return True
+
+
+def _copy_if_missing(text: str, target: Path, report: InitReport) -> None:
+    if target.exists():
+        report.kept.append(target)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    report.created.append(target)
+
+
+@dataclass(frozen=True)
+class BootstrapBlock:
+    """One workspace file as the prompt shows it."""
+
+    text: str  # "" when the file is empty: it is left out
+    chars: int  # characters of the file's content counted against the total cap
+    missing: bool = False
+
+
+def read_bootstrap_file(
+    workspace: Path, name: str, limit: int, scale: float = 1.0
+) -> BootstrapBlock:
+    """The file's content without front matter, cut at `limit` characters (not bytes).
+
+    `scale` < 1 is the token budget cutting every file by the same proportion, never
+    below a floor. A missing file gives a one-line marker, so the model knows to expect it.
+    """
+    path = workspace / name
+    try:
+        raw = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return BootstrapBlock(
+            f"[missing: {name} — create it in the workspace to use it]", 0, missing=True
+        )
+    except OSError as exc:
+        return BootstrapBlock(f"[unreadable: {name}: {exc.strerror}]", 0, missing=True)
+    content = strip_front_matter(raw).strip()
+    if not content:
+        return BootstrapBlock("", 0)
+    if scale < 1.0:
+        limit = min(limit, max(BOOTSTRAP_FLOOR_CHARS, int(len(content) * scale)))
+    if limit <= 0:
+        return BootstrapBlock(
+            f"[omitted: the workspace files' total limit is reached; read {path} for it]", 0
+        )
+    if len(content) <= limit:
+        return BootstrapBlock(content, len(content))
+    return BootstrapBlock(
+        f"{content[:limit]}\n\n[... truncated at {limit} characters; the full file is {path}]",
+        limit,
+    )
+
+
+def strip_front_matter(text: str) -> str:
+    """Drop a leading YAML front-matter block (`---` ... `---`): metadata, not instructions."""
+    lines = text.lstrip("\ufeff").splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        return text
+    for index, line in enumerate(lines[1:], start=1):
+        if line.strip() in ("---", "..."):
+            return "".join(lines[index + 1 :])
+    return text

@@ -1,0 +1,1 @@
+"""Platform adapters: the terminal, Telegram and Discord."""

@@ -1,0 +1,88 @@
+"""What every channel shares with the runtime: messages in, replies out, capabilities."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+Markup = Literal["plain", "markdown", "html"]
+MediaKind = Literal["IMAGE", "DOCUMENT", "VIDEO", "AUDIO", "VOICE"]
+MEDIA_KINDS: tuple[MediaKind, ...] = ("IMAGE", "DOCUMENT", "VIDEO", "AUDIO", "VOICE")
+
+
+@dataclass(frozen=True)
+class ChannelCapabilities:
+    """What a channel can show; the prompt's Channel Capabilities section reads it."""
+
+    display_name: str
+    markup: Markup = "plain"
+    max_message_chars: int = 0  # 0: no limit
+    media: frozenset[MediaKind] = frozenset()
+    edits: bool = False
+
+
+@dataclass(frozen=True)
+class ChatRef:
+    """Where a conversation lives; also the key of its session."""
+
+    channel: str
+    chat_id: str
+    thread_id: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.channel}:{self.chat_id}:{self.thread_id}"
+
+
+@dataclass(frozen=True)
+class Attachment:
+    kind: MediaKind
+    path: Path  # saved inside the workspace inbox
+    note: str = ""  # e.g. a voice note's transcript
+
+
+@dataclass(frozen=True)
+class IncomingMessage:
+    chat: ChatRef
+    sender_id: str
+    sender_name: str
+    text: str
+    attachments: tuple[Attachment, ...] = ()
+    is_group: bool = False
+    mentions_bot: bool = False
+    message_id: str = ""
+    sender_username: str = ""
+
+
+@dataclass(frozen=True)
+class OutgoingMedia:
+    kind: MediaKind
+    source: str  # a URL, or a local path the runtime has confined to the workspace
+    is_url: bool = False
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    media: tuple[OutgoingMedia, ...] = ()
+    reply_to: str = ""  # the message id to answer, when the platform threads replies
+
+
+Submit = Callable[[IncomingMessage], None]
+
+
+class Channel(Protocol):
+    name: str
+    capabilities: ChannelCapabilities
+    delivery_instructions: str | None
+
+    async def start(self, submit: Submit) -> None: ...
+
+    async def send(self, chat: ChatRef, reply: Reply) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+TypingStarter = Callable[[ChatRef], Awaitable[None]]

@@ -1,0 +1,79 @@
+"""The LLM client against the fake provider through real LiteLLM: retries, fallbacks, usage."""
+
+from __future__ import annotations
+
+import pytest
+from fakes.llm_server import FakeLLM, error, text, tool_calls
+
+from agent.config import LLMSettings
+from agent.llm import LLMClient, LLMError, LLMRequestRejected
+
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+def client(fake: FakeLLM, **overrides: object) -> LLMClient:
+    options: dict[str, object] = {
+        "model": "openai/primary", "api_base": fake.base_url, "num_retries": 2,
+        "retry_backoff_s": 0.01,
+    }
+    options.update(overrides)
+    return LLMClient(LLMSettings(**options))  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real-0000")
+
+
+async def test_retries_429_and_500_then_succeeds(fake_llm: FakeLLM) -> None:
+    fake_llm.script(error(429), error(500), text("third time"))
+    reply = await client(fake_llm).complete(HELLO)
+    assert reply.content == "third time"
+    assert len(fake_llm.requests) == 3
+
+
+async def test_fallback_answers_when_primary_always_fails(fake_llm: FakeLLM) -> None:
+    fake_llm.fail_model("primary", status=503)
+    fake_llm.script(text("from the fallback"))
+    reply = await client(fake_llm, fallback_models=["openai/backup"]).complete(HELLO)
+    assert reply.content == "from the fallback"
+    assert reply.model == "openai/backup"
+    assert [r["model"] for r in fake_llm.requests] == ["primary"] * 3 + ["backup"]
+
+
+async def test_clear_error_when_every_model_fails(fake_llm: FakeLLM) -> None:
+    fake_llm.fail_model("primary", status=500)
+    fake_llm.fail_model("backup", status=500)
+    with pytest.raises(LLMError) as caught:
+        await client(fake_llm, fallback_models=["openai/backup"], num_retries=1).complete(HELLO)
+    assert "no model answered" in str(caught.value)
+    assert caught.value.status == 500
+    assert len(fake_llm.requests) == 4
+
+
+async def test_rejected_request_is_not_retried(fake_llm: FakeLLM) -> None:
+    fake_llm.reject_non_leading_system = True
+    messages = [*HELLO, {"role": "system", "content": "late"}]
+    with pytest.raises(LLMRequestRejected, match="System message must be at the beginning"):
+        await client(fake_llm).complete(messages)
+    assert len(fake_llm.requests) == 1
+
+
+async def test_tool_calls_and_usage(fake_llm: FakeLLM) -> None:
+    fake_llm.script(tool_calls(("shell", {"command": "ls"})))
+    tools = [{"type": "function", "function": {
+        "name": "shell", "description": "run", "parameters": {
+            "type": "object", "properties": {"command": {"type": "string"}}}}}]
+    reply = await client(fake_llm).complete(HELLO, tools=tools)
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [("shell", '{"command": "ls"}')]
+    assert reply.prompt_tokens > 0 and reply.completion_tokens > 0
+    assert fake_llm.requests[0]["tools"] == tools
+
+
+async def test_streaming_hands_over_each_delta(fake_llm: FakeLLM) -> None:
+    fake_llm.script(text("streamed reply arrives in pieces"))
+    pieces: list[str] = []
+    reply = await client(fake_llm).complete(HELLO, on_text=pieces.append)
+    assert len(pieces) > 1
+    assert "".join(pieces) == reply.content == "streamed reply arrives in pieces"
+    assert fake_llm.requests[0]["stream"] is True

@@ -1,0 +1,164 @@
+"""The tool-call loop against the fake provider: what goes back to the model, what comes out."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes.llm_server import FakeLLM, text, tool_calls
+
+from agent.config import LLMSettings
+from agent.dispatch import XmlDispatcher
+from agent.llm import LLMClient
+from agent.loop import LoopOptions, run_tool_call_loop
+from agent.security import Scrubber
+from tools.base import FunctionTool, ToolCallContext, ToolRegistry, ToolResult
+
+
+async def echo(call: ToolCallContext, word: str, times: int = 1) -> ToolResult:
+    """Repeat a word.
+
+    Args:
+        word: The word.
+        times: How often.
+    """
+    return ToolResult.success(" ".join([word] * times))
+
+
+async def nap(call: ToolCallContext, seconds: float) -> ToolResult:
+    """Sleep, then say so.
+
+    Args:
+        seconds: How long.
+    """
+    await asyncio.sleep(seconds)
+    return ToolResult.success(f"slept {seconds}")
+
+
+async def explode(call: ToolCallContext) -> ToolResult:
+    """Always raises."""
+    raise RuntimeError("boom")
+
+
+async def leak(call: ToolCallContext) -> ToolResult:
+    """Prints a secret."""
+    return ToolResult.success("token=sk-live-abcdefghijklmnopqrstuvwxyz")
+
+
+REGISTRY = ToolRegistry([FunctionTool(f) for f in (echo, nap, explode, leak)])
+HISTORY = [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real-0000")
+
+
+def llm(fake: FakeLLM) -> LLMClient:
+    return LLMClient(LLMSettings(model="openai/m", api_base=fake.base_url, num_retries=0))
+
+
+async def loop(fake: FakeLLM, **options: Any) -> Any:
+    return await run_tool_call_loop(
+        HISTORY, REGISTRY, llm(fake), context=ToolCallContext(Path(".")),
+        options=LoopOptions(**{"max_iterations": 10, "tool_timeout_s": 5, **options}),
+        scrub=Scrubber(),
+    )
+
+
+def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in request["messages"] if m["role"] == "tool"]
+
+
+async def test_results_paired_with_calls_and_final_text(fake_llm: FakeLLM) -> None:
+    fake_llm.script(tool_calls(("echo", {"word": "hi", "times": 2}), ("echo", {"word": "yo"})),
+                    text("done"))
+    result = await loop(fake_llm)
+    assert result.text == "done" and result.stop_reason == "done"
+    second = fake_llm.requests[1]["messages"]
+    assistant = second[2]
+    assert [c["id"] for c in assistant["tool_calls"]] == ["call_1", "call_2"]
+    assert [(m["tool_call_id"], m["content"]) for m in second[3:]] == [
+        ("call_1", "hi hi"), ("call_2", "yo")]
+    assert [m["role"] for m in result.new_messages] == ["assistant", "tool", "tool", "assistant"]
+    assert HISTORY == [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
+
+
+async def test_calls_of_one_reply_run_concurrently(fake_llm: FakeLLM) -> None:
+    fake_llm.script(tool_calls(*[("nap", {"seconds": 0.4}) for _ in range(3)]), text("rested"))
+    started = time.perf_counter()
+    result = await loop(fake_llm)
+    assert result.text == "rested"
+    assert time.perf_counter() - started < 1.1  # three 0.4 s naps side by side
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        (("explode", {}), "Error: explode failed: RuntimeError: boom"),
+        (("nope", {}), "Error: Unknown tool 'nope'. Available tools: echo, nap, explode, leak"),
+        (("echo", '{"word": '), "Error: The arguments for echo are not valid JSON"),
+        (("echo", {"times": "many"}), "Error: Invalid arguments for echo: word: Field required"),
+        (("nap", {"seconds": 3}), "Error: nap timed out after 0.2 s"),
+    ],
+)
+async def test_tool_trouble_becomes_an_error_result(fake_llm: FakeLLM, call: tuple[str, Any],
+                                                    expected: str) -> None:
+    fake_llm.script(tool_calls(call), text("I saw the error"))
+    result = await loop(fake_llm, tool_timeout_s=0.2)
+    assert result.text == "I saw the error"
+    [message] = tool_messages(fake_llm.requests[1])
+    assert message["content"].startswith(expected), message["content"]
+
+
+async def test_secrets_in_tool_output_are_scrubbed(fake_llm: FakeLLM) -> None:
+    fake_llm.script(tool_calls(("leak", {})), text("ok"))
+    await loop(fake_llm)
+    [message] = tool_messages(fake_llm.requests[1])
+    assert message["content"] == "token=[REDACTED]"
+
+
+async def test_fourth_identical_call_is_refused_and_turn_ends(fake_llm: FakeLLM) -> None:
+    same = ("echo", {"word": "again"})
+    fake_llm.script(*[tool_calls(same) for _ in range(4)], text("giving up"))
+    result = await loop(fake_llm)
+    assert result.stop_reason == "loop_detected"
+    assert result.text == "giving up"
+    last_tool = tool_messages(fake_llm.requests[4])[-1]
+    assert "already called 3 times" in last_tool["content"]
+    assert [e.ok for e in result.events] == [True, True, True, False]
+    assert "tools" not in fake_llm.requests[4]
+
+
+async def test_iteration_limit_then_one_answer_without_tools(fake_llm: FakeLLM) -> None:
+    fake_llm.script(*[tool_calls(("echo", {"word": str(i)})) for i in range(3)], text("summary"))
+    result = await loop(fake_llm, max_iterations=3)
+    assert result.stop_reason == "iteration_limit"
+    assert result.text == "summary"
+    final = fake_llm.requests[3]
+    assert "tools" not in final
+    assert final["messages"][-1]["role"] == "user"
+
+
+async def test_xml_dispatcher_runs_tool_calls_written_as_text(fake_llm: FakeLLM) -> None:
+    fake_llm.script(
+        text('Let me check.\n<tool_call>{"name": "echo", "arguments": {"word": "xml"}}'
+             "</tool_call>\n<tool_call>{not json}</tool_call>"),
+        text("The tool said xml."),
+    )
+    result = await run_tool_call_loop(
+        HISTORY, REGISTRY, llm(fake_llm), context=ToolCallContext(Path(".")),
+        dispatcher=XmlDispatcher(),
+    )
+    assert result.text == "The tool said xml."
+    first, second = fake_llm.requests
+    assert "tools" not in first
+    feedback = second["messages"][-1]
+    assert feedback["role"] == "user"
+    assert '<tool_result name="echo">\nxml\n</tool_result>' in feedback["content"]
+    assert "tool call 2 is not valid JSON" in feedback["content"]
+    assert json.loads(json.dumps(second["messages"]))  # plain JSON all the way

@@ -1,0 +1,89 @@
+"""File tools: what lands on disk, and every way out of the workspace refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.base import ToolCallContext, ToolResult
+from tools.config import SecuritySettings
+from tools.files import FileTools
+from tools.policy import SecurityPolicy
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+def _tools(workspace: Path, autonomy: str = "supervised") -> dict[str, object]:
+    settings = SecuritySettings(autonomy=autonomy)  # type: ignore[arg-type]
+    policy = SecurityPolicy.from_settings(settings, workspace)
+    return {tool.name: tool for tool in FileTools(policy).tools()}
+
+
+async def call(workspace: Path, name: str, autonomy: str = "supervised",
+               **args: object) -> ToolResult:
+    tool = _tools(workspace, autonomy)[name]
+    return await tool.run(args, ToolCallContext(workspace))  # type: ignore[attr-defined,no-any-return]
+
+
+async def test_write_read_edit_list(workspace: Path) -> None:
+    assert (await call(workspace, "file_write", path="notes/a.md", content="one\ntwo\nthree\n")).ok
+    assert (workspace / "notes/a.md").read_text() == "one\ntwo\nthree\n"
+    assert (await call(workspace, "file_read", path="notes/a.md", start_line=2,
+                       end_line=3)).output == "two\nthree\n"
+    assert (await call(workspace, "file_edit", path="notes/a.md", old_text="two",
+                       new_text="2")).ok
+    assert (workspace / "notes/a.md").read_text() == "one\n2\nthree\n"
+    listing = await call(workspace, "file_list")
+    assert listing.output == "notes/"
+
+
+async def test_edit_not_found_or_not_unique_changes_nothing(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("x x")
+    missing = await call(workspace, "file_edit", path="a.txt", old_text="y", new_text="z")
+    twice = await call(workspace, "file_edit", path="a.txt", old_text="x", new_text="z")
+    assert not missing.ok and "not found" in missing.output
+    assert not twice.ok and "2 times" in twice.output
+    assert (workspace / "a.txt").read_text() == "x x"
+
+
+@pytest.mark.parametrize("path", ["../outside.txt", "sub/../../outside.txt"])
+async def test_dotdot_escape_refused(workspace: Path, path: str) -> None:
+    result = await call(workspace, "file_write", path=path, content="no")
+    assert not result.ok and "outside the workspace" in result.output
+    assert not (workspace.parent / "outside.txt").exists()
+
+
+async def test_absolute_path_outside_refused(workspace: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hidden")
+    result = await call(workspace, "file_read", path=str(secret))
+    assert not result.ok and "hidden" not in result.output
+
+
+async def test_symlink_that_escapes_refused(workspace: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("hidden")
+    (workspace / "link").symlink_to(outside)
+    read = await call(workspace, "file_read", path="link/secret.txt")
+    write = await call(workspace, "file_write", path="link/new.txt", content="x")
+    assert not read.ok and "outside the workspace" in read.output
+    assert not write.ok and not (outside / "new.txt").exists()
+
+
+async def test_read_only_autonomy_refuses_writes(workspace: Path) -> None:
+    result = await call(workspace, "file_write", autonomy="read_only", path="a.txt", content="x")
+    assert not result.ok and "read_only" in result.output
+    assert not (workspace / "a.txt").exists()
+
+
+async def test_bad_arguments_are_an_error_the_model_can_read(workspace: Path) -> None:
+    result = await call(workspace, "file_read", paht="a.txt")
+    assert not result.ok
+    assert "path: Field required" in result.output and "paht: unexpected argument" in result.output

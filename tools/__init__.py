@@ -1,0 +1,1 @@
+"""What the agent can do: shell, files, memory and hardware tools, and the policy around them."""

@@ -1,0 +1,174 @@
+"""The Tool protocol, typed tools built from a function's signature, and the registry.
+
+A tool's JSON schema is derived from its function's type hints and docstring through
+pydantic, and arguments are validated against it before the function runs, so a tool body
+only ever sees well-typed values and a model that sends bad arguments gets an error it
+can act on instead of an exception.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool hands back to the model: data, never an exception."""
+
+    ok: bool
+    output: str
+
+    @classmethod
+    def success(cls, output: str) -> ToolResult:
+        return cls(ok=True, output=output)
+
+    @classmethod
+    def error(cls, message: str) -> ToolResult:
+        return cls(ok=False, output=message)
+
+
+@dataclass(frozen=True)
+class ToolCallContext:
+    """Where a call comes from: the workspace it works in and the chat that asked."""
+
+    workspace: Path
+    chat_key: str = ""
+
+
+class Tool(Protocol):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    async def run(self, args: dict[str, Any], call: ToolCallContext) -> ToolResult: ...
+
+
+ToolFunction = Callable[..., Awaitable[ToolResult]]
+
+
+class FunctionTool:
+    """A tool made from an async function `fn(call: ToolCallContext, **args) -> ToolResult`.
+
+    The description is the docstring's text before `Args:`; each argument's description
+    comes from its `name: text` line under `Args:`.
+    """
+
+    def __init__(
+        self, fn: ToolFunction, *, name: str | None = None, description: str | None = None
+    ) -> None:
+        self.name = name or fn.__name__
+        summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
+        self.description = description or summary
+        self._fn = fn
+        self._args_model = _args_model(fn, self.name, arg_docs)
+        self.parameters = _clean_schema(self._args_model.model_json_schema())
+
+    async def run(self, args: dict[str, Any], call: ToolCallContext) -> ToolResult:
+        try:
+            parsed = self._args_model.model_validate(args)
+        except ValidationError as exc:
+            return ToolResult.error(f"Invalid arguments for {self.name}: {_brief(exc)}")
+        return await self._fn(call, **dict(parsed))
+
+
+def tool(fn: ToolFunction) -> FunctionTool:
+    """Decorator form of FunctionTool, for module-level tools."""
+    return FunctionTool(fn)
+
+
+class ToolRegistry:
+    """The tools of one runtime, in registration order, and their `tools=` schemas."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for item in tools:
+            self.register(item)
+
+    def register(self, item: Tool) -> None:
+        if item.name in self._tools:
+            raise ValueError(f"tool {item.name!r} registered twice")
+        self._tools[item.name] = item
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def __iter__(self) -> Any:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The OpenAI `tools=` list."""
+        return [
+            {
+                "type": "function",
+                "function": {
+                    "name": item.name,
+                    "description": item.description,
+                    "parameters": item.parameters,
+                },
+            }
+            for item in self._tools.values()
+        ]
+
+
+_ARG_LINE = re.compile(r"^\s{2,}(\w+)(?:\s*\([^)]*\))?:\s*(.*)$")
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    summary, _, rest = doc.partition("Args:")
+    arg_docs: dict[str, str] = {}
+    current = ""
+    for line in rest.splitlines():
+        match = _ARG_LINE.match(line)
+        if match:
+            current = match.group(1)
+            arg_docs[current] = match.group(2).strip()
+        elif current and line.strip():
+            arg_docs[current] += " " + line.strip()
+    return " ".join(summary.split()), arg_docs
+
+
+def _args_model(fn: ToolFunction, name: str, arg_docs: dict[str, str]) -> type[BaseModel]:
+    hints = get_type_hints(fn)
+    fields: dict[str, Any] = {}
+    params = list(inspect.signature(fn).parameters.values())[1:]  # the first is the context
+    for param in params:
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (
+            hints[param.name],
+            Field(default=default, description=arg_docs.get(param.name)),
+        )
+    config = ConfigDict(extra="forbid")
+    model: type[BaseModel] = create_model(f"{name}_args", __config__=config, **fields)
+    return model
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop pydantic's titles: they cost prompt tokens and tell the model nothing."""
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+        for option in prop.get("anyOf", []):
+            option.pop("title", None)
+    return schema
+
+
+def _brief(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "arguments"
+        message = "unexpected argument" if error["type"] == "extra_forbidden" else error["msg"]
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)

@@ -1,0 +1,136 @@
+"""SecurityPolicy: what the tools may touch — workspace paths, commands, autonomy level.
+
+The policy is enforced here, in the tools, not in the prompt: a model that ignores its
+instructions still cannot read outside the workspace or run a command that is not allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools.config import Autonomy, SecuritySettings
+
+
+class PolicyError(Exception):
+    """A refused action; the message is shown to the model as the tool's error."""
+
+
+# Command substitution and process substitution would run commands the check never sees.
+_SUBSTITUTION = re.compile(r"`|\$\(|<\(|>\(")
+# Split a command line into the simple commands of a pipeline or list.
+_SEPARATORS = re.compile(r"\|\||&&|[|;&\n]")
+_WRITE_REDIRECT = re.compile(r"(?<![<&0-9])>|[0-9]>(?!&)")
+_HARMLESS_PATHS = frozenset({"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr"})
+# Arguments that make an allowed program run another one (find -exec rm ...) or delete.
+_RUNS_OTHERS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete"})
+
+
+@dataclass(frozen=True)
+class SecurityPolicy:
+    workspace: Path
+    autonomy: Autonomy
+    allowed_commands: tuple[str, ...]
+    forbidden_paths: tuple[Path, ...]
+
+    @classmethod
+    def from_settings(cls, settings: SecuritySettings, workspace: Path) -> SecurityPolicy:
+        return cls(
+            workspace=workspace.expanduser().resolve(),
+            autonomy=settings.autonomy,
+            allowed_commands=tuple(settings.allowed_commands),
+            forbidden_paths=tuple(Path(p).expanduser().resolve() for p in settings.forbidden_paths),
+        )
+
+    @property
+    def can_write(self) -> bool:
+        return self.autonomy != "read_only"
+
+    def resolve_path(self, raw: str) -> Path:
+        """The real path of `raw` (relative to the workspace), refused unless inside it.
+
+        Symlinks are resolved before the check, so a link that points out is refused too.
+        """
+        if not raw or "\x00" in raw:
+            raise PolicyError("path is empty or contains a NUL byte")
+        candidate = Path(raw).expanduser()
+        if not candidate.is_absolute():
+            candidate = self.workspace / candidate
+        resolved = candidate.resolve()
+        if resolved != self.workspace and self.workspace not in resolved.parents:
+            raise PolicyError(
+                f"path {raw!r} is outside the workspace ({self.workspace}); "
+                "use a path relative to the workspace"
+            )
+        for forbidden in self.forbidden_paths:
+            if forbidden == self.workspace or forbidden in self.workspace.parents:
+                continue  # a folder that holds the workspace: confinement already applies
+            if resolved == forbidden or forbidden in resolved.parents:
+                raise PolicyError(f"path {raw!r} is inside the forbidden path {forbidden}")
+        return resolved
+
+    def check_command(self, command: str) -> None:
+        """Refuse a command line the autonomy level or the allow-list does not permit."""
+        if not command.strip():
+            raise PolicyError("the command is empty")
+        if self.autonomy == "full":
+            return
+        if _SUBSTITUTION.search(command):
+            raise PolicyError(
+                "command substitution (`...`, $(...), <(...)) is not allowed at this autonomy level"
+            )
+        if self.autonomy == "read_only" and _WRITE_REDIRECT.search(command):
+            raise PolicyError("writing with > is not allowed: autonomy is read_only")
+        for part in _SEPARATORS.split(command):
+            if not part.strip():
+                continue
+            program, arguments = _split_command(part)
+            if program not in self.allowed_commands:
+                allowed = ", ".join(self.allowed_commands) or "none"
+                raise PolicyError(
+                    f"command {program!r} is not in the allowed commands ({allowed}); "
+                    "ask the owner to add it to [security] allowed_commands"
+                )
+            for argument in arguments:
+                if argument in _RUNS_OTHERS:
+                    raise PolicyError(f"{program} {argument} is not allowed at this autonomy level")
+                self._check_argument(argument)
+
+    def _check_argument(self, argument: str) -> None:
+        """An argument that names a path must name one inside the workspace."""
+        value = argument.partition("=")[2] if argument.startswith("-") else argument
+        looks_like_path = value.startswith(("/", "~", "..")) or "/.." in value
+        if not looks_like_path or value in _HARMLESS_PATHS:
+            return
+        try:
+            self.resolve_path(value)
+        except PolicyError as exc:
+            raise PolicyError(f"argument refused: {exc}") from None
+
+    def summary(self) -> str:
+        """The policy in a few lines, for the prompt's Active Security Policy section."""
+        commands = ", ".join(f"`{c}`" for c in self.allowed_commands) or "none"
+        if self.autonomy == "full":
+            commands = "any (autonomy is full)"
+        forbidden = ", ".join(f"`{p}`" for p in self.forbidden_paths) or "none"
+        return (
+            f"- Autonomy level: {self.autonomy}\n"
+            f"- Allowed shell commands: {commands}\n"
+            f"- File tools are confined to the workspace; forbidden paths: {forbidden}"
+        )
+
+
+def _split_command(simple_command: str) -> tuple[str, list[str]]:
+    """The program's name and its arguments, after any leading VAR=value assignments."""
+    try:
+        words = shlex.split(simple_command)
+    except ValueError:
+        words = simple_command.split()
+    for index, word in enumerate(words):
+        if "=" in word and not word.startswith(("=", "-")):
+            continue
+        return os.path.basename(word), words[index + 1 :]
+    return "", []
