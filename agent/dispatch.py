@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent.llm import LLMResponse, Message, ToolCall
+from agent.llm import LLMResponse, Message, ToolCall, supports_native_tools
+from agent.prompt import Dispatch
 from tools.base import ToolRegistry, ToolResult
 
 
@@ -120,6 +121,14 @@ class XmlDispatcher:
             f'<tool_result name="error">\n{problem}\n</tool_result>' for problem in parsed.problems
         ]
         return [{"role": "user", "content": "\n".join(parts)}]
+
+
+def configured_dispatcher(choice: str, model: str) -> Dispatch:
+    """The dispatcher a runtime starts with: as configured, or for "auto" native unless
+    LiteLLM positively knows the model lacks function calling."""
+    if choice in ("native", "xml"):
+        return choice  # type: ignore[return-value]
+    return "native" if supports_native_tools(model) else "xml"
 
 
 def visible_text(response: LLMResponse) -> str:

@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 
 from agent.workspace import BOOTSTRAP_FLOOR_CHARS
 from channels.base import ChannelCapabilities
+from tools.config import Autonomy
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ class PromptContext:
     identity: IdentityInfo = field(default_factory=IdentityInfo)
     dispatcher: Dispatch = "native"
     security_summary: str = ""
-    autonomy: str = "supervised"
+    autonomy: Autonomy = "supervised"
     mode: PromptMode = "full"
     bootstrap_max_chars: int = 20_000
     bootstrap_total_max_chars: int = 60_000
@@ -146,50 +147,65 @@ class SystemPromptBuilder:
     ) -> BuiltPrompt:
         """Build, then shrink until the prompt fits the budget: workspace files first
         (proportionally, down to a floor), then skills to compact, then to names only.
-        Tools, Safety and Channel Capabilities are never cut."""
+        Tools, Safety and Channel Capabilities are never cut. One warning names the cuts."""
         sections = self.sections(ctx)
-        if count(join(sections)) <= budget_tokens:
-            return BuiltPrompt(join(sections), sections)
-        cuts: list[str] = []
-        for attempt in _shrunk_contexts(ctx):
-            sections = self.sections(attempt.ctx)
-            if attempt.label not in cuts:
-                cuts.append(attempt.label)
-            if count(join(sections)) <= budget_tokens:
-                break
         text = join(sections)
+        if count(text) <= budget_tokens:
+            return BuiltPrompt(text, sections)
+        cuts: dict[str, str] = {}  # kind -> label of the deepest cut of that kind
+        for attempt in _shrunk_contexts(ctx):
+            smaller = self.sections(attempt.ctx)
+            smaller_text = join(smaller)
+            if len(smaller_text) >= len(text):
+                continue  # this step cuts nothing more
+            cuts[attempt.kind] = attempt.label
+            sections, text = smaller, smaller_text
+            if count(text) <= budget_tokens:
+                break
+        still_over = count(text) > budget_tokens
         log.warning(
             "system prompt over its budget of %d tokens: %s%s",
             budget_tokens,
-            "; ".join(cuts),
-            ""
-            if count(text) <= budget_tokens
-            else " (still over: raise agent.prompt_budget_tokens)",
+            "; ".join(cuts.values()) or "nothing could be cut",
+            " (still over: raise agent.prompt_budget_tokens)" if still_over else "",
         )
-        return BuiltPrompt(text, sections, tuple(cuts))
+        return BuiltPrompt(text, sections, tuple(cuts.values()))
 
 
 @dataclass(frozen=True)
 class _Attempt:
     ctx: PromptContext
+    kind: str
     label: str
 
 
 def _shrunk_contexts(ctx: PromptContext) -> list[_Attempt]:
+    """The shrinking steps, each smaller than the one before, in the fixed order."""
     steps = [
         _Attempt(
             replace(ctx, bootstrap_scale=scale),
-            "workspace files cut proportionally (down to "
-            f"{BOOTSTRAP_FLOOR_CHARS} characters each at most)",
+            "workspace",
+            _workspace_cut(scale),
         )
         for scale in _SHRINK_STEPS
     ]
     smallest = steps[-1].ctx
-    if ctx.skills and ctx.skills_mode == "full":
-        steps.append(_Attempt(replace(smallest, skills_mode="compact"), "skills made compact"))
-    if ctx.skills:
-        steps.append(_Attempt(replace(smallest, skills_mode="names"), "skills listed by name only"))
+    if ctx.mode == "full" and ctx.skills and ctx.skills_mode == "full":
+        compact = replace(smallest, skills_mode="compact")
+        steps.append(_Attempt(compact, "skills", "skills listed compactly"))
+    if ctx.mode == "full" and ctx.skills:
+        names = replace(smallest, skills_mode="names")
+        steps.append(_Attempt(names, "skills", "skills listed by name only"))
     return steps
+
+
+def _workspace_cut(scale: float) -> str:
+    if scale <= 0:
+        return f"workspace files cut to at most {BOOTSTRAP_FLOOR_CHARS} characters each"
+    return (
+        f"workspace files cut to {scale:.0%} of their length "
+        f"(at least {BOOTSTRAP_FLOOR_CHARS} characters each)"
+    )
 
 
 def join(sections: Sequence[SectionText]) -> str:

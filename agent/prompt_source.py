@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from agent.prompt import (
 from agent.skills import load_skills
 from agent.workspace import BOOTSTRAP_FILES, SKILLS
 from channels.base import ChannelCapabilities
-from tools.base import ToolRegistry
+from tools.base import Tool, ToolRegistry
 
 DEFAULT_BUDGET_TOKENS = 8_000
 COMPACT_BOOTSTRAP_CHARS = 6_000
@@ -45,14 +46,16 @@ def host_info() -> HostInfo:
 
 
 def host_timezone() -> str:
-    """The host's IANA zone name: $TZ, /etc/timezone, or the /etc/localtime link."""
-    if os.environ.get("TZ", "").strip(":"):
-        return os.environ["TZ"].strip(":")
-    try:
-        return Path("/etc/timezone").read_text(encoding="utf-8").strip() or "UTC"
-    except OSError:
-        pass
-    target = os.path.realpath("/etc/localtime")
+    """The host's IANA zone name: $TZ, /etc/timezone, or the zoneinfo file's name."""
+    from_env = os.environ.get("TZ", "").lstrip(":")
+    if from_env and not from_env.startswith("/"):
+        return from_env
+    if not from_env:
+        try:
+            return Path("/etc/timezone").read_text(encoding="utf-8").strip() or "UTC"
+        except OSError:
+            pass
+    target = os.path.realpath(from_env or "/etc/localtime")  # TZ=":/etc/localtime" is a file
     return target.split("zoneinfo/", 1)[1] if "zoneinfo/" in target else "UTC"
 
 
@@ -95,9 +98,7 @@ class PromptSource:
             capabilities=capabilities,
             host=self.host,
             timezone=self.timezone,
-            tools=tuple(
-                ToolInfo(t.name, t.description, _compact_json(t.parameters)) for t in self.tools
-            ),
+            tools=tool_infos(self.tools),
             skills=skills,
             skills_mode=self.settings.skills.mode,
             skills_max_chars=self.settings.skills.max_prompt_chars,
@@ -137,6 +138,11 @@ def _stat(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return (info.st_mtime_ns, info.st_size)
+
+
+def tool_infos(tools: Iterable[Tool]) -> tuple[ToolInfo, ...]:
+    """What the prompt shows of each tool, in registration order."""
+    return tuple(ToolInfo(t.name, t.description, _compact_json(t.parameters)) for t in tools)
 
 
 def _compact_json(schema: dict[str, object]) -> str:

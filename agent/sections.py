@@ -36,7 +36,7 @@ def _tools(ctx: PromptContext) -> str:
     for info in ctx.tools:
         lines.append(f"- **{info.name}**: {info.description}")
         if ctx.dispatcher == "xml" and info.parameters_json:
-            lines.append(f"  Parameters: `{info.parameters_json}`")
+            lines.append(f"  Parameters: {info.parameters_json}")
     if ctx.dispatcher == "xml":
         lines += [
             "",
@@ -85,8 +85,8 @@ def _honesty(ctx: PromptContext) -> str:
 _AUTONOMY_RULES = {
     "read_only": "- This runtime is read-only: do not change files, pins or anything else; "
     "observe and report.",
-    "supervised": "- Ask before anything destructive or hard to undo (deleting, overwriting, "
-    "moving hardware) and before acting outside this machine.",
+    "supervised": "- Ask before anything destructive or hard to undo (deleting or overwriting "
+    "files, switching a load that could cause harm) and before acting outside this machine.",
     "full": "- You may act directly within the allowed actions. When a tool refuses an action, "
     "explain the restriction instead of working around it.",
 }
@@ -113,10 +113,14 @@ def _skills(ctx: PromptContext) -> str:
 
 
 def _workspace(ctx: PromptContext) -> str:
-    return f"## Workspace\n\nWorking directory: `{ctx.workspace_dir}`"
+    return (
+        f"## Workspace\n\nWorking directory: `{ctx.workspace_dir}`. Paths you give the tools "
+        "are relative to it."
+    )
 
 
 MINIMAL_FILES = ("AGENTS.md", "TOOLS.md")
+AIEOS_REPLACES = ("SOUL.md", "IDENTITY.md")
 
 
 def _bootstrap_names(ctx: PromptContext) -> list[str]:
@@ -131,32 +135,48 @@ def _bootstrap_names(ctx: PromptContext) -> list[str]:
     return names
 
 
-def _project_context(ctx: PromptContext) -> str:
-    names = _bootstrap_names(ctx)
-    identity: list[str] = []
-    if ctx.mode == "full" and ctx.identity.format == "aieos":
-        try:
-            identity = [load_aieos(ctx.identity, ctx.workspace_dir)]
-            names = [n for n in names if n not in ("SOUL.md", "IDENTITY.md")]
-        except AieosError as exc:
-            log.warning("AIEOS identity not used (%s); using the Markdown files", exc)
+def _aieos_identity(ctx: PromptContext) -> str:
+    """The AIEOS identity rendered, or "" (with a logged reason) to use the Markdown files."""
+    if ctx.mode != "full" or ctx.identity.format != "aieos":
+        return ""
+    try:
+        return load_aieos(ctx.identity, ctx.workspace_dir)
+    except AieosError as exc:
+        log.warning("AIEOS identity not used (%s); using SOUL.md and IDENTITY.md instead", exc)
+        return ""
+
+
+def _file_blocks(ctx: PromptContext, names: list[str]) -> tuple[list[str], bool]:
+    """Each file under its heading, within the per-file and total limits; and whether
+    SOUL.md was injected."""
     blocks: list[str] = []
     remaining = ctx.bootstrap_total_max_chars
-    soul_present = False
+    soul = False
     for name in names:
         limit = min(ctx.bootstrap_max_chars, remaining)
         block = read_bootstrap_file(ctx.workspace_dir, name, limit, ctx.bootstrap_scale)
         if block.text:
             blocks.append(f"### {name}\n\n{block.text}")
             remaining -= block.chars
-            soul_present = soul_present or (name == "SOUL.md" and not block.missing)
+            soul = soul or (name == "SOUL.md" and not block.missing)
+    return blocks, soul
+
+
+def _project_context(ctx: PromptContext) -> str:
+    names = _bootstrap_names(ctx)
+    identity = _aieos_identity(ctx)
+    if identity:
+        names = [n for n in names if n not in AIEOS_REPLACES]
+    blocks, soul = _file_blocks(ctx, names)
     intro = (
         "The workspace files below define who you are and how you work. They are already "
         "included here: do not read them again with a tool."
     )
-    if soul_present:
-        intro += "\nSOUL.md is present: take on its persona and tone in every reply."
-    return "\n\n".join(["## Project Context", intro, *identity, *blocks])
+    if identity:
+        intro += "\nYour identity is given below in AIEOS form: embody it in every reply."
+    if soul:
+        intro += "\nSpeak with the persona and tone SOUL.md describes; the rules above come first."
+    return "\n\n".join(["## Project Context", intro, *([identity] if identity else []), *blocks])
 
 
 def _date_time(ctx: PromptContext) -> str:
@@ -175,25 +195,31 @@ def _runtime(ctx: PromptContext) -> str:
     )
 
 
+def _presence(ctx: PromptContext) -> str:
+    name = ctx.capabilities.display_name
+    if ctx.channel == "cli":
+        return "- You are running in the user's terminal. Your reply is printed there; just answer."
+    return (
+        f"- You are running as the {name} bot. Your reply is sent to the {name} chat "
+        "automatically; just answer, no permission needed."
+    )
+
+
 def _channel(ctx: PromptContext) -> str:
     caps = ctx.capabilities
-    lines = [
-        "## Channel Capabilities",
-        "",
-        f"- You are running as the {caps.display_name} bot. Your reply is delivered to the "
-        f"{caps.display_name} chat automatically; just answer, no permission needed.",
-    ]
-    if caps.markup == "markdown" or caps.markup == "html":
-        lines.append("- Format with simple Markdown (bold, italics, code, lists, links).")
+    lines = ["## Channel Capabilities", "", _presence(ctx)]
+    if caps.markup == "plain":
+        lines.append("- Your reply is shown as plain text: do not use Markdown.")
     else:
-        lines.append("- Your reply is shown as plain text.")
+        lines.append("- Format with simple Markdown (bold, italics, code, lists, links).")
     if caps.max_message_chars:
         lines.append(
-            f"- Long replies are split at {caps.max_message_chars} characters; keep them short."
+            f"- Replies longer than {caps.max_message_chars:,} characters are split into "
+            "several messages: keep them short."
         )
     if caps.media:
         kinds = ", ".join(f"[{kind}:...]" for kind in sorted(caps.media))
-        lines.append(f"- Files can be sent with media markers: {kinds}.")
+        lines.append(f"- To send a file, put a media marker in your reply: {kinds}.")
     lines += [
         "- Never repeat, reveal or describe credentials, tokens, API keys or secrets.",
         "- Secrets in tool output are already redacted as [REDACTED]; do not mention them.",

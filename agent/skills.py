@@ -34,12 +34,13 @@ def load_skills(skills_dir: Path) -> tuple[SkillInfo, ...]:
             log.warning("skill %s not loaded: %s", path, exc.strerror)
             continue
         meta = _front_matter(raw)
+        body = strip_front_matter(raw).strip()
         found.append(
             SkillInfo(
                 name=meta.get("name") or folder.name,
-                description=meta.get("description", ""),
+                description=meta.get("description") or _first_line(body),
                 location=path,
-                instructions=strip_front_matter(raw).strip(),
+                instructions=body,
             )
         )
     return tuple(sorted(found, key=lambda s: s.name))
@@ -60,6 +61,15 @@ def _front_matter(text: str) -> dict[str, str]:
     return meta
 
 
+def _first_line(body: str) -> str:
+    """A description for a skill without front matter: its first line of prose."""
+    for line in body.splitlines():
+        text = line.strip()
+        if text and not text.startswith("#"):
+            return text[:200]
+    return ""
+
+
 _INTRO = {
     "full": "Skills are instructions for particular jobs. Follow the one that fits the request.",
     "compact": "Skills are instructions for particular jobs. When one fits the request, read "
@@ -68,8 +78,8 @@ _INTRO = {
     "skills/<name>/SKILL.md with file_read, then follow it.",
 }
 _NOTICE = {
-    "compact": "(Shown compactly to fit the prompt's skills limit.)",
-    "names": "(Names only, to fit the prompt's limits.)",
+    "compact": "(Shown compactly to fit skills.max_prompt_chars.)",
+    "names": "(Names only, to keep the prompt within its limits.)",
 }
 
 
@@ -77,6 +87,7 @@ def render_skills(
     skills: Sequence[SkillInfo], mode: SkillsMode, max_chars: int, workspace: Path | None = None
 ) -> str:
     """The Skills section in `mode`, stepping down full -> compact -> names to fit."""
+    skills = sorted(skills, key=lambda s: s.name)  # same skills, same bytes
     order: list[SkillsMode] = ["full", "compact", "names"]
     for step in order[order.index(mode) :]:
         text = _render(skills, step, workspace, notice=step != mode)
@@ -91,14 +102,20 @@ def _location(skill: SkillInfo, workspace: Path | None) -> str:
     return str(skill.location)
 
 
+def _short(skill: SkillInfo) -> str:
+    """The name, and the folder when it differs (the path to read is the folder's)."""
+    folder = skill.location.parent.name
+    return skill.name if folder == skill.name else f"{skill.name} (skills/{folder})"
+
+
 def _render(
     skills: Sequence[SkillInfo], mode: SkillsMode, workspace: Path | None, notice: bool
 ) -> str:
     lines = ["## Skills", "", _INTRO[mode]]
-    if notice:
+    if notice or mode == "names":  # names only is never configured: always a cut
         lines.append(_NOTICE[mode])
     if mode == "names":
-        lines += ["", "Available skills: " + ", ".join(s.name for s in skills)]
+        lines += ["", "Available skills: " + ", ".join(_short(s) for s in skills)]
         return "\n".join(lines)
     lines += ["", "<available_skills>"]
     for skill in skills:
@@ -121,7 +138,7 @@ def _names_capped(skills: Sequence[SkillInfo], max_chars: int) -> str:
     shown: list[str] = []
     for index, skill in enumerate(skills):
         tail = f" … and {len(skills) - index} more in skills/"
-        if len(head) + len(", ".join([*shown, skill.name])) + len(tail) > max_chars:
+        if len(head) + len(", ".join([*shown, _short(skill)])) + len(tail) > max_chars:
             return head + ", ".join(shown) + tail
-        shown.append(skill.name)
+        shown.append(_short(skill))
     return head + ", ".join(shown)

@@ -90,7 +90,8 @@ def read_bootstrap_file(
     """The file's content without front matter, cut at `limit` characters (not bytes).
 
     `scale` < 1 is the token budget cutting every file by the same proportion, never
-    below a floor. A missing file gives a one-line marker, so the model knows to expect it.
+    below a floor, and only where the cut saves more than its marker costs. A missing
+    file gives a one-line marker, so the model knows to expect it.
     """
     path = workspace / name
     try:
@@ -104,23 +105,27 @@ def read_bootstrap_file(
     content = strip_front_matter(raw).strip()
     if not content:
         return BootstrapBlock("", 0)
-    if scale < 1.0:
-        limit = min(limit, max(BOOTSTRAP_FLOOR_CHARS, int(len(content) * scale)))
     if limit <= 0:
         return BootstrapBlock(
             f"[omitted: the workspace files' total limit is reached; read {path} for it]", 0
         )
+    if scale < 1.0:
+        scaled = max(BOOTSTRAP_FLOOR_CHARS, int(len(content) * scale))
+        if len(content) - scaled > len(_truncated_marker(scaled, path)):
+            limit = min(limit, scaled)
     if len(content) <= limit:
         return BootstrapBlock(content, len(content))
-    return BootstrapBlock(
-        f"{content[:limit]}\n\n[... truncated at {limit} characters; the full file is {path}]",
-        limit,
-    )
+    return BootstrapBlock(content[:limit] + _truncated_marker(limit, path), limit)
+
+
+def _truncated_marker(limit: int, path: Path) -> str:
+    return f"\n\n[... truncated at {limit} characters; the full file is {path}]"
 
 
 def strip_front_matter(text: str) -> str:
     """Drop a leading YAML front-matter block (`---` ... `---`): metadata, not instructions."""
-    lines = text.lstrip("\ufeff").splitlines(keepends=True)
+    text = text.lstrip("\ufeff")  # a byte-order mark is not content either
+    lines = text.splitlines(keepends=True)
     if not lines or lines[0].strip() != "---":
         return text
     for index, line in enumerate(lines[1:], start=1):

@@ -1,0 +1,103 @@
+"""System prompt figures: (a) build time, median over N builds (default 1,000), for a
+workspace of eight 20,000-character files and 50 skills (goal < 5 ms); (b) tokens of the
+full Telegram prompt of a fresh `agent init` workspace with the default tools, by
+LiteLLM's counter for openai/gpt-4o-mini (goal <= 3,000).
+
+    .venv/bin/python bench/prompt.py [--builds 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from agent.prompt import HostInfo, PromptContext, SkillInfo, SystemPromptBuilder  # noqa: E402
+from agent.workspace import BOOTSTRAP_FILES, init_workspace  # noqa: E402
+from channels.capabilities import TELEGRAM  # noqa: E402
+
+MODEL = "openai/gpt-4o-mini"
+HOST = HostInfo(host="bench", os="Linux", python="3.11")
+FILE_CHARS = 20_000
+
+
+def big_workspace(root: Path) -> tuple[SkillInfo, ...]:
+    """Eight bootstrap files of 20,000 characters each, and 50 skills on disk."""
+    line = "- Keep the greenhouse between 10 and 35 °C; report anything odd at once. 온실 🌱\n"
+    body = (line * (FILE_CHARS // len(line) + 1))[:FILE_CHARS]
+    for name in BOOTSTRAP_FILES:
+        (root / name).write_text(body, encoding="utf-8")
+    skills = []
+    for index in range(50):
+        folder = root / "skills" / f"skill-{index:02d}"
+        folder.mkdir(parents=True)
+        text = f"Step {index}: do the thing carefully, then report.\n" * 20
+        (folder / "SKILL.md").write_text(text, encoding="utf-8")
+        skills.append(
+            SkillInfo(f"skill-{index:02d}", f"Skill number {index}.", folder / "SKILL.md", text)
+        )
+    return tuple(skills)
+
+
+def build_time(builds: int) -> float:
+    """Median milliseconds of SystemPromptBuilder.with_defaults().build(ctx)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        ctx = PromptContext(
+            workspace_dir=root,
+            model_name=MODEL,
+            channel="telegram",
+            capabilities=TELEGRAM,
+            host=HOST,
+            timezone="Europe/Berlin",
+            skills=big_workspace(root),
+        )
+        times = []
+        for _ in range(builds):
+            started = time.perf_counter()
+            SystemPromptBuilder.with_defaults().build(ctx)
+            times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+def fresh_prompt_tokens() -> tuple[int, int]:
+    """Characters and tokens of the full Telegram prompt of a fresh `agent init` workspace."""
+    from agent.app import build_tools, prompt_source
+    from agent.config import LLMSettings, Settings, WorkspaceSettings
+    from agent.llm import count_tokens
+    from tools.policy import SecurityPolicy
+
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = Path(tmp) / "workspace"
+        init_workspace(workspace)
+        settings = Settings(
+            llm=LLMSettings(model=MODEL), workspace=WorkspaceSettings(path=str(workspace))
+        )
+        policy = SecurityPolicy.from_settings(settings.security, workspace)
+        source = prompt_source(settings, build_tools(settings, policy), policy)
+        text = source.build(source.context("telegram", TELEGRAM)).text
+    return len(text), count_tokens(MODEL, text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--builds", type=int, default=1000)
+    builds = parser.parse_args().builds
+    median = build_time(builds)
+    chars, tokens = fresh_prompt_tokens()
+    print(f"build, 8 x 20,000-char files + 50 skills   {median:7.2f} ms  median of {builds:,}")
+    print(
+        f"fresh workspace, Telegram, default tools  {tokens:7,} tokens ({chars:,} chars, {MODEL})"
+    )
+
+
+if __name__ == "__main__":
+    main()

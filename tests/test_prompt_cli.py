@@ -1,0 +1,89 @@
+"""`agent prompt show` end to end, as a subprocess with PINCLAW_HOME in a temporary folder."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from test_prompt_kit import count
+
+from agent.app import build_tools, prompt_source
+from agent.config import load_settings
+from agent.prompt import IDENTITY_LINE
+from agent.workspace import ensure_workspace
+from channels.capabilities import TELEGRAM
+from tools.policy import SecurityPolicy
+
+REPO = Path(__file__).resolve().parent.parent
+MODEL = "openai/gpt-4o-mini"  # LiteLLM knows it: a 128,000-token window, so a 32,000 budget
+
+
+@pytest.fixture
+def env(home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.setenv("PINCLAW_LLM__MODEL", MODEL)
+    return {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+
+def show(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent", "prompt", "show", *args],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def in_process_prompt() -> str:
+    """The Telegram prompt built here from the same settings, with a simple counter."""
+    settings = load_settings()
+    ensure_workspace(settings.workspace_dir)
+    policy = SecurityPolicy.from_settings(settings.security, settings.workspace_dir)
+    source = prompt_source(settings, build_tools(settings, policy), policy, budget_tokens=10**6)
+    source = replace(source, count_tokens=count)
+    return source.build(source.context("telegram", TELEGRAM)).text
+
+
+def test_prompt_show_prints_exactly_the_prompt(env: dict[str, str]) -> None:
+    result = show(env, "--channel", "telegram")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("## Tools\n")
+    capabilities = result.stdout[result.stdout.index("## Channel Capabilities") :]
+    assert "You are running as the Telegram bot" in capabilities
+    assert result.stdout == in_process_prompt()
+
+
+def test_prompt_show_mode_none_prints_the_identity_line(env: dict[str, str]) -> None:
+    result = show(env, "--channel", "discord", "--mode", "none")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == IDENTITY_LINE
+
+
+def test_prompt_show_stats_prints_a_row_per_section_a_total_and_the_budget(
+    env: dict[str, str],
+) -> None:
+    result = show(env, "--channel", "telegram", "--stats")
+    assert result.returncode == 0, result.stderr
+    rows = {}
+    for line in result.stdout.splitlines()[1:]:
+        match = re.fullmatch(r"(\w+)\s+([\d,]*)\s+([\d,]+)", line)
+        assert match, f"not a table row: {line!r}"
+        rows[match[1]] = (match[2], int(match[3].replace(",", "")))
+    assert result.stdout.splitlines()[0].split() == ["section", "chars", "tokens"]
+    assert list(rows) == [
+        "tools", "task", "tool_honesty", "safety", "skills", "workspace", "project_context",
+        "date_time", "runtime", "channel_capabilities", "total", "budget",
+    ]  # fmt: skip
+    sections = [tokens for name, (_, tokens) in rows.items() if name not in ("total", "budget")]
+    assert all(tokens > 0 for tokens in sections)
+    total = rows["total"][1]
+    assert sum(sections) * 0.9 <= total <= sum(sections) * 1.1
+    assert int(rows["total"][0].replace(",", "")) == len(in_process_prompt())
+    assert rows["budget"] == ("", 32_000)

@@ -1,0 +1,78 @@
+"""Golden files: the whole system prompt for each channel and mode.
+
+The workspace is made in a temporary folder from the real templates (`workspace/*.md`)
+and bundled skills (`skills/*/SKILL.md`), so a change to a template, a skill, a tool's
+description or a section's wording shows here as a unified diff. The host, zone, model,
+tools and security policy are fixed (see test_prompt_kit.py); the workspace path is
+replaced by `<WORKSPACE>` before comparing.
+
+When a change is intended, regenerate the snapshots and review them with `git diff`:
+
+    UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest -q tests/test_prompt_snapshots.py
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+
+import pytest
+from test_prompt_kit import WORKSPACE_PLACEHOLDER, build, fresh_workspace, make_ctx, real_tools
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+UPDATE = os.environ.get("UPDATE_SNAPSHOTS") == "1"
+CHANNELS = ("telegram", "discord", "cli")
+MODES = ("full", "minimal", "none")
+
+
+def check_snapshot(name: str, actual: str) -> None:
+    path = SNAPSHOTS / name
+    if UPDATE:
+        SNAPSHOTS.mkdir(exist_ok=True)
+        path.write_text(actual, encoding="utf-8")
+        return
+    if not path.exists():
+        pytest.fail(f"no snapshot {path}; create it with UPDATE_SNAPSHOTS=1", pytrace=False)
+    expected = path.read_text(encoding="utf-8")
+    if actual != expected:
+        diff = difflib.unified_diff(
+            expected.splitlines(keepends=True),
+            actual.splitlines(keepends=True),
+            fromfile=f"snapshots/{name} (expected)",
+            tofile="built now (actual)",
+        )
+        pytest.fail(
+            f"the prompt differs from its snapshot; if intended, rerun with UPDATE_SNAPSHOTS=1\n"
+            f"{''.join(diff)}",
+            pytrace=False,
+        )
+
+
+def stable(prompt: str, workspace: Path) -> str:
+    """The prompt with this run's workspace path replaced by a fixed placeholder."""
+    return prompt.replace(str(workspace), WORKSPACE_PLACEHOLDER) + "\n"
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("channel", CHANNELS)
+def test_prompt_matches_snapshot(tmp_path: Path, channel: str, mode: str) -> None:
+    workspace = fresh_workspace(tmp_path)
+    ctx = make_ctx(workspace, channel, mode=mode, tools=real_tools(workspace, hardware=True))
+    check_snapshot(f"prompt_{channel}_{mode}.md", stable(build(ctx), workspace))
+
+
+def test_xml_dispatcher_prompt_matches_snapshot(tmp_path: Path) -> None:
+    workspace = fresh_workspace(tmp_path)
+    ctx = make_ctx(workspace, "telegram", dispatcher="xml")
+    check_snapshot("prompt_telegram_full_xml.md", stable(build(ctx), workspace))
+
+
+def test_snapshot_folder_holds_no_stale_files() -> None:
+    expected = {f"prompt_{c}_{m}.md" for c in CHANNELS for m in MODES}
+    expected.add("prompt_telegram_full_xml.md")
+    if UPDATE:
+        for path in SNAPSHOTS.glob("prompt_*.md"):
+            if path.name not in expected:
+                path.unlink()
+    assert {p.name for p in SNAPSHOTS.glob("*.md")} == expected
