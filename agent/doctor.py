@@ -70,6 +70,20 @@ async def run_doctor(settings: Settings, *, check_model: bool = False) -> int:
             report(token, name, "enabled, token present" if token else f"enabled; set {env}")
             if not channel.allowed_users:
                 print(f"note {name}: allowed_users is empty, so nobody can talk to the bot")
+    if settings.hardware.enabled:
+        from tools.hardware import Board
+
+        board = Board(settings.hardware)
+        info = await board.describe()
+        await board.close()
+        if info is None:
+            report(False, "board", board.last_error or "not found")
+        else:
+            report(
+                True,
+                "board",
+                f"{info.firmware} {info.firmware_version} on {info.port}, {info.pin_count} pins",
+            )
     if check_model and model:
         from agent.llm import LLMClient, LLMError
 

@@ -1,0 +1,356 @@
+"""The hardware tools: the model's words for pins, checked against the config and the board.
+
+A pin arrives as a number (13), an analog name ("A0") or a configured name ("fan"); a level as
+0/1, true/false or "low"/"high". Every argument is checked before the board is touched, and a
+refusal names the valid choices, so the model can correct itself in one step.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from tools.base import FunctionTool, Tool, ToolCallContext, ToolResult
+from tools.config import HardwareSettings, pin_token
+from tools.hardware import Board, BoardError, BoardInfo, PinInfo
+
+Pattern = Literal["blink", "pulse", "heartbeat"]
+# (level, share of the period) steps; every pattern ends low.
+PATTERNS: dict[str, tuple[tuple[int, float], ...]] = {
+    "blink": ((1, 0.5), (0, 0.5)),
+    "pulse": ((1, 0.1), (0, 0.9)),
+    "heartbeat": ((1, 0.1), (0, 0.1), (1, 0.1), (0, 0.7)),
+}
+LEVELS = {"0": 0, "1": 1, "low": 0, "high": 1, "false": 0, "true": 1, "off": 0, "on": 1}
+TOOL_FOR_MODE = {
+    "output": "gpio_write or gpio_pattern", "input": "gpio_read", "input_pullup": "gpio_read",
+    "pwm": "pwm_write", "analog": "analog_read", "servo": "servo_write",
+}  # fmt: skip
+# What a tool may do to a pin wired (configured) for each mode; "read" is gpio_read.
+USES = {
+    "output": {"output", "read"}, "input": {"read"}, "input_pullup": {"read"},
+    "pwm": {"pwm", "read"}, "servo": {"servo", "read"}, "analog": {"analog"},
+}  # fmt: skip
+ANALOG_REFERENCE_V = 5.0  # the Uno's, Nano's and Mega's default analog reference
+MIN_PERIOD_MS, MAX_PERIOD_MS, MAX_REPEAT = 20, 600_000, 100_000
+
+
+class PinError(Exception):
+    """An argument the config or the tool refuses; nothing was sent to the board."""
+
+
+@dataclass(frozen=True)
+class PinRef:
+    """A pin the tools may touch: its spelling for the board, and its configured name."""
+
+    token: int | str  # 13 or "A0"
+    name: str = ""
+    mode: str = ""  # how it is wired, when configured under [hardware.pins.NAME]
+    description: str = ""
+
+    @property
+    def label(self) -> str:
+        pin = f"pin {self.token}" if isinstance(self.token, int) else self.token
+        return f"{self.name} ({pin})" if self.name else pin
+
+
+class PinPolicy:
+    """Which pins the tools may touch (allowed_pins and named pins), and what names mean."""
+
+    def __init__(self, settings: HardwareSettings) -> None:
+        self.named = {
+            name: PinRef(pin.pin, name, pin.mode, pin.description)
+            for name, pin in settings.pins.items()
+        }
+        self.allowed = {token: PinRef(token) for token in settings.allowed_pins}
+        self.allowed |= {ref.token: ref for ref in self.named.values()}
+
+    def resolve(self, arg: int | str, use: str) -> PinRef:
+        """The allowed pin `arg` names, fit for `use`; otherwise a PinError naming the choices."""
+        ref = self.named.get(arg.strip().lower()) if isinstance(arg, str) else None
+        if ref is None:
+            try:
+                token = pin_token(arg)
+            except ValueError:
+                names = f" or a configured name ({', '.join(self.named)})" if self.named else ""
+                raise PinError(
+                    f"Unknown pin {arg!r}: give a pin number (13), an analog name (A0){names}."
+                ) from None
+            ref = self.allowed.get(token)
+            if ref is None:
+                raise PinError(
+                    f"{PinRef(token).label.capitalize()} is not allowed. {self.choices()}"
+                )
+        if ref.mode and use not in USES[ref.mode]:
+            raise PinError(f"{ref.label} is wired as {ref.mode}: use {TOOL_FOR_MODE[ref.mode]}.")
+        return ref
+
+    def choices(self) -> str:
+        if not self.allowed:
+            return (
+                "No pins are allowed yet: list them in [hardware] allowed_pins, or name them "
+                "under [hardware.pins.NAME], in config.toml."
+            )
+        return f"Allowed pins: {', '.join(ref.label for ref in self.allowed.values())}."
+
+    def guide(self) -> str:
+        """The pin part of each tool description: how "the fan" maps to pin 9."""
+        parts = []
+        for ref in self.allowed.values():
+            if ref.name:
+                about = f"{ref.mode}: {ref.description}" if ref.description else ref.mode
+                parts.append(f'"{ref.name}" = {PinRef(ref.token).label} ({about})')
+            else:
+                parts.append(PinRef(ref.token).label)
+        if not parts:
+            return self.choices()
+        return f"Pins you may use: {'; '.join(parts)}."
+
+    def about(self, pin: PinInfo) -> str:
+        """`pin`'s configured name and whether the tools may touch it, for board listings."""
+        tokens = {pin.number, f"A{pin.analog_channel}"}
+        refs = [ref for token, ref in self.allowed.items() if token in tokens]
+        names = [f'"{ref.name}"' for ref in refs if ref.name]
+        return (" " + ", ".join(names) if names else "") + (" [allowed]" if refs else "")
+
+
+def parse_level(value: bool | int | str) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    level = LEVELS.get(str(value).strip().lower())
+    if level is None:
+        raise PinError(f"Level {value!r} is not one of 1/0, true/false or high/low.")
+    return level
+
+
+def describe_value(mode: str | None, value: float | None, full_scale: int = 1023) -> str:
+    if value is None or mode is None:
+        return ""
+    if mode in ("output", "input", "input_pullup"):
+        return "high" if value else "low"
+    if mode == "pwm":
+        return f"duty {value:.0%}"
+    if mode == "servo":
+        return f"{value:g}°"
+    if mode == "analog":
+        return f"{value:g}/{full_scale} ({value / full_scale * ANALOG_REFERENCE_V:.2f} V)"
+    return f"{value:g}"
+
+
+async def _attempt(action: Callable[[], Awaitable[str]]) -> ToolResult:
+    try:
+        return ToolResult.success(await action())
+    except (PinError, BoardError) as exc:
+        return ToolResult.error(str(exc))
+
+
+class _HardwareTools:
+    """The tool functions; each docstring becomes the tool's description and argument help."""
+
+    def __init__(self, settings: HardwareSettings, board: Board) -> None:
+        self.policy = PinPolicy(settings)
+        self.board = board
+
+    async def gpio_write(
+        self, call: ToolCallContext, pin: int | str, value: bool | int | str
+    ) -> ToolResult:
+        """Set a digital output pin high or low: switch a LED, relay or buzzer on or off.
+        Stops any pattern running on the pin.
+
+        Args:
+            pin: pin number (13), analog name ("A0") or configured name ("led")
+            value: 1 or 0, true or false, "high" or "low"
+        """
+
+        async def act() -> str:
+            ref = self.policy.resolve(pin, "output")
+            level = parse_level(value)
+            await self.board.digital_write(ref.token, level)
+            return f"{ref.label} is now {'high' if level else 'low'}."
+
+        return await _attempt(act)
+
+    async def gpio_read(self, call: ToolCallContext, pin: int | str) -> ToolResult:
+        """Read a digital pin: its level (high/low) and mode. A pin set up as an input (a
+        button, a switch) is read as one; an output reports the level it is driven to.
+
+        Args:
+            pin: pin number (2), analog name ("A0") or configured name ("button")
+        """
+
+        async def act() -> str:
+            ref = self.policy.resolve(pin, "read")
+            reading = await self.board.digital_read(
+                ref.token,
+                pullup=ref.mode == "input_pullup",
+                as_output=ref.mode in ("output", "pwm", "servo"),
+            )
+            value = describe_value(reading.mode, reading.value)
+            return f"{ref.label}: {value}, mode {reading.mode}."
+
+        return await _attempt(act)
+
+    async def pwm_write(self, call: ToolCallContext, pin: int | str, duty: float) -> ToolResult:
+        """Drive a PWM-capable pin at a duty cycle: set a fan's speed or a LED's brightness.
+        Stops any pattern running on the pin.
+
+        Args:
+            pin: pin number (9) or configured name ("fan")
+            duty: 0.0 (off) to 1.0 (full on); 0.5 is half
+        """
+
+        async def act() -> str:
+            ref = self.policy.resolve(pin, "pwm")
+            if not 0.0 <= duty <= 1.0:
+                raise PinError(f"Duty {duty:g} is out of range: give 0.0 (off) to 1.0 (full on).")
+            await self.board.pwm_write(ref.token, duty)
+            return f"{ref.label}: PWM duty {duty:.0%}."
+
+        return await _attempt(act)
+
+    async def analog_read(self, call: ToolCallContext, pin: int | str) -> ToolResult:
+        """Read an analog input (A0-A5 on an Uno): a light sensor, a potentiometer, a
+        thermistor. Answers the raw reading (0-1023) and the voltage.
+
+        Args:
+            pin: analog name ("A0") or configured name ("light")
+        """
+
+        async def act() -> str:
+            ref = self.policy.resolve(pin, "analog")
+            reading = await self.board.analog_read(ref.token)
+            value = describe_value("analog", reading.value, reading.full_scale)
+            return f"{ref.label}: {value}."
+
+        return await _attempt(act)
+
+    async def servo_write(self, call: ToolCallContext, pin: int | str, angle: float) -> ToolResult:
+        """Turn a hobby servo on a pin to an angle.
+
+        Args:
+            pin: pin number (10) or configured name ("door")
+            angle: 0 to 180 degrees
+        """
+
+        async def act() -> str:
+            ref = self.policy.resolve(pin, "servo")
+            if not 0 <= angle <= 180:
+                raise PinError(f"Angle {angle:g} is out of range: give 0 to 180 degrees.")
+            await self.board.servo_write(ref.token, round(angle))
+            return f"{ref.label}: servo at {round(angle)}°."
+
+        return await _attempt(act)
+
+    async def gpio_pattern(
+        self,
+        call: ToolCallContext,
+        pin: int | str,
+        pattern: Pattern,
+        period_ms: int = 1000,
+        repeat: int = 0,
+    ) -> ToolResult:
+        """Run a light pattern on a digital output in the background: blink (on half the
+        period), pulse (a short flash each period) or heartbeat (two quick beats). A new
+        pattern or a gpio_write on the pin stops it.
+
+        Args:
+            pin: pin number (13) or configured name ("led")
+            pattern: "blink", "pulse" or "heartbeat"
+            period_ms: length of one cycle in milliseconds (20 to 600000)
+            repeat: number of cycles; 0 runs until stopped
+        """
+
+        async def act() -> str:
+            ref = self.policy.resolve(pin, "output")
+            if not MIN_PERIOD_MS <= period_ms <= MAX_PERIOD_MS:
+                raise PinError(
+                    f"period_ms {period_ms} is out of range: give {MIN_PERIOD_MS} to "
+                    f"{MAX_PERIOD_MS} milliseconds."
+                )
+            if not 0 <= repeat <= MAX_REPEAT:
+                raise PinError(
+                    f"repeat {repeat} is out of range: give 1 to {MAX_REPEAT}, or 0 for "
+                    "until stopped."
+                )
+            steps = [(level, share * period_ms / 1000) for level, share in PATTERNS[pattern]]
+            await self.board.start_pattern(ref.token, pattern, steps, repeat)
+            if repeat:
+                span = f"{repeat} times (about {repeat * period_ms / 1000:g} s)"
+            else:
+                span = "until stopped (gpio_write the pin to stop it)"
+            return f"{ref.label}: {pattern} every {period_ms} ms, {span}."
+
+        return await _attempt(act)
+
+    async def hardware_board_info(self, call: ToolCallContext) -> ToolResult:
+        """Describe the connected board: port, firmware, and each usable pin with what it can
+        do, its current mode and last value, and which pins you may use.
+        """
+
+        async def act() -> str:
+            info = await self.board.info()
+            running = self.board.patterns
+            lines = [_headline(info)]
+            for pin in info.pins:
+                if not pin.capabilities:
+                    continue
+                value = describe_value(pin.mode, pin.value)
+                state = f"mode {pin.mode}" + (f", {value}" if value else "") if pin.mode else ""
+                if pin.number in running:
+                    state += f", running {running[pin.number]}"
+                lines.append(
+                    f"- {pin.label}{self.policy.about(pin)}: {state or 'mode unknown'}; "
+                    f"can {', '.join(pin.capabilities)}"
+                )
+            return "\n".join(lines)
+
+        return await _attempt(act)
+
+    async def hardware_capabilities(self, call: ToolCallContext) -> ToolResult:
+        """List what each pin of the connected board can do (output, input, pwm, analog,
+        servo, ...) and which tool drives each mode.
+        """
+
+        async def act() -> str:
+            info = await self.board.info()
+            groups: dict[str, list[str]] = {}
+            for pin in info.pins:
+                can = ", ".join(f"{m} ({bits}-bit)" if m in ("pwm", "analog") else m
+                                for m, bits in pin.capabilities.items())  # fmt: skip
+                groups.setdefault(can or "not usable through Firmata", []).append(
+                    pin.label + self.policy.about(pin)
+                )
+            lines = [_headline(info)]
+            lines += [f"- {', '.join(pins)}: {can}" for can, pins in groups.items()]
+            tools = "; ".join(f"{mode} -> {tool}" for mode, tool in TOOL_FOR_MODE.items())
+            lines.append(f"Tools per mode: {tools}.")
+            return "\n".join(lines)
+
+        return await _attempt(act)
+
+
+def _headline(info: BoardInfo) -> str:
+    analog = sum(pin.analog_channel is not None for pin in info.pins)
+    return (
+        f"Board on {info.port}: {info.firmware} {info.firmware_version} (Firmata protocol "
+        f"{info.protocol_version}), {info.pin_count} pins, {analog} analog inputs."
+    )
+
+
+def build_tools(settings: HardwareSettings, board: Board) -> list[Tool]:
+    """The eight hardware tools; the pin tools' descriptions carry the configured pin names."""
+    tools = _HardwareTools(settings, board)
+    guide = tools.policy.guide()
+    functions = (
+        tools.gpio_read, tools.gpio_write, tools.pwm_write, tools.analog_read, tools.servo_write,
+        tools.gpio_pattern, tools.hardware_board_info, tools.hardware_capabilities,
+    )  # fmt: skip
+    built: list[Tool] = []
+    for fn in functions:
+        summary = " ".join((inspect.getdoc(fn) or "").partition("Args:")[0].split())
+        pin_tool = "pin" in inspect.signature(fn).parameters
+        description = f"{summary} {guide}" if pin_tool else summary
+        built.append(FunctionTool(fn, name=fn.__name__, description=description))
+    return built
