@@ -4,20 +4,29 @@ concrete channels and tools; heavy ones are imported when needed, not at start-u
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.config import Settings, secret_values
-from agent.llm import LLMClient, context_window, count_tokens
+from agent.llm import LLMClient, context_window, count_tokens, transcribe
 from agent.prompt import SystemPromptBuilder
 from agent.prompt_source import PromptSource, default_budget, host_info
-from agent.runtime import ChannelRuntime, ChannelSpec, ProviderQuirks
+from agent.runtime import Access, ChannelRuntime, ProviderQuirks
 from agent.security import Scrubber
 from agent.sessions import SessionStore
 from agent.workspace import ensure_workspace
+from channels.base import Channel
 from tools.base import Tool, ToolRegistry
 from tools.files import FileTools
 from tools.policy import SecurityPolicy
 from tools.shell import ShellTool
+
+if TYPE_CHECKING:
+    from tools.hardware import Board
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -30,10 +39,12 @@ class App:
     scrub: Scrubber
     quirks: ProviderQuirks = field(default_factory=ProviderQuirks)
     slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(16))
+    board: Board | None = None
 
-    def runtime(self, spec: ChannelSpec) -> ChannelRuntime:
+    def runtime(self, channel: Channel, access: Access) -> ChannelRuntime:
         return ChannelRuntime(
-            spec,
+            channel,
+            access=access,
             source=self.source,
             llm=self.llm,
             sessions=self.sessions,
@@ -43,6 +54,8 @@ class App:
         )
 
     async def close(self) -> None:
+        if self.board is not None:
+            await self.board.close()
         await self.sessions.close()
 
 
@@ -50,8 +63,23 @@ def make_scrubber(settings: Settings) -> Scrubber:
     return Scrubber.from_environment(extra=secret_values(settings))
 
 
-def build_tools(settings: Settings, policy: SecurityPolicy) -> ToolRegistry:
+def make_board(settings: Settings) -> Board | None:
+    """The Arduino, when `[hardware] enabled`; it connects on first use, not here."""
+    if not settings.hardware.enabled:
+        return None
+    from tools.hardware import Board
+
+    return Board(settings.hardware)
+
+
+def build_tools(
+    settings: Settings, policy: SecurityPolicy, board: Board | None = None
+) -> ToolRegistry:
     tools: list[Tool] = [ShellTool(policy, settings.shell), *FileTools(policy).tools()]
+    if board is not None:
+        from tools.hardware import hardware_tools
+
+        tools += hardware_tools(settings.hardware, board)
     return ToolRegistry(tools)
 
 
@@ -78,11 +106,42 @@ def prompt_source(
     )
 
 
+def build_channels(app: App) -> list[tuple[Channel, Access]]:
+    """The enabled chat channels, each with who may use it. A channel that cannot even be
+    built (no token) is reported and left out."""
+    settings = app.settings
+    built: list[tuple[Channel, Access]] = []
+    telegram = settings.channels.telegram
+    if telegram.enabled:
+        try:
+            built.append((_telegram(app), Access(frozenset(telegram.allowed_users))))
+        except ValueError as exc:
+            log.error("%s", exc)
+    return built
+
+
+def _telegram(app: App) -> Channel:
+    from channels.telegram import TelegramChannel
+
+    settings = app.settings
+    model = settings.channels.telegram.transcription_model
+
+    async def transcribe_voice(path: Path) -> str:
+        return await transcribe(path, model)
+
+    return TelegramChannel(
+        settings.channels.telegram,
+        workspace=settings.workspace_dir,
+        transcribe=transcribe_voice if model else None,
+    )
+
+
 async def build_app(settings: Settings) -> App:
     workspace = settings.workspace_dir
     ensure_workspace(workspace)
     policy = SecurityPolicy.from_settings(settings.security, workspace)
-    tools = build_tools(settings, policy)
+    board = make_board(settings)
+    tools = build_tools(settings, policy, board)
     sessions = await SessionStore(settings.state_db).open()
     return App(
         settings=settings,
@@ -92,4 +151,5 @@ async def build_app(settings: Settings) -> App:
         source=prompt_source(settings, tools, policy),
         scrub=make_scrubber(settings),
         slots=asyncio.Semaphore(settings.agent.max_concurrent_turns),
+        board=board,
     )

@@ -7,10 +7,12 @@ import: `agent --help`, `agent init` and config errors stay fast.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -177,6 +179,17 @@ class LLMClient:
         return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"])
 
 
+async def transcribe(path: Path, model: str, *, api_base: str = "") -> str:
+    """Speech to text through LiteLLM (e.g. model "openai/whisper-1")."""
+    litellm = load_litellm()
+    data = await asyncio.to_thread(path.read_bytes)
+    kwargs: dict[str, Any] = {"model": model, "file": (path.name, data)}
+    if api_base:
+        kwargs["api_base"] = api_base
+    response = await litellm.atranscription(**kwargs)
+    return str(response.text).strip()
+
+
 def _to_response(litellm: ModuleType, response: Any, model: str) -> LLMResponse:
     message = response.choices[0].message
     calls = tuple(
@@ -238,6 +251,7 @@ def count_tokens(model: str, text: str) -> int:
     return int(litellm.token_counter(model=model or "gpt-4o", text=text))
 
 
+@functools.cache
 def supports_native_tools(model: str) -> bool:
     """False only when LiteLLM positively knows the model lacks function calling."""
     litellm = load_litellm()

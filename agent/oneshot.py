@@ -9,7 +9,7 @@ import uuid
 from agent.app import build_app
 from agent.config import Settings
 from agent.loop import ToolEvent
-from agent.runtime import ChannelSpec
+from agent.runtime import Access
 from channels.base import ChatRef, IncomingMessage
 from channels.cli import TerminalChannel
 
@@ -34,7 +34,7 @@ async def run_once(settings: Settings, text: str, *, session: str | None = None)
     channel = TerminalChannel()
     app = await build_app(settings)
     try:
-        runtime = app.runtime(ChannelSpec(channel.name, channel.capabilities, open_to_all=True))
+        runtime = app.runtime(channel, Access(open_to_all=True))
         chat = ChatRef("cli", f"session:{session}" if session else f"oneshot:{uuid.uuid4().hex}")
         message = IncomingMessage(chat=chat, sender_id="owner", sender_name="owner", text=text)
         reply = await runtime.handle(

@@ -15,14 +15,14 @@ from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agent.commands import CommandContext, run_command
-from agent.dispatch import Dispatcher, NativeDispatcher, XmlDispatcher
-from agent.llm import LLMClient, LLMError, LLMRequestRejected, Message, supports_native_tools
+from agent.dispatch import Dispatcher, NativeDispatcher, XmlDispatcher, configured_dispatcher
+from agent.llm import LLMClient, LLMError, LLMRequestRejected, Message
 from agent.loop import LoopOptions, ToolEvent, TurnResult, run_tool_call_loop
 from agent.media import resolve_reply
 from agent.prompt import Dispatch
 from agent.prompt_source import Fingerprint, PromptSource
 from agent.sessions import SessionStore
-from channels.base import ChannelCapabilities, IncomingMessage, Reply
+from channels.base import Channel, IncomingMessage, Reply
 from channels.markers import marker_for
 from tools.base import ToolCallContext
 
@@ -52,10 +52,9 @@ class TurnRecord:
 
 
 @dataclass(frozen=True)
-class ChannelSpec:
-    name: str
-    capabilities: ChannelCapabilities
-    delivery_instructions: str | None = None
+class Access:
+    """Who may talk to the agent on a channel: ids or @usernames; "*" is anyone."""
+
     allowed_users: frozenset[str] = frozenset()
     open_to_all: bool = False  # the terminal: whoever runs the command owns it
 
@@ -63,8 +62,9 @@ class ChannelSpec:
 class ChannelRuntime:
     def __init__(
         self,
-        spec: ChannelSpec,
+        channel: Channel,
         *,
+        access: Access,
         source: PromptSource,
         llm: LLMClient,
         sessions: SessionStore,
@@ -72,7 +72,8 @@ class ChannelRuntime:
         quirks: ProviderQuirks | None = None,
         scrub: Callable[[str], str] = lambda text: text,
     ) -> None:
-        self.spec = spec
+        self.channel = channel
+        self.access = access
         self.source = source
         self.llm = llm
         self.sessions = sessions
@@ -84,6 +85,8 @@ class ChannelRuntime:
         self.last_turns: dict[str, TurnRecord] = {}
         self._prompts: dict[tuple[Dispatch, bool], str] = {}
         self._fingerprint: Fingerprint = ()
+        self._deliveries: set[asyncio.Task[None]] = set()
+        self._closing = False
         self.system_prompt = self._prompt("native", merged=False)
 
     # -- the prompt -----------------------------------------------------------------------
@@ -97,10 +100,12 @@ class ChannelRuntime:
             self._fingerprint = fingerprint
         key = (dispatcher, merged)
         if key not in self._prompts:
-            ctx = self.source.context(self.spec.name, self.spec.capabilities, dispatcher=dispatcher)
+            ctx = self.source.context(
+                self.channel.name, self.channel.capabilities, dispatcher=dispatcher
+            )
             text = self.source.build(ctx).text
-            if merged and self.spec.delivery_instructions:
-                text = f"{text}\n\n{self.spec.delivery_instructions}"
+            if merged and self.channel.delivery_instructions:
+                text = f"{text}\n\n{self.channel.delivery_instructions}"
             self._prompts[key] = text
             if key == ("native", False):
                 self.system_prompt = text
@@ -113,19 +118,61 @@ class ChannelRuntime:
         )
 
     def _dispatcher(self) -> Dispatch:
-        choice = self.source.settings.agent.tool_dispatcher
-        if choice != "auto":
-            return choice
-        if self.llm.model in self.quirks.xml_tools or not supports_native_tools(self.llm.model):
+        if self.llm.model in self.quirks.xml_tools:
             return "xml"
-        return "native"
+        return configured_dispatcher(self.source.settings.agent.tool_dispatcher, self.llm.model)
 
     # -- messages -------------------------------------------------------------------------
 
+    def submit(self, msg: IncomingMessage) -> None:
+        """Take a message from the channel and return at once; the turn runs in a task."""
+        if self._closing:
+            log.warning(
+                "%s: shutting down; message from %s not taken", self.channel.name, msg.sender_id
+            )
+            return
+        task = asyncio.create_task(self._deliver(msg))
+        self._deliveries.add(task)
+        task.add_done_callback(self._deliveries.discard)
+
+    async def _deliver(self, msg: IncomingMessage) -> None:
+        """Run the turn, then send the reply (or finish the stream) to the chat."""
+        try:
+            if not self.is_allowed(msg):
+                reply = await self.handle(msg)
+                if reply is not None:
+                    await self.channel.send(msg.chat, reply)
+                return
+            stream = self.channel.open_stream(msg.chat, msg.message_id)
+            reply = await self.handle(msg, on_text=stream.push if stream else None)
+            if reply is None:
+                return
+            if stream is not None:
+                await stream.finish(reply)
+            else:
+                await self.channel.send(msg.chat, reply)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception(
+                "%s %s: the reply could not be delivered", self.channel.name, msg.chat.key
+            )
+
+    async def drain(self, grace_s: float) -> None:
+        """Stop taking messages; let running turns finish for `grace_s`, then cancel them."""
+        self._closing = True
+        pending = set(self._deliveries)
+        if not pending:
+            return
+        _, late = await asyncio.wait(pending, timeout=grace_s)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+
     def is_allowed(self, msg: IncomingMessage) -> bool:
-        if self.spec.open_to_all:
+        if self.access.open_to_all:
             return True
-        allowed = self.spec.allowed_users
+        allowed = self.access.allowed_users
         names = {msg.sender_id, f"@{msg.sender_username}".lower() if msg.sender_username else ""}
         return "*" in allowed or bool(names & {a.lower() for a in allowed})
 
@@ -138,7 +185,10 @@ class ChannelRuntime:
         """Answer one message; None means: say nothing (a stranger in a group)."""
         if not self.is_allowed(msg):
             log.info(
-                "%s: refused message from %s (%s)", self.spec.name, msg.sender_id, msg.sender_name
+                "%s: refused message from %s (%s)",
+                self.channel.name,
+                msg.sender_id,
+                msg.sender_name,
             )
             if msg.is_group:
                 return None
@@ -148,7 +198,8 @@ class ChannelRuntime:
             return Reply(text=command, reply_to=msg.message_id)
         key = msg.chat.key
         lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock, self._slots:
+        # "typing" only once the turn runs: a queued message shows nothing yet.
+        async with lock, self._slots, self.channel.typing(msg.chat):
             task = asyncio.create_task(self._turn(msg, on_event, on_text))
             self._running[key] = task
             try:
@@ -169,7 +220,7 @@ class ChannelRuntime:
         return True
 
     def _stranger_text(self, msg: IncomingMessage) -> str:
-        channel = self.spec.name
+        channel = self.channel.name
         env = f"PINCLAW_CHANNELS__{channel.upper()}__ALLOWED_USERS"
         return (
             f"Hello! This is a private assistant and you are not on its list. Your "
@@ -193,17 +244,20 @@ class ChannelRuntime:
             await self.sessions.append_turn(key, [user])
             raise
         except LLMError as exc:
-            log.error("%s %s: turn failed: %s", self.spec.name, key, exc)
+            log.error("%s %s: turn failed: %s", self.channel.name, key, exc)
             await self.sessions.append_turn(key, [user])
             self.last_turns[key] = TurnRecord("error", error=str(exc))
             reason = "the model could not be reached" if exc.status != 400 else "it was refused"
             return Reply(text=FAILED_TURN.format(reason), reply_to=msg.message_id)
         except Exception as exc:
-            log.exception("%s %s: turn failed", self.spec.name, key)
+            log.exception("%s %s: turn failed", self.channel.name, key)
             await self.sessions.append_turn(key, [user])
             self.last_turns[key] = TurnRecord("error", error=f"{type(exc).__name__}: {exc}")
             return Reply(text=FAILED_TURN.format("an internal error"), reply_to=msg.message_id)
-        await self.sessions.append_turn(key, [user, *result.new_messages])
+        try:
+            await self.sessions.append_turn(key, [user, *result.new_messages])
+        except Exception:  # the answer still goes out; only its record is lost
+            log.exception("%s %s: the turn could not be stored", self.channel.name, key)
         self.last_turns[key] = TurnRecord(
             result.stop_reason,
             result.usage.prompt_tokens,
@@ -231,8 +285,8 @@ class ChannelRuntime:
                 *prior,
                 user,
             ]
-            if self.spec.delivery_instructions and not merged:
-                history.append({"role": "system", "content": self.spec.delivery_instructions})
+            if self.channel.delivery_instructions and not merged:
+                history.append({"role": "system", "content": self.channel.delivery_instructions})
             dispatcher: Dispatcher = NativeDispatcher() if dispatch == "native" else XmlDispatcher()
             try:
                 return await run_tool_call_loop(
@@ -251,7 +305,7 @@ class ChannelRuntime:
                 )
             except LLMRequestRejected as exc:
                 text = str(exc).lower()
-                if not merged and "system message" in text and self.spec.delivery_instructions:
+                if not merged and "system message" in text and self.channel.delivery_instructions:
                     log.warning(
                         "%s rejects a non-leading system message; delivery "
                         "instructions now go in its system prompt",
@@ -282,7 +336,7 @@ class ChannelRuntime:
         who = msg.sender_name or msg.sender_id
         if msg.sender_username:
             who += f" (@{msg.sender_username})"
-        where = f"{self.spec.name} group" if msg.is_group else self.spec.name
+        where = f"{self.channel.name} group" if msg.is_group else self.channel.name
         lines = [f"[{now} {zone_name} | {where} | from {who}]"]
         if msg.text:
             lines.append(msg.text)

@@ -8,6 +8,7 @@ delivery instructions are never stored: they are rebuilt, not remembered.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Sequence
@@ -41,6 +42,9 @@ class SessionStore:
     def __init__(self, path: Path) -> None:
         self._path = path
         self._db: aiosqlite.Connection | None = None
+        # One operation at a time: interleaving a read cursor with another coroutine's
+        # commit on the shared connection makes sqlite3 fail ("API misuse").
+        self._lock = asyncio.Lock()
 
     async def open(self) -> SessionStore:
         self._path.parent.mkdir(parents=True, exist_ok=True)
@@ -71,6 +75,10 @@ class SessionStore:
 
     async def history(self, chat_key: str, max_messages: int) -> list[Message]:
         """The last `max_messages` messages of the chat's session, starting at a turn."""
+        async with self._lock:
+            return await self._history(chat_key, max_messages)
+
+    async def _history(self, chat_key: str, max_messages: int) -> list[Message]:
         session = await self._session(chat_key)
         async with self.db.execute(
             "SELECT turn, position, message FROM messages WHERE chat_key = ? AND session = ? "
@@ -85,8 +93,11 @@ class SessionStore:
 
     async def append_turn(self, chat_key: str, messages: Sequence[Message]) -> None:
         """Store one turn: the user's message first, then what answered it."""
-        if not messages:
-            return
+        if messages:
+            async with self._lock:
+                await self._append_turn(chat_key, messages)
+
+    async def _append_turn(self, chat_key: str, messages: Sequence[Message]) -> None:
         session = await self._session(chat_key)
         async with self.db.execute(
             "SELECT COALESCE(MAX(turn), 0) FROM messages WHERE chat_key = ? AND session = ?",
@@ -115,6 +126,10 @@ class SessionStore:
 
     async def new_session(self, chat_key: str) -> None:
         """Start the chat afresh; the old messages stay in the file but leave the history."""
+        async with self._lock:
+            await self._new_session(chat_key)
+
+    async def _new_session(self, chat_key: str) -> None:
         session = await self._session(chat_key)
         await self.db.execute(
             "INSERT INTO chats (chat_key, session) VALUES (?, ?) "
@@ -124,6 +139,10 @@ class SessionStore:
         await self.db.commit()
 
     async def count(self, chat_key: str) -> int:
+        async with self._lock:
+            return await self._count(chat_key)
+
+    async def _count(self, chat_key: str) -> int:
         session = await self._session(chat_key)
         async with self.db.execute(
             "SELECT COUNT(*) FROM messages WHERE chat_key = ? AND session = ?",

@@ -24,8 +24,9 @@ from fakes.llm_server import FakeLLM  # noqa: E402
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, int]:
     """Wall seconds and peak RSS (MiB) of one run of `command`."""
     started = time.perf_counter()
-    process = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     _, status, usage = os.wait4(process.pid, 0)
     elapsed = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
@@ -39,16 +40,23 @@ def main() -> None:
     runs = parser.parse_args().runs
     agent = str(Path(sys.executable).parent / "agent")
     with tempfile.TemporaryDirectory() as home, FakeLLM() as llm:
-        env = {**os.environ, "PINCLAW_HOME": home, "PINCLAW_LLM__MODEL": "openai/bench",
-               "PINCLAW_LLM__API_BASE": llm.base_url, "OPENAI_API_KEY": "sk-bench-not-real"}
+        env = {
+            **os.environ,
+            "PINCLAW_HOME": home,
+            "PINCLAW_LLM__MODEL": "openai/bench",
+            "PINCLAW_LLM__API_BASE": llm.base_url,
+            "OPENAI_API_KEY": "sk-bench-not-real",
+        }
         subprocess.run([agent, "init"], env=env, check=True, capture_output=True)
         timed([agent, "run", "-m", "warm-up"], env)  # first run compiles .pyc files
         helps = [timed([agent, "--help"], env)[0] for _ in range(runs)]
         oneshots = [timed([agent, "run", "-m", "hello"], env) for _ in range(runs)]
     print(f"runs: {runs} (median)")
     print(f"agent --help          {statistics.median(helps) * 1000:7.0f} ms")
-    print(f"agent run -m (fake)   {statistics.median(t for t, _ in oneshots) * 1000:7.0f} ms"
-          f"   peak RSS {statistics.median(r for _, r in oneshots):.0f} MiB")
+    print(
+        f"agent run -m (fake)   {statistics.median(t for t, _ in oneshots) * 1000:7.0f} ms"
+        f"   peak RSS {statistics.median(r for _, r in oneshots):.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

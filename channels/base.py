@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -73,16 +74,27 @@ class Reply:
 Submit = Callable[[IncomingMessage], None]
 
 
+class ReplyStream(Protocol):
+    """A reply shown while it is written: deltas in, then the final reply replaces it."""
+
+    def push(self, delta: str) -> None: ...
+
+    async def finish(self, reply: Reply) -> None: ...
+
+
 class Channel(Protocol):
     name: str
     capabilities: ChannelCapabilities
     delivery_instructions: str | None
 
-    async def start(self, submit: Submit) -> None: ...
+    async def start(self, submit: Submit) -> None: ...  # submit returns at once
 
     async def send(self, chat: ChatRef, reply: Reply) -> None: ...
 
+    def typing(self, chat: ChatRef) -> AbstractAsyncContextManager[None]: ...
+
+    def open_stream(self, chat: ChatRef, reply_to: str) -> ReplyStream | None: ...
+
+    async def stop_intake(self) -> None: ...  # no new messages; replies can still be sent
+
     async def stop(self) -> None: ...
-
-
-TypingStarter = Callable[[ChatRef], Awaitable[None]]

@@ -1,11 +1,12 @@
-"""The terminal channel: `agent run -m` one-shots and an interactive prompt."""
+"""The terminal channel: `agent run -m` one-shots."""
 
 from __future__ import annotations
 
 import sys
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import TextIO
 
-from channels.base import ChatRef, Reply, Submit
+from channels.base import ChatRef, Reply, ReplyStream, Submit
 from channels.capabilities import TERMINAL
 
 
@@ -26,6 +27,15 @@ class TerminalChannel:
         lines = [reply.text] if reply.text else []
         lines += [f"[{item.kind}: {item.source}]" for item in reply.media]
         print("\n".join(lines), file=self._out, flush=True)
+
+    def typing(self, chat: ChatRef) -> AbstractAsyncContextManager[None]:
+        return nullcontext()
+
+    def open_stream(self, chat: ChatRef, reply_to: str) -> ReplyStream | None:
+        return None
+
+    async def stop_intake(self) -> None:
+        return None
 
     async def stop(self) -> None:
         return None

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from fakes.llm_server import FakeLLM
+from fakes.telegram_server import FakeTelegram
 
 # LiteLLM reads its bundled price map instead of fetching one at import.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -45,3 +47,54 @@ def llm_env(home: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> d
     for name, value in values.items():
         monkeypatch.setenv(name, value)
     return values
+
+
+@pytest.fixture
+def fake_telegram() -> Iterator[FakeTelegram]:
+    with FakeTelegram() as server:
+        yield server
+
+
+@pytest.fixture
+def telegram_env(llm_env: dict[str, str], fake_telegram: FakeTelegram,
+                 monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The fake LLM plus an enabled Telegram channel on the fake Bot API; user 42 allowed."""
+    values = {
+        "PINCLAW_CHANNELS__TELEGRAM__ENABLED": "true",
+        "PINCLAW_CHANNELS__TELEGRAM__BOT_TOKEN": fake_telegram.token,
+        "PINCLAW_CHANNELS__TELEGRAM__ALLOWED_USERS": '["42", "@carol"]',
+        "PINCLAW_CHANNELS__TELEGRAM__API_BASE": fake_telegram.api_base,
+        "PINCLAW_CHANNELS__TELEGRAM__FILE_API_BASE": fake_telegram.file_api_base,
+        "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "2",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return {**llm_env, **values}
+
+
+class Daemon:
+    """`agent run` in this event loop: start it, talk to it through the fakes, stop it."""
+
+    def __init__(self) -> None:
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task[int] | None = None
+
+    async def __aenter__(self) -> Daemon:
+        from agent.config import load_settings
+        from agent.daemon import serve
+
+        self.task = asyncio.create_task(serve(load_settings(), stop=self.stop))
+        await asyncio.sleep(0.3)  # polling started
+        if self.task.done():
+            raise RuntimeError(f"daemon ended at start with {self.task.result()}")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop.set()
+        assert self.task is not None
+        self.exit_code = await asyncio.wait_for(self.task, 15)
+
+
+@pytest.fixture
+def daemon() -> Callable[[], Daemon]:
+    return Daemon

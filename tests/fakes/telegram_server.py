@@ -80,6 +80,7 @@ class SentMessage:
     file_ref: str | None = None  # URL or file_id sent instead of an upload
     reply_markup: Any = None
     edits: list[str | None] = field(default_factory=list)  # earlier texts, oldest first
+    at: float = field(default_factory=time.monotonic)  # when it arrived, for benchmarks
     deleted: bool = False
     params: dict[str, Any] = field(default_factory=dict)
 

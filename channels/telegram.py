@@ -1,0 +1,282 @@
+"""Telegram adapter (python-telegram-bot): long polling in, HTML replies and uploads out.
+
+Embedded in the daemon's event loop with initialize()/start()/start_polling(), never the
+blocking run_polling(). The pure parts — who is addressed, what an update means — are
+plain functions in channels/telegram_incoming.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from telegram import BotCommand, Message, ReplyParameters, Update
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import BadRequest, NetworkError, RetryAfter
+from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
+
+from channels.base import ChatRef, OutgoingMedia, Reply, ReplyStream, Submit
+from channels.capabilities import TELEGRAM, TELEGRAM_DELIVERY
+from channels.config import TelegramSettings
+from channels.telegram_incoming import addressed_to_bot, attachments_of, to_incoming
+from channels.text import markdown_to_telegram_html, split_message
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Transcriber = Callable[[Path], Awaitable[str]]
+MAX_CHARS = 4096
+TYPING_EVERY_S = 4.0  # Telegram shows "typing" for about 5 s
+STREAM_EDIT_EVERY_S = 1.0
+MAX_RETRIES = 5
+BOT_COMMANDS = (
+    ("new", "Start a fresh conversation"),
+    ("stop", "Stop the current answer"),
+    ("status", "Model, conversation length and last answer's cost"),
+    ("help", "What the bot can do"),
+)
+
+
+async def with_retries(call: Callable[[], Awaitable[T]]) -> T:
+    """Honour Telegram's 429 retry_after; retry network errors with backoff; raise the rest."""
+    for attempt in range(MAX_RETRIES):
+        try:
+            return await call()
+        except RetryAfter as exc:
+            wait = exc.retry_after
+            seconds = wait.total_seconds() if hasattr(wait, "total_seconds") else float(wait)
+            log.warning("telegram: rate limited; waiting %.0f s", seconds)
+            await asyncio.sleep(seconds)
+        except BadRequest:
+            raise
+        except NetworkError as exc:
+            if attempt == MAX_RETRIES - 1:
+                raise
+            log.warning("telegram: network error (%s); retrying", exc)
+            await asyncio.sleep(0.5 * 2**attempt)
+    return await call()
+
+
+class TelegramChannel:
+    name = "telegram"
+    capabilities = TELEGRAM
+    delivery_instructions: str | None = TELEGRAM_DELIVERY
+
+    def __init__(
+        self, settings: TelegramSettings, *, workspace: Path, transcribe: Transcriber | None = None
+    ) -> None:
+        if settings.bot_token is None:
+            raise ValueError("telegram: no bot token; set PINCLAW_CHANNELS__TELEGRAM__BOT_TOKEN")
+        self._settings = settings
+        self._workspace = workspace
+        self._transcribe = transcribe
+        self._submit: Submit | None = None
+        self._app: Application[Any, Any, Any, Any, Any, Any] = (
+            ApplicationBuilder()
+            .token(settings.bot_token.get_secret_value())
+            .base_url(settings.api_base)
+            .base_file_url(settings.file_api_base)
+            .build()
+        )
+        self._app.add_handler(MessageHandler(filters.ALL, self._on_update))
+
+    @property
+    def bot(self) -> Any:
+        return self._app.bot
+
+    async def start(self, submit: Submit) -> None:
+        self._submit = submit
+        await self._app.initialize()  # getMe: a bad token fails here
+        await self._app.start()
+        await with_retries(
+            lambda: self.bot.set_my_commands(
+                [BotCommand(name, text) for name, text in BOT_COMMANDS]
+            )
+        )
+        updater = self._app.updater
+        assert updater is not None
+        await updater.start_polling(
+            poll_interval=0.0,
+            timeout=10,
+            allowed_updates=[Update.MESSAGE],
+            error_callback=self._polling_error,
+        )
+        log.info("telegram: polling as @%s", self.bot.username)
+
+    def _polling_error(self, exc: Exception) -> None:
+        log.warning("telegram: polling error (%s); retrying", exc)
+
+    async def stop_intake(self) -> None:
+        """Stop polling; updates already fetched are still handed to the runtime."""
+        updater = self._app.updater
+        if updater is not None and updater.running:
+            await updater.stop()
+        if self._app.running:
+            await self._app.stop()
+
+    async def stop(self) -> None:
+        await self.stop_intake()
+        await self._app.shutdown()  # a no-op when start() never got that far
+
+    # -- in ------------------------------------------------------------------------------
+
+    async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.message
+        if message is None or self._submit is None or message.from_user is None:
+            return
+        if message.from_user.id == self.bot.id:
+            return
+        if not addressed_to_bot(message, self.bot.id, self.bot.username, self._settings.group_mode):
+            return
+        try:
+            attachments = await attachments_of(message, self._workspace, self._transcribe)
+        except Exception:
+            log.exception("telegram: could not save the attachment of %s", message.message_id)
+            attachments = ()
+        self._submit(to_incoming(message, self.bot.username, attachments))
+
+    # -- out -----------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def typing(self, chat: ChatRef) -> AsyncIterator[None]:
+        """ "typing…" shown and renewed until the turn ends."""
+        task = asyncio.create_task(self._keep_typing(chat))
+        try:
+            yield
+        finally:
+            task.cancel()
+
+    async def _keep_typing(self, chat: ChatRef) -> None:
+        while True:
+            with contextlib.suppress(NetworkError):
+                await self.bot.send_chat_action(
+                    chat.chat_id, ChatAction.TYPING, message_thread_id=_thread(chat)
+                )
+            await asyncio.sleep(TYPING_EVERY_S)
+
+    def open_stream(self, chat: ChatRef, reply_to: str) -> ReplyStream | None:
+        if not self._settings.stream_replies:
+            return None
+        return TelegramStream(self, chat, reply_to)
+
+    async def send(self, chat: ChatRef, reply: Reply) -> None:
+        await self.send_parts(chat, split_message(reply.text, MAX_CHARS), reply.reply_to)
+        for media in reply.media:
+            await self._send_media(chat, media)
+
+    async def send_parts(
+        self, chat: ChatRef, parts: list[str], reply_to: str, first: Message | None = None
+    ) -> None:
+        """Send each part as HTML (plain text when Telegram rejects the markup); with
+        `first`, the first part replaces that message's text instead."""
+        for index, part in enumerate(parts):
+            target = first if index == 0 else None
+            await self._send_text(chat, part, reply_to if index == 0 else "", target)
+
+    async def _send_text(
+        self, chat: ChatRef, text: str, reply_to: str, edit: Message | None
+    ) -> None:
+        async def attempt(body: str, mode: str | None) -> Any:
+            if edit is not None:
+                return await edit.edit_text(body, parse_mode=mode)
+            return await self.bot.send_message(
+                chat.chat_id,
+                body,
+                parse_mode=mode,
+                message_thread_id=_thread(chat),
+                reply_parameters=_reply(reply_to),
+            )
+
+        try:
+            await with_retries(lambda: attempt(markdown_to_telegram_html(text), ParseMode.HTML))
+        except BadRequest as exc:
+            if "not modified" in str(exc).lower():
+                return
+            log.info("telegram: HTML refused (%s); sending plain text", exc)
+            await with_retries(lambda: attempt(text, None))
+
+    async def _send_media(self, chat: ChatRef, media: OutgoingMedia) -> None:
+        senders = {
+            "IMAGE": self.bot.send_photo,
+            "DOCUMENT": self.bot.send_document,
+            "VIDEO": self.bot.send_video,
+            "AUDIO": self.bot.send_audio,
+            "VOICE": self.bot.send_voice,
+        }
+        send = senders[media.kind]
+        try:
+            if media.is_url:
+                await with_retries(
+                    lambda: send(chat.chat_id, media.source, message_thread_id=_thread(chat))
+                )
+            else:
+                data = await asyncio.to_thread(Path(media.source).read_bytes)
+                name = Path(media.source).name
+                await with_retries(
+                    lambda: send(chat.chat_id, data, filename=name, message_thread_id=_thread(chat))
+                )
+        except (BadRequest, OSError) as exc:
+            log.warning("telegram: could not send %s: %s", media.source, exc)
+            await self._send_text(
+                chat, f"(Could not send {Path(media.source).name}: {exc})", "", None
+            )
+
+
+class TelegramStream:
+    """The reply shown while it is written: one message, edited at most once a second."""
+
+    def __init__(self, channel: TelegramChannel, chat: ChatRef, reply_to: str) -> None:
+        self._channel = channel
+        self._chat = chat
+        self._reply_to = reply_to
+        self._text = ""
+        self._message: Message | None = None
+        self._last_edit = 0.0
+        self._pending: asyncio.Task[None] | None = None
+
+    def push(self, delta: str) -> None:
+        self._text += delta
+        if self._pending is None or self._pending.done():
+            self._pending = asyncio.create_task(self._show())
+
+    async def _show(self) -> None:
+        await asyncio.sleep(max(0.0, self._last_edit + STREAM_EDIT_EVERY_S - time.monotonic()))
+        text = self._text[:MAX_CHARS]
+        self._last_edit = time.monotonic()
+        bot = self._channel.bot
+        try:
+            if self._message is None:
+                self._message = await bot.send_message(
+                    self._chat.chat_id,
+                    text,
+                    message_thread_id=_thread(self._chat),
+                    reply_parameters=_reply(self._reply_to),
+                )
+            elif text != self._message.text:
+                edited = await self._message.edit_text(text)
+                self._message = edited if isinstance(edited, Message) else self._message
+        except (BadRequest, NetworkError) as exc:
+            log.debug("telegram: stream update skipped: %s", exc)
+
+    async def finish(self, reply: Reply) -> None:
+        if self._pending is not None:
+            await self._pending
+        parts = split_message(reply.text, MAX_CHARS)
+        await self._channel.send_parts(self._chat, parts, self._reply_to, first=self._message)
+        for media in reply.media:
+            await self._channel._send_media(self._chat, media)
+
+
+def _thread(chat: ChatRef) -> int | None:
+    return int(chat.thread_id) if chat.thread_id else None
+
+
+def _reply(message_id: str) -> ReplyParameters | None:
+    if not message_id:
+        return None
+    return ReplyParameters(message_id=int(message_id), allow_sending_without_reply=True)
