@@ -117,6 +117,12 @@ def build_channels(app: App) -> list[tuple[Channel, Access]]:
             built.append((_telegram(app), Access(frozenset(telegram.allowed_users))))
         except ValueError as exc:
             log.error("%s", exc)
+    discord = settings.channels.discord
+    if discord.enabled:
+        try:
+            built.append((_discord(app), Access(frozenset(discord.allowed_users))))
+        except ValueError as exc:
+            log.error("%s", exc)
     return built
 
 
@@ -134,6 +140,12 @@ def _telegram(app: App) -> Channel:
         workspace=settings.workspace_dir,
         transcribe=transcribe_voice if model else None,
     )
+
+
+def _discord(app: App) -> Channel:
+    from channels.discord import DiscordChannel
+
+    return DiscordChannel(app.settings.channels.discord, workspace=app.settings.workspace_dir)
 
 
 async def build_app(settings: Settings) -> App:

@@ -1,0 +1,342 @@
+"""Discord adapter (discord.py): gateway events in, replies with attachments out.
+
+Embedded with `login()` + `connect()` in the daemon's loop, never the blocking `run()`.
+discord.py handles heartbeats, reconnects, resumes and REST rate limits itself. Its REST
+root and gateway are class attributes, so `api_base` / `gateway_url` are applied at start
+and restored at stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import discord
+import yarl
+from discord import app_commands
+from discord.gateway import DiscordWebSocket
+from discord.http import Route
+
+from channels.base import (
+    Attachment,
+    ChatRef,
+    IncomingMessage,
+    MediaKind,
+    OutgoingMedia,
+    Reply,
+    ReplyStream,
+    Submit,
+)
+from channels.capabilities import DISCORD, DISCORD_DELIVERY
+from channels.config import DiscordSettings
+from channels.text import split_message
+
+log = logging.getLogger(__name__)
+
+MAX_CHARS = 2000
+DEFAULT_UPLOAD_LIMIT = 10 * 1024 * 1024
+STREAM_EDIT_EVERY_S = 1.5
+READY_TIMEOUT_S = 30.0
+COMMANDS = (
+    ("new", "Start a fresh conversation"),
+    ("stop", "Stop the current answer"),
+    ("status", "Model, conversation length and last answer's cost"),
+    ("help", "What the bot can do"),
+)
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+Messageable = Any  # a DM, text channel or thread: anything with send() and typing()
+
+
+def media_kind(attachment: discord.Attachment) -> MediaKind:
+    if attachment.is_voice_message():
+        return "VOICE"
+    kind = (attachment.content_type or "").split("/", 1)[0]
+    return {"image": "IMAGE", "video": "VIDEO", "audio": "AUDIO"}.get(kind, "DOCUMENT")  # type: ignore[return-value]
+
+
+class _Client(discord.Client):
+    def __init__(self, owner: DiscordChannel, **options: Any) -> None:
+        super().__init__(**options)
+        self.owner = owner
+        self.tree = app_commands.CommandTree(self)
+
+    async def on_message(self, message: discord.Message) -> None:
+        await self.owner.on_message(message)
+
+
+class DiscordChannel:
+    name = "discord"
+    capabilities = DISCORD
+    delivery_instructions: str | None = DISCORD_DELIVERY
+
+    def __init__(self, settings: DiscordSettings, *, workspace: Path) -> None:
+        if settings.bot_token is None:
+            raise ValueError("discord: no bot token; set PINCLAW_CHANNELS__DISCORD__BOT_TOKEN")
+        self._settings = settings
+        self._workspace = workspace
+        self._submit: Submit | None = None
+        self._accepting = False
+        # pinclaw never joins voice: no warnings about voice libraries it does not need.
+        discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
+        intents = discord.Intents.none()
+        intents.guilds = intents.guild_messages = intents.dm_messages = True
+        intents.message_content = True
+        self._client = _Client(self, intents=intents, guild_ready_timeout=0.5)
+        self._connection: asyncio.Task[None] | None = None
+        self._saved_urls: tuple[str, yarl.URL] | None = None
+        self._interactions: dict[str, discord.Interaction] = {}
+        if settings.register_slash_commands:
+            for name, text in COMMANDS:
+                self._client.tree.add_command(self._slash(name, text))
+
+    # -- life -------------------------------------------------------------------------------
+
+    async def start(self, submit: Submit) -> None:
+        self._submit = submit
+        self._saved_urls = (Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
+        Route.BASE = self._settings.api_base.rstrip("/")
+        DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self._settings.gateway_url)
+        try:
+            assert self._settings.bot_token is not None
+            await self._client.login(self._settings.bot_token.get_secret_value())
+            self._connection = asyncio.create_task(self._client.connect(reconnect=True))
+            ready = asyncio.create_task(self._client.wait_until_ready())
+            done, _ = await asyncio.wait(
+                {ready, self._connection},
+                timeout=READY_TIMEOUT_S,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if ready not in done:
+                ready.cancel()
+                if self._connection.done():
+                    self._connection.result()  # raises why the gateway refused us
+                raise TimeoutError("the Discord gateway did not become ready")
+            if self._settings.register_slash_commands:
+                await self._client.tree.sync()
+        except BaseException:
+            await self.stop()
+            raise
+        self._accepting = True
+        user = self._client.user
+        log.info("discord: connected as %s", user.name if user else "?")
+
+    async def stop_intake(self) -> None:
+        self._accepting = False
+
+    async def stop(self) -> None:
+        self._accepting = False
+        await self._client.close()
+        if self._connection is not None:
+            self._connection.cancel()
+            with contextlib.suppress(BaseException):
+                await self._connection
+        if self._saved_urls is not None:
+            Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = self._saved_urls
+            self._saved_urls = None
+
+    # -- in ---------------------------------------------------------------------------------
+
+    async def on_message(self, message: discord.Message) -> None:
+        me = self._client.user
+        if me is None or message.author.bot or message.author.id == me.id:
+            return
+        if not self._accepting or self._submit is None:
+            log.warning("discord: not taking messages now; one from %s dropped", message.author)
+            return
+        if message.guild is not None and not self._guild_message_wanted(message, me.id):
+            return
+        attachments = await self._save_attachments(message)
+        text = re.sub(rf"<@!?{me.id}>", "", message.content).strip()
+        self._submit(
+            IncomingMessage(
+                chat=ChatRef("discord", str(message.channel.id)),
+                sender_id=str(message.author.id),
+                sender_name=message.author.display_name,
+                sender_username=message.author.name,
+                text=text,
+                attachments=attachments,
+                is_group=message.guild is not None,
+                mentions_bot=True,
+                message_id=str(message.id),
+            )
+        )
+
+    def _guild_message_wanted(self, message: discord.Message, bot_id: int) -> bool:
+        """Allowed server and channel, and addressed to the bot unless guild_mode is "all"."""
+        settings = self._settings
+        assert message.guild is not None
+        if settings.allowed_guilds and str(message.guild.id) not in settings.allowed_guilds:
+            return False
+        channel = message.channel
+        ids = {str(channel.id), str(getattr(channel, "parent_id", "") or "")}
+        if settings.allowed_channels and not ids & set(settings.allowed_channels):
+            return False
+        if settings.guild_mode == "all":
+            return True
+        if any(user.id == bot_id for user in message.mentions):
+            return True
+        replied = message.reference.resolved if message.reference else None
+        return isinstance(replied, discord.Message) and replied.author.id == bot_id
+
+    async def _save_attachments(self, message: discord.Message) -> tuple[Attachment, ...]:
+        inbox = self._workspace / "inbox"
+        inbox.mkdir(parents=True, exist_ok=True)
+        saved: list[Attachment] = []
+        for item in message.attachments:
+            safe = _UNSAFE.sub("_", item.filename).strip("._") or "file"
+            path = inbox / f"discord-{message.channel.id}-{message.id}-{safe}"
+            try:
+                await item.save(path)
+            except (discord.HTTPException, OSError) as exc:
+                log.warning("discord: attachment %s not saved: %s", item.filename, exc)
+                continue
+            saved.append(Attachment(media_kind(item), path))
+        return tuple(saved)
+
+    def _slash(self, name: str, description: str) -> app_commands.Command[Any, Any, Any]:
+        async def command(interaction: discord.Interaction) -> None:
+            if self._submit is None or interaction.channel_id is None:
+                return
+            chat = ChatRef("discord", str(interaction.channel_id))
+            await interaction.response.defer(thinking=True)
+            self._interactions[chat.key] = interaction
+            self._submit(
+                IncomingMessage(
+                    chat=chat,
+                    sender_id=str(interaction.user.id),
+                    sender_name=interaction.user.display_name,
+                    sender_username=interaction.user.name,
+                    text=f"/{name}",
+                    is_group=interaction.guild_id is not None,
+                    mentions_bot=True,
+                )
+            )
+
+        return app_commands.Command(name=name, description=description, callback=command)
+
+    # -- out --------------------------------------------------------------------------------
+
+    async def _target(self, chat: ChatRef) -> Messageable:
+        channel = self._client.get_channel(int(chat.chat_id))
+        return channel or await self._client.fetch_channel(int(chat.chat_id))
+
+    @contextlib.asynccontextmanager
+    async def typing(self, chat: ChatRef) -> AsyncIterator[None]:
+        """Discord's typing indicator, renewed by discord.py until the turn ends."""
+        try:
+            channel = await self._target(chat)
+            indicator = channel.typing()
+        except discord.HTTPException:
+            yield
+            return
+        async with indicator:
+            yield
+
+    def open_stream(self, chat: ChatRef, reply_to: str) -> ReplyStream | None:
+        if not self._settings.stream_replies:
+            return None
+        return DiscordStream(self, chat, reply_to)
+
+    async def send(self, chat: ChatRef, reply: Reply) -> None:
+        await self.deliver(chat, reply, first=None)
+
+    async def deliver(self, chat: ChatRef, reply: Reply, first: discord.Message | None) -> None:
+        """The reply's text in parts (the first as a reply, or replacing `first`), then
+        its files; a file that cannot go is reported in the chat."""
+        channel = await self._target(chat)
+        parts = split_message(reply.text, MAX_CHARS)
+        interaction = self._interactions.pop(chat.key, None)
+        for index, part in enumerate(parts):
+            if index == 0 and first is not None:
+                await first.edit(content=part)
+            elif index == 0 and interaction is not None:
+                await interaction.followup.send(part)
+            else:
+                await channel.send(
+                    part,
+                    reference=_reference(reply.reply_to if index == 0 else "", channel),
+                    mention_author=False,
+                )
+        notes = await self._send_media(channel, reply.media)
+        if notes:
+            await channel.send("\n".join(notes))
+
+    async def _send_media(
+        self, channel: Messageable, media: tuple[OutgoingMedia, ...]
+    ) -> list[str]:
+        limit = getattr(getattr(channel, "guild", None), "filesize_limit", DEFAULT_UPLOAD_LIMIT)
+        notes: list[str] = []
+        links: list[str] = []
+        for item in media:
+            if item.is_url:
+                links.append(item.source)  # Discord shows a preview of the link
+                continue
+            path = Path(item.source)
+            size = await asyncio.to_thread(os.path.getsize, path)
+            if size > limit:
+                notes.append(
+                    f"(Could not send {path.name}: {size / 1e6:.1f} MB is over "
+                    f"Discord's upload limit of {limit / 1e6:.0f} MB.)"
+                )
+                continue
+            try:
+                await channel.send(file=discord.File(path, filename=path.name))
+            except discord.HTTPException as exc:
+                notes.append(f"(Could not send {path.name}: {exc.text or exc.status}.)")
+        if links:
+            await channel.send("\n".join(links))
+        return notes
+
+
+class DiscordStream:
+    """One message edited as the reply is written, at most once every 1.5 s."""
+
+    def __init__(self, channel: DiscordChannel, chat: ChatRef, reply_to: str) -> None:
+        self._channel = channel
+        self._chat = chat
+        self._reply_to = reply_to
+        self._text = ""
+        self._message: discord.Message | None = None
+        self._last_edit = 0.0
+        self._pending: asyncio.Task[None] | None = None
+
+    def push(self, delta: str) -> None:
+        self._text += delta
+        if self._pending is None or self._pending.done():
+            self._pending = asyncio.create_task(self._show())
+
+    async def _show(self) -> None:
+        await asyncio.sleep(max(0.0, self._last_edit + STREAM_EDIT_EVERY_S - time.monotonic()))
+        text = self._text[:MAX_CHARS]
+        self._last_edit = time.monotonic()
+        try:
+            if self._message is None:
+                target = await self._channel._target(self._chat)
+                self._message = await target.send(
+                    text, reference=_reference(self._reply_to, target), mention_author=False
+                )
+            elif text != self._message.content:
+                self._message = await self._message.edit(content=text)
+        except discord.HTTPException as exc:
+            log.debug("discord: stream update skipped: %s", exc)
+
+    async def finish(self, reply: Reply) -> None:
+        if self._pending is not None:
+            await self._pending
+        await self._channel.deliver(self._chat, reply, first=self._message)
+
+
+def _reference(message_id: str, channel: Messageable) -> discord.MessageReference | None:
+    if not message_id:
+        return None
+    return discord.MessageReference(
+        message_id=int(message_id), channel_id=channel.id, fail_if_not_exists=False
+    )
