@@ -133,7 +133,7 @@ def _telegram(app: App) -> Channel:
     model = settings.channels.telegram.transcription_model
 
     async def transcribe_voice(path: Path) -> str:
-        return await transcribe(path, model)
+        return await transcribe(path, model, api_base=settings.llm.api_base)
 
     return TelegramChannel(
         settings.channels.telegram,

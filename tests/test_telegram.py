@@ -320,3 +320,56 @@ def test_agent_run_serves_until_sigterm_then_exits_0(
     assert reply.plain and reply.plain.endswith("are you up?")
     assert process.returncode == 0, stderr
     assert "telegram started" in stderr and "stopping" in stderr
+
+
+async def test_voice_note_is_transcribed_when_a_model_is_set(
+    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon], monkeypatch: Any,
+) -> None:
+    monkeypatch.setenv("PINCLAW_CHANNELS__TELEGRAM__TRANSCRIPTION_MODEL", "openai/whisper-1")
+    fake_llm.transcript = "turn the lights off please"
+    async with daemon():
+        fake_telegram.inject_voice(OWNER, OWNER, b"OGG voice bytes")
+        await fake_telegram.await_for(lambda m: m.method == "sendMessage", timeout=10)
+    assert fake_llm.transcriptions == [("whisper-1", b"OGG voice bytes")]
+    turn = last_user_content(fake_llm.requests[0])
+    assert "(voice note transcript: turn the lights off please)" in turn
+
+
+async def test_status_reports_model_length_and_last_turn(
+    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon],
+) -> None:
+    async with daemon():
+        fake_telegram.inject_message(OWNER, OWNER, "hello")
+        await fake_telegram.await_for(lambda m: m.method == "sendMessage")
+        fake_telegram.inject_message(OWNER, OWNER, "/status")
+        replies = await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=2)
+    status = replies[1].plain or ""
+    assert "Model: openai/test-model" in status
+    assert "Conversation: 2 messages" in status
+    assert "completion tokens" in status and "ended: done" in status
+    assert len(fake_llm.requests) == 1  # /status never reaches the model
+
+
+async def test_provider_refusing_tools_gets_the_xml_protocol(
+    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon], monkeypatch: Any, home: Path,
+) -> None:
+    fake_llm.reject_tools = True
+    fake_llm.script(
+        text('<tool_call>{"name": "file_write", "arguments": '
+             '{"path": "x.txt", "content": "via xml"}}</tool_call>'),
+        text("Saved it."),
+    )
+    async with daemon():
+        fake_telegram.inject_message(OWNER, OWNER, "save a note")
+        await fake_telegram.await_for(lambda m: m.method == "sendMessage")
+        fake_telegram.inject_message(OWNER, OWNER, "and again")
+        await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=2)
+    assert (home / "workspace" / "x.txt").read_text() == "via xml"
+    refused, *later = fake_llm.requests
+    assert "tools" in refused
+    assert all("tools" not in r for r in later)  # remembered: no second refusal
+    assert all("<tool_call>" in r["messages"][0]["content"] for r in later)  # protocol taught
+    assert texts(fake_telegram)[0] == "Saved it."

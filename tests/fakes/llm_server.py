@@ -141,6 +141,8 @@ class FakeLLM:
         self.reject_non_leading_system = False
         self.reject_tools = False
         self.models: list[str] = ["test-model"]
+        self.transcript = "transcribed words"  # what /audio/transcriptions answers
+        self.transcriptions: list[tuple[str, bytes]] = []  # (model, audio bytes) received
         self._lock = threading.Lock()
         self._script: deque[Outcome | str] = deque()
         self._failing: dict[str, int] = {}
@@ -244,11 +246,21 @@ class FakeLLM:
             app.router.add_post(path, self._chat)
         for path in ("/v1/models", "/models"):
             app.router.add_get(path, self._list_models)
+        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=4096)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        """Whisper-style speech to text: a multipart upload in, {"text": ...} out."""
+        form = await request.post()
+        upload = form.get("file")
+        audio = upload.file.read() if isinstance(upload, web.FileField) else b""
+        with self._lock:
+            self.transcriptions.append((str(form.get("model", "")), audio))
+        return web.json_response({"text": self.transcript})
 
     async def _list_models(self, _: web.Request) -> web.Response:
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
