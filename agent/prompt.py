@@ -150,7 +150,9 @@ class SystemPromptBuilder:
         Tools, Safety and Channel Capabilities are never cut. One warning names the cuts."""
         sections = self.sections(ctx)
         text = join(sections)
-        if count(text) <= budget_tokens:
+        # A token is at least one byte of UTF-8, so a prompt with no more bytes than the
+        # budget fits without loading a tokenizer (which costs a quarter second).
+        if len(text.encode()) <= budget_tokens or count(text) <= budget_tokens:
             return BuiltPrompt(text, sections)
         cuts: dict[str, str] = {}  # kind -> label of the deepest cut of that kind
         for attempt in _shrunk_contexts(ctx):

@@ -1,0 +1,533 @@
+"""Chatting on Discord, end to end: discord.py against the fake REST API and gateway, LiteLLM
+against the fake provider, the daemon in between."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Daemon
+from fakes.discord_server import FakeDiscord, SentMessage
+from fakes.llm_server import FakeLLM, text
+from fakes.telegram_server import FakeTelegram
+
+OWNER = "111"
+STRANGER = "777"
+BOT = "1000"
+GUILD, TEXT, THREAD, OTHER = "5000", "5001", "5002", "5003"
+COMMANDS = {"new", "stop", "status", "help"}
+
+
+@pytest.fixture
+def fake_discord() -> Iterator[FakeDiscord]:
+    """Guild 5000: text channels 5001 ("general") and 5003 ("random"), thread 5002 in 5001."""
+    with FakeDiscord(bot_id=BOT) as server:
+        thread = {"id": THREAD, "name": "a-thread", "type": "thread", "parent_id": TEXT}
+        general = {"id": TEXT, "name": "general"}
+        random = {"id": OTHER, "name": "random"}
+        server.add_guild(GUILD, "test-guild", channels=[general, thread, random])
+        yield server
+
+
+@pytest.fixture
+def discord_env(
+    llm_env: dict[str, str], fake_discord: FakeDiscord, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    """The fake LLM plus an enabled Discord channel on the fake; user 111 allowed."""
+    values = {
+        "PINCLAW_CHANNELS__DISCORD__ENABLED": "true",
+        "PINCLAW_CHANNELS__DISCORD__BOT_TOKEN": fake_discord.token,
+        "PINCLAW_CHANNELS__DISCORD__ALLOWED_USERS": f'["{OWNER}"]',
+        "PINCLAW_CHANNELS__DISCORD__API_BASE": fake_discord.api_base,
+        "PINCLAW_CHANNELS__DISCORD__GATEWAY_URL": fake_discord.gateway_url,
+        "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "2",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return {**llm_env, **values}
+
+
+@contextlib.asynccontextmanager
+async def serving(daemon: Callable[[], Daemon], fake: FakeDiscord) -> AsyncIterator[Daemon]:
+    """The daemon, once discord.py holds a gateway session (later events queue behind READY)."""
+    async with daemon() as running:
+        await fake.await_for(lambda: fake.connected, timeout=10)
+        yield running
+
+
+def sent_in(fake: FakeDiscord, channel_id: str) -> list[SentMessage]:
+    return [m for m in fake.messages if m.channel_id == channel_id]
+
+
+async def replies(fake: FakeDiscord, channel_id: str, count: int = 1) -> list[SentMessage]:
+    """The first `count` messages the bot sent in `channel_id`, waiting for them."""
+    found = await fake.await_for(
+        lambda: len(sent_in(fake, channel_id)) >= count and sent_in(fake, channel_id), 10.0
+    )
+    return found[:count]
+
+
+def user_content(request: dict[str, Any]) -> str:
+    return next(m["content"] for m in reversed(request["messages"]) if m["role"] == "user")
+
+
+def roles(request: dict[str, Any]) -> list[str]:
+    return [m["role"] for m in request["messages"]]
+
+
+# -- direct messages ---------------------------------------------------------------------------
+
+
+async def test_dm_is_answered_as_a_reply_once(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon],
+) -> None:
+    dm = fake_discord.dm_channel_id(OWNER)
+    async with serving(daemon, fake_discord) as running:
+        asked = fake_discord.inject_dm(OWNER, "hello there", username="alice")
+        [reply] = await replies(fake_discord, dm)
+        await asyncio.sleep(0.5)  # the bot's own echoed message must not start a turn
+    assert running.exit_code == 0
+    assert reply.content.startswith("echo: ") and reply.content.endswith("hello there")
+    assert reply.reply_to == asked
+    assert len(sent_in(fake_discord, dm)) == 1
+    [request] = fake_llm.requests
+    assert "| discord | from alice" in user_content(request)
+    intents = (fake_discord.last_identify or {})["intents"]
+    for bit in (0, 9, 12, 15):  # guilds, guild messages, direct messages, message content
+        assert intents & (1 << bit), f"intent bit {bit} missing from {intents:#x}"
+    assert not any(fake_discord.commands.values())  # register_slash_commands is off
+
+
+async def test_typing_is_shown_while_the_turn_runs(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon],
+) -> None:
+    dm = fake_discord.dm_channel_id(OWNER)
+    async with serving(daemon, fake_discord):
+        fake_llm.script(text("done thinking", delay_s=0.6))
+        fake_discord.inject_dm(OWNER, "think a little")
+        [reply] = await replies(fake_discord, dm)
+    assert reply.content == "done thinking"
+    assert dm in fake_discord.typing
+
+
+async def test_stranger_gets_one_reply_and_the_model_is_never_called(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon],
+) -> None:
+    dm = fake_discord.dm_channel_id(STRANGER)
+    async with serving(daemon, fake_discord):
+        fake_discord.inject_guild_message(GUILD, TEXT, STRANGER, "hello", mention_bot=True)
+        asked = fake_discord.inject_dm(STRANGER, "hi, who are you?", username="mallory")
+        [reply] = await replies(fake_discord, dm)
+        await asyncio.sleep(0.5)
+    assert STRANGER in reply.content and "allowed_users" in reply.content
+    assert reply.reply_to == asked
+    assert len(sent_in(fake_discord, dm)) == 1
+    assert sent_in(fake_discord, TEXT) == []  # silence in a server
+    assert fake_llm.requests == []
+
+
+async def test_other_bots_are_never_answered(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__ALLOWED_USERS", f'["{OWNER}", "333"]')
+    monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__GUILD_MODE", "all")
+    async with serving(daemon, fake_discord):
+        fake_discord.inject_dm("333", "hello bot", username="otherbot", bot=True)
+        fake_discord.inject_guild_message(GUILD, TEXT, "333", "hi", bot=True, mention_bot=True)
+        fake_discord.inject_dm(OWNER, "ping")
+        await replies(fake_discord, fake_discord.dm_channel_id(OWNER))
+        await asyncio.sleep(0.5)
+    assert sent_in(fake_discord, fake_discord.dm_channel_id("333")) == []
+    assert sent_in(fake_discord, TEXT) == []
+    assert [user_content(r).rsplit("\n", 1)[-1] for r in fake_llm.requests] == ["ping"]
+
+
+# -- servers -----------------------------------------------------------------------------------
+
+
+async def test_in_a_server_only_the_mention_or_reply_is_answered(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon],
+) -> None:
+    async with serving(daemon, fake_discord):
+        fake_discord.inject_guild_message(GUILD, TEXT, OWNER, "just chatting")
+        fake_llm.script(text("It is **noon**."))
+        asked = fake_discord.inject_guild_message(
+            GUILD, TEXT, OWNER, "what time is it?", mention_bot=True, username="alice"
+        )
+        [first] = await replies(fake_discord, TEXT)
+        answer = fake_discord.inject_guild_message(
+            GUILD, TEXT, OWNER, "and you?", reply_to_message_id=first.message_id
+        )
+        second = (await replies(fake_discord, TEXT, count=2))[1]
+        await asyncio.sleep(0.5)
+    assert (first.reply_to, first.content) == (asked, "It is **noon**.")  # Markdown kept
+    assert second.reply_to == answer and second.content.endswith("and you?")
+    assert len(sent_in(fake_discord, TEXT)) == 2
+    assert len(fake_llm.requests) == 2
+    seen = user_content(fake_llm.requests[0])
+    assert seen.endswith("\nwhat time is it?") and f"<@{BOT}>" not in seen
+    assert "discord group" in seen
+
+
+async def test_guild_mode_all_answers_every_message_but_not_itself(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__GUILD_MODE", "all")
+    async with serving(daemon, fake_discord):
+        asked = fake_discord.inject_guild_message(GUILD, TEXT, OWNER, "anyone here?")
+        [reply] = await replies(fake_discord, TEXT)
+        await asyncio.sleep(0.5)
+    assert reply.reply_to == asked and reply.content.endswith("anyone here?")
+    assert len(sent_in(fake_discord, TEXT)) == 1
+    assert len(fake_llm.requests) == 1
+
+
+async def test_allowed_guilds_restricts_servers_but_not_dms(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__ALLOWED_GUILDS", f'["{GUILD}"]')
+    fake_discord.add_guild("6000", "elsewhere", channels=["6001"])
+    async with serving(daemon, fake_discord):
+        fake_discord.inject_guild_message("6000", "6001", OWNER, "over here", mention_bot=True)
+        fake_discord.inject_guild_message(GUILD, TEXT, OWNER, "in the allowed one",
+                                          mention_bot=True)
+        fake_discord.inject_dm(OWNER, "and a DM")
+        await replies(fake_discord, TEXT)
+        await replies(fake_discord, fake_discord.dm_channel_id(OWNER))
+        await asyncio.sleep(0.5)
+    assert sent_in(fake_discord, "6001") == []
+    assert len(fake_llm.requests) == 2
+
+
+async def test_allowed_channels_restricts_server_channels_but_not_dms(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__ALLOWED_CHANNELS", f'["{OTHER}"]')
+    async with serving(daemon, fake_discord):
+        fake_discord.inject_guild_message(GUILD, TEXT, OWNER, "not here", mention_bot=True)
+        fake_discord.inject_guild_message(GUILD, OTHER, OWNER, "but here", mention_bot=True)
+        fake_discord.inject_dm(OWNER, "and a DM")
+        await replies(fake_discord, OTHER)
+        await replies(fake_discord, fake_discord.dm_channel_id(OWNER))
+        await asyncio.sleep(0.5)
+    assert sent_in(fake_discord, TEXT) == []
+    assert len(fake_llm.requests) == 2
+
+
+async def test_a_thread_has_its_own_history(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon],
+) -> None:
+    dm = fake_discord.dm_channel_id(OWNER)
+    async with serving(daemon, fake_discord):
+        fake_discord.inject_guild_message(GUILD, TEXT, OWNER, "remember kiwi", mention_bot=True)
+        await replies(fake_discord, TEXT)
+        asked = fake_discord.inject_guild_message(
+            GUILD, THREAD, OWNER, "what word?", mention_bot=True, thread=True
+        )
+        [in_thread] = await replies(fake_discord, THREAD)
+        fake_discord.inject_guild_message(GUILD, TEXT, OWNER, "and now?", mention_bot=True)
+        await replies(fake_discord, TEXT, count=2)
+        fake_discord.inject_dm(OWNER, "in private")
+        await replies(fake_discord, dm)
+    assert in_thread.reply_to == asked and in_thread.content.endswith("what word?")
+    channel_1, thread, channel_2, private = fake_llm.requests
+    assert roles(channel_1) == roles(thread) == roles(private) == ["system", "user", "system"]
+    assert roles(channel_2) == ["system", "user", "assistant", "user", "system"]
+    assert "remember kiwi" in channel_2["messages"][1]["content"]
+
+
+# -- replies -----------------------------------------------------------------------------------
+
+
+async def test_long_reply_is_split_into_valid_messages(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon],
+) -> None:
+    paragraphs = [f"Paragraph {i}: " + " ".join(["lorem ipsum dolor sit amet"] * 18)
+                  for i in range(10)]
+    long_reply = "\n\n".join(paragraphs)
+    assert 4_900 < len(long_reply) < 5_100
+    dm = fake_discord.dm_channel_id(OWNER)
+    async with serving(daemon, fake_discord):
+        fake_llm.script(text(long_reply))
+        asked = fake_discord.inject_dm(OWNER, "write a lot")
+        await replies(fake_discord, dm, count=3)
+        await asyncio.sleep(0.5)
+    parts = sent_in(fake_discord, dm)
+    assert len(parts) >= 3
+    assert all(len(p.content) <= 2000 for p in parts)
+    assert "\n\n".join(p.content for p in parts) == long_reply
+    assert parts[0].reply_to == asked
+
+
+async def test_long_code_block_is_closed_and_reopened(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon],
+) -> None:
+    code = [f"print('line {i:03} of a long listing, padded out')" for i in range(100)]
+    reply = "Here it is:\n\n```python\n" + "\n".join(code) + "\n```"
+    assert len(reply) > 4_000
+    dm = fake_discord.dm_channel_id(OWNER)
+    async with serving(daemon, fake_discord):
+        fake_llm.script(text(reply))
+        fake_discord.inject_dm(OWNER, "a long listing please")
+        await replies(fake_discord, dm, count=3)
+        await asyncio.sleep(0.5)
+    parts = [p.content for p in sent_in(fake_discord, dm)]
+    assert all(len(p) <= 2000 for p in parts)
+    for part in parts:
+        fences = [line for line in part.split("\n") if line.startswith("```")]
+        assert len(fences) % 2 == 0, part  # every part renders on its own
+        assert all(f in ("```python", "```") for f in fences)
+        if fences:
+            assert fences[0] == "```python"
+    lines = [line for p in parts for line in p.split("\n") if line.startswith("print(")]
+    assert lines == code
+
+
+async def test_reply_with_image_marker_arrives_as_attachment(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord, home: Path,
+    daemon: Callable[[], Daemon],
+) -> None:
+    dm = fake_discord.dm_channel_id(OWNER)
+    async with serving(daemon, fake_discord):
+        (home / "workspace" / "chart.png").write_bytes(b"\x89PNG fake chart")
+        fake_llm.script(text("Here is the chart.\n[IMAGE:chart.png]"))
+        asked = fake_discord.inject_dm(OWNER, "show me the chart")
+        await fake_discord.await_for(lambda: [m for m in sent_in(fake_discord, dm)
+                                              if m.attachments], timeout=10)
+        await asyncio.sleep(0.3)
+    sent = sent_in(fake_discord, dm)
+    files = [f for m in sent for f in m.attachments]
+    assert files == [("chart.png", b"\x89PNG fake chart")]
+    texts = [m.content for m in sent if m.content]
+    assert texts == ["Here is the chart."]
+    assert "[IMAGE" not in "".join(m.content for m in sent)
+    assert sent[0].reply_to == asked
+
+
+async def test_marker_outside_workspace_is_refused_and_text_still_arrives(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon],
+) -> None:
+    dm = fake_discord.dm_channel_id(OWNER)
+    async with serving(daemon, fake_discord):
+        fake_llm.script(text("Sure.\n[DOCUMENT:/etc/hostname]"))
+        fake_discord.inject_dm(OWNER, "send the hostname file")
+        [reply] = await replies(fake_discord, dm)
+        await asyncio.sleep(0.3)
+    assert reply.content.startswith("Sure.")
+    assert "Could not send /etc/hostname: it is outside the workspace" in reply.content
+    assert not [m for m in fake_discord.messages if m.attachments]
+
+
+async def test_file_over_the_upload_limit_is_reported_not_sent(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord, home: Path,
+    daemon: Callable[[], Daemon],
+) -> None:
+    fake_discord.upload_limit = 1024
+    dm = fake_discord.dm_channel_id(OWNER)
+    async with serving(daemon, fake_discord):
+        (home / "workspace" / "big.bin").write_bytes(b"x" * 4096)
+        fake_llm.script(text("The dump:\n[DOCUMENT:big.bin]"))
+        fake_discord.inject_dm(OWNER, "send the dump")
+        await fake_discord.await_for(
+            lambda: [m for m in sent_in(fake_discord, dm) if "big.bin" in m.content], timeout=10
+        )
+        await asyncio.sleep(0.3)
+    sent = sent_in(fake_discord, dm)
+    assert "The dump:" in "\n".join(m.content for m in sent)
+    assert not [m for m in sent if m.attachments]
+
+
+async def test_incoming_attachments_are_saved_and_referenced(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord, home: Path,
+    daemon: Callable[[], Daemon],
+) -> None:
+    async with serving(daemon, fake_discord):
+        fake_discord.inject_dm(OWNER, "what are these?",
+                               attachments=[("photo.png", b"PNGDATA"), ("notes.txt", b"my notes")])
+        await replies(fake_discord, fake_discord.dm_channel_id(OWNER))
+    seen = user_content(fake_llm.requests[0])
+    assert "what are these?" in seen
+    markers = {line.split(":", 1)[0][1:]: line.split(":", 1)[1][:-1]
+               for line in seen.splitlines() if line.startswith(("[IMAGE:", "[DOCUMENT:"))}
+    assert set(markers) == {"IMAGE", "DOCUMENT"}
+    assert all(path.startswith("inbox/") for path in markers.values())
+    assert (home / "workspace" / markers["IMAGE"]).read_bytes() == b"PNGDATA"
+    assert (home / "workspace" / markers["DOCUMENT"]).read_bytes() == b"my notes"
+
+
+async def test_streamed_reply_is_one_message_edited_then_finished(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__STREAM_REPLIES", "true")
+    final = "A **streamed** answer in several pieces"
+    dm = fake_discord.dm_channel_id(OWNER)
+    async with serving(daemon, fake_discord):
+        fake_llm.script(text(final))
+        asked = fake_discord.inject_dm(OWNER, "stream please")
+        await fake_discord.await_for(
+            lambda: [m for m in sent_in(fake_discord, dm) if m.content == final], timeout=10
+        )
+        await asyncio.sleep(0.5)
+    [message] = sent_in(fake_discord, dm)
+    assert message.content == final and message.reply_to == asked
+    # the pieces arrive within milliseconds: at most one throttled edit, then the final one
+    assert message.edits <= 2
+    assert fake_llm.requests[0].get("stream") is True
+
+
+async def test_prompt_is_identical_across_turns_and_delivery_follows_user(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon],
+) -> None:
+    dm = fake_discord.dm_channel_id(OWNER)
+    async with serving(daemon, fake_discord):
+        fake_discord.inject_dm(OWNER, "first")
+        await replies(fake_discord, dm)
+        fake_discord.inject_dm(OWNER, "second")
+        await replies(fake_discord, dm, count=2)
+    one, two = fake_llm.requests
+    prompt = one["messages"][0]["content"]
+    assert one["messages"][0]["role"] == two["messages"][0]["role"] == "system"
+    assert prompt == two["messages"][0]["content"]
+    capabilities = prompt.split("## Channel Capabilities", 1)[1].split("\n## ", 1)[0]
+    assert "Discord" in capabilities and "2,000" in capabilities
+    assert "Telegram" not in prompt
+    for request in (one, two):
+        *_, user, delivery = request["messages"]
+        assert user["role"] == "user"
+        assert delivery["role"] == "system" and "Discord" in delivery["content"]
+        assert "[IMAGE:<path-or-url>]" in delivery["content"]
+    assert roles(two) == ["system", "user", "assistant", "user", "system"]
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+
+async def test_text_commands_are_answered_without_the_model(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon],
+) -> None:
+    dm = fake_discord.dm_channel_id(OWNER)
+    async with serving(daemon, fake_discord):
+        asked = fake_discord.inject_dm(OWNER, "/help")
+        [help_reply] = await replies(fake_discord, dm)
+        fake_discord.inject_dm(OWNER, "/status")
+        status = (await replies(fake_discord, dm, count=2))[1]
+        fake_discord.inject_guild_message(GUILD, TEXT, OWNER, "/status", mention_bot=True)
+        [in_server] = await replies(fake_discord, TEXT)
+    assert help_reply.reply_to == asked
+    assert all(f"/{name}" in help_reply.content for name in COMMANDS)
+    assert "Model: openai/test-model" in status.content
+    assert "Model: openai/test-model" in in_server.content
+    assert fake_llm.requests == []
+
+
+async def test_new_clears_the_history(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon],
+) -> None:
+    dm = fake_discord.dm_channel_id(OWNER)
+    async with serving(daemon, fake_discord):
+        fake_discord.inject_dm(OWNER, "remember the word kiwi")
+        await replies(fake_discord, dm)
+        fake_discord.inject_dm(OWNER, "/new")
+        fresh = (await replies(fake_discord, dm, count=2))[1]
+        fake_discord.inject_dm(OWNER, "anything?")
+        await replies(fake_discord, dm, count=3)
+    assert fresh.content == "Started a fresh conversation."
+    assert roles(fake_llm.requests[1]) == ["system", "user", "system"]
+
+
+async def test_stop_cancels_a_slow_turn(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon],
+) -> None:
+    dm = fake_discord.dm_channel_id(OWNER)
+    async with serving(daemon, fake_discord):
+        fake_llm.script(text("too late", delay_s=10))
+        fake_discord.inject_dm(OWNER, "think hard")
+        await fake_discord.await_for(lambda: fake_llm.requests)
+        fake_discord.inject_dm(OWNER, "/stop")
+        sent = await replies(fake_discord, dm, count=2)
+    assert {m.content for m in sent} == {"Stopping.", "Stopped."}
+
+
+async def test_slash_commands_are_registered_when_asked(
+    discord_env: dict[str, str], fake_discord: FakeDiscord, daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__REGISTER_SLASH_COMMANDS", "true")
+
+    def registered() -> list[dict[str, Any]]:
+        for commands in fake_discord.commands.values():
+            if {c["name"] for c in commands} == COMMANDS:
+                return commands
+        return []
+
+    async with serving(daemon, fake_discord):
+        commands = await fake_discord.await_for(registered, timeout=10)
+    assert len(commands) == 4
+    assert all(1 <= len(c["description"]) <= 100 for c in commands)  # Discord requires one
+
+
+# -- connection --------------------------------------------------------------------------------
+
+
+async def test_turn_in_flight_survives_a_dropped_connection_and_resume(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon],
+) -> None:
+    dm = fake_discord.dm_channel_id(OWNER)
+    async with serving(daemon, fake_discord):
+        fake_llm.script(text("slow answer", delay_s=1.0))
+        fake_discord.inject_dm(OWNER, "take your time")
+        await fake_discord.await_for(lambda: fake_llm.requests)
+        assert fake_discord.drop_connection()
+        fake_discord.inject_dm(OWNER, "after the drop")
+        sent = await replies(fake_discord, dm, count=2)
+    contents = [m.content for m in sent]
+    assert "slow answer" in contents  # the turn in flight is not lost
+    assert any(c.endswith("after the drop") for c in contents)
+    assert fake_discord.resume_count >= 1
+
+
+async def test_bad_token_fails_the_channel_with_a_clear_log_line(
+    discord_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, caplog: Any,
+) -> None:
+    from agent.config import load_settings
+    from agent.daemon import serve
+
+    monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__BOT_TOKEN", "WRONG.TOKEN")
+    code = await asyncio.wait_for(serve(load_settings(), stop=asyncio.Event()), 20)
+    assert code == 2
+    assert any("discord did not start" in r.getMessage() for r in caplog.records)
+
+
+async def test_bad_discord_token_leaves_telegram_running(
+    discord_env: dict[str, str], telegram_env: dict[str, str], fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch, caplog: Any,
+) -> None:
+    monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__BOT_TOKEN", "WRONG.TOKEN")
+    async with daemon() as running:
+        fake_telegram.inject_message(42, 42, "still there?")
+        [reply] = await fake_telegram.await_for(lambda m: m.method == "sendMessage", timeout=10)
+    assert running.exit_code == 0
+    assert reply.plain and reply.plain.endswith("still there?")
+    assert any("discord did not start" in r.getMessage() for r in caplog.records)
