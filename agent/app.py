@@ -20,6 +20,7 @@ from agent.workspace import ensure_workspace
 from channels.base import Channel
 from tools.base import Tool, ToolRegistry
 from tools.files import FileTools
+from tools.memory import MemoryTools
 from tools.policy import SecurityPolicy
 from tools.shell import ShellTool
 
@@ -76,6 +77,8 @@ def build_tools(
     settings: Settings, policy: SecurityPolicy, board: Board | None = None
 ) -> ToolRegistry:
     tools: list[Tool] = [ShellTool(policy, settings.shell), *FileTools(policy).tools()]
+    if settings.memory.enabled:
+        tools += MemoryTools(settings.state_db, settings.memory).tools()
     if board is not None:
         from tools.hardware import hardware_tools
 

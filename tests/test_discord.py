@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -51,12 +52,26 @@ def discord_env(
     return {**llm_env, **values}
 
 
-@contextlib.asynccontextmanager
-async def serving(daemon: Callable[[], Daemon], fake: FakeDiscord) -> AsyncIterator[Daemon]:
-    """The daemon, once discord.py holds a gateway session (later events queue behind READY)."""
-    async with daemon() as running:
-        await fake.await_for(lambda: fake.connected, timeout=10)
-        yield running
+Serving = Callable[[], contextlib.AbstractAsyncContextManager[Daemon]]
+
+
+@pytest.fixture
+def serving(
+    daemon: Callable[[], Daemon], fake_discord: FakeDiscord, caplog: pytest.LogCaptureFixture
+) -> Serving:
+    """The daemon, once it reports the Discord channel started (it takes messages from then)."""
+    caplog.set_level(logging.INFO, logger="agent.daemon")
+
+    def started() -> bool:
+        return any(r.getMessage() == "discord started" for r in caplog.records)
+
+    @contextlib.asynccontextmanager
+    async def run() -> AsyncIterator[Daemon]:
+        async with daemon() as running:
+            await fake_discord.await_for(started, timeout=15)
+            yield running
+
+    return run
 
 
 def sent_in(fake: FakeDiscord, channel_id: str) -> list[SentMessage]:
@@ -84,11 +99,11 @@ def roles(request: dict[str, Any]) -> list[str]:
 
 async def test_dm_is_answered_as_a_reply_once(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon],
+    serving: Serving,
 ) -> None:
-    dm = fake_discord.dm_channel_id(OWNER)
-    async with serving(daemon, fake_discord) as running:
+    async with serving() as running:
         asked = fake_discord.inject_dm(OWNER, "hello there", username="alice")
+        dm = fake_discord.dm_channel_id(OWNER)
         [reply] = await replies(fake_discord, dm)
         await asyncio.sleep(0.5)  # the bot's own echoed message must not start a turn
     assert running.exit_code == 0
@@ -105,10 +120,10 @@ async def test_dm_is_answered_as_a_reply_once(
 
 async def test_typing_is_shown_while_the_turn_runs(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon],
+    serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
-    async with serving(daemon, fake_discord):
+    async with serving():
         fake_llm.script(text("done thinking", delay_s=0.6))
         fake_discord.inject_dm(OWNER, "think a little")
         [reply] = await replies(fake_discord, dm)
@@ -118,10 +133,10 @@ async def test_typing_is_shown_while_the_turn_runs(
 
 async def test_stranger_gets_one_reply_and_the_model_is_never_called(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon],
+    serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(STRANGER)
-    async with serving(daemon, fake_discord):
+    async with serving():
         fake_discord.inject_guild_message(GUILD, TEXT, STRANGER, "hello", mention_bot=True)
         asked = fake_discord.inject_dm(STRANGER, "hi, who are you?", username="mallory")
         [reply] = await replies(fake_discord, dm)
@@ -133,13 +148,29 @@ async def test_stranger_gets_one_reply_and_the_model_is_never_called(
     assert fake_llm.requests == []
 
 
+async def test_a_strangers_files_are_not_saved(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord, home: Path,
+    serving: Serving,
+) -> None:
+    dm = fake_discord.dm_channel_id(STRANGER)
+    async with serving():
+        fake_discord.inject_guild_message(GUILD, TEXT, STRANGER, "take this", mention_bot=True,
+                                          attachments=[("payload.sh", b"rm -rf ~")])
+        fake_discord.inject_dm(STRANGER, "and this", attachments=[("big.bin", b"x" * 1000)])
+        await replies(fake_discord, dm)
+        await asyncio.sleep(0.3)
+    inbox = home / "workspace" / "inbox"
+    assert not (inbox.exists() and list(inbox.iterdir()))
+    assert fake_llm.requests == []
+
+
 async def test_other_bots_are_never_answered(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
+    serving: Serving, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__ALLOWED_USERS", f'["{OWNER}", "333"]')
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__GUILD_MODE", "all")
-    async with serving(daemon, fake_discord):
+    async with serving():
         fake_discord.inject_dm("333", "hello bot", username="otherbot", bot=True)
         fake_discord.inject_guild_message(GUILD, TEXT, "333", "hi", bot=True, mention_bot=True)
         fake_discord.inject_dm(OWNER, "ping")
@@ -155,9 +186,9 @@ async def test_other_bots_are_never_answered(
 
 async def test_in_a_server_only_the_mention_or_reply_is_answered(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon],
+    serving: Serving,
 ) -> None:
-    async with serving(daemon, fake_discord):
+    async with serving():
         fake_discord.inject_guild_message(GUILD, TEXT, OWNER, "just chatting")
         fake_llm.script(text("It is **noon**."))
         asked = fake_discord.inject_guild_message(
@@ -180,10 +211,10 @@ async def test_in_a_server_only_the_mention_or_reply_is_answered(
 
 async def test_guild_mode_all_answers_every_message_but_not_itself(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
+    serving: Serving, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__GUILD_MODE", "all")
-    async with serving(daemon, fake_discord):
+    async with serving():
         asked = fake_discord.inject_guild_message(GUILD, TEXT, OWNER, "anyone here?")
         [reply] = await replies(fake_discord, TEXT)
         await asyncio.sleep(0.5)
@@ -194,11 +225,11 @@ async def test_guild_mode_all_answers_every_message_but_not_itself(
 
 async def test_allowed_guilds_restricts_servers_but_not_dms(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
+    serving: Serving, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__ALLOWED_GUILDS", f'["{GUILD}"]')
     fake_discord.add_guild("6000", "elsewhere", channels=["6001"])
-    async with serving(daemon, fake_discord):
+    async with serving():
         fake_discord.inject_guild_message("6000", "6001", OWNER, "over here", mention_bot=True)
         fake_discord.inject_guild_message(GUILD, TEXT, OWNER, "in the allowed one",
                                           mention_bot=True)
@@ -212,10 +243,10 @@ async def test_allowed_guilds_restricts_servers_but_not_dms(
 
 async def test_allowed_channels_restricts_server_channels_but_not_dms(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
+    serving: Serving, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__ALLOWED_CHANNELS", f'["{OTHER}"]')
-    async with serving(daemon, fake_discord):
+    async with serving():
         fake_discord.inject_guild_message(GUILD, TEXT, OWNER, "not here", mention_bot=True)
         fake_discord.inject_guild_message(GUILD, OTHER, OWNER, "but here", mention_bot=True)
         fake_discord.inject_dm(OWNER, "and a DM")
@@ -228,10 +259,10 @@ async def test_allowed_channels_restricts_server_channels_but_not_dms(
 
 async def test_a_thread_has_its_own_history(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon],
+    serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
-    async with serving(daemon, fake_discord):
+    async with serving():
         fake_discord.inject_guild_message(GUILD, TEXT, OWNER, "remember kiwi", mention_bot=True)
         await replies(fake_discord, TEXT)
         asked = fake_discord.inject_guild_message(
@@ -254,14 +285,14 @@ async def test_a_thread_has_its_own_history(
 
 async def test_long_reply_is_split_into_valid_messages(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon],
+    serving: Serving,
 ) -> None:
     paragraphs = [f"Paragraph {i}: " + " ".join(["lorem ipsum dolor sit amet"] * 18)
                   for i in range(10)]
     long_reply = "\n\n".join(paragraphs)
     assert 4_900 < len(long_reply) < 5_100
     dm = fake_discord.dm_channel_id(OWNER)
-    async with serving(daemon, fake_discord):
+    async with serving():
         fake_llm.script(text(long_reply))
         asked = fake_discord.inject_dm(OWNER, "write a lot")
         await replies(fake_discord, dm, count=3)
@@ -275,13 +306,13 @@ async def test_long_reply_is_split_into_valid_messages(
 
 async def test_long_code_block_is_closed_and_reopened(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon],
+    serving: Serving,
 ) -> None:
     code = [f"print('line {i:03} of a long listing, padded out')" for i in range(100)]
     reply = "Here it is:\n\n```python\n" + "\n".join(code) + "\n```"
     assert len(reply) > 4_000
     dm = fake_discord.dm_channel_id(OWNER)
-    async with serving(daemon, fake_discord):
+    async with serving():
         fake_llm.script(text(reply))
         fake_discord.inject_dm(OWNER, "a long listing please")
         await replies(fake_discord, dm, count=3)
@@ -300,10 +331,10 @@ async def test_long_code_block_is_closed_and_reopened(
 
 async def test_reply_with_image_marker_arrives_as_attachment(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord, home: Path,
-    daemon: Callable[[], Daemon],
+    serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
-    async with serving(daemon, fake_discord):
+    async with serving():
         (home / "workspace" / "chart.png").write_bytes(b"\x89PNG fake chart")
         fake_llm.script(text("Here is the chart.\n[IMAGE:chart.png]"))
         asked = fake_discord.inject_dm(OWNER, "show me the chart")
@@ -321,10 +352,10 @@ async def test_reply_with_image_marker_arrives_as_attachment(
 
 async def test_marker_outside_workspace_is_refused_and_text_still_arrives(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon],
+    serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
-    async with serving(daemon, fake_discord):
+    async with serving():
         fake_llm.script(text("Sure.\n[DOCUMENT:/etc/hostname]"))
         fake_discord.inject_dm(OWNER, "send the hostname file")
         [reply] = await replies(fake_discord, dm)
@@ -336,11 +367,11 @@ async def test_marker_outside_workspace_is_refused_and_text_still_arrives(
 
 async def test_file_over_the_upload_limit_is_reported_not_sent(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord, home: Path,
-    daemon: Callable[[], Daemon],
+    serving: Serving,
 ) -> None:
     fake_discord.upload_limit = 1024
     dm = fake_discord.dm_channel_id(OWNER)
-    async with serving(daemon, fake_discord):
+    async with serving():
         (home / "workspace" / "big.bin").write_bytes(b"x" * 4096)
         fake_llm.script(text("The dump:\n[DOCUMENT:big.bin]"))
         fake_discord.inject_dm(OWNER, "send the dump")
@@ -355,9 +386,9 @@ async def test_file_over_the_upload_limit_is_reported_not_sent(
 
 async def test_incoming_attachments_are_saved_and_referenced(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord, home: Path,
-    daemon: Callable[[], Daemon],
+    serving: Serving,
 ) -> None:
-    async with serving(daemon, fake_discord):
+    async with serving():
         fake_discord.inject_dm(OWNER, "what are these?",
                                attachments=[("photo.png", b"PNGDATA"), ("notes.txt", b"my notes")])
         await replies(fake_discord, fake_discord.dm_channel_id(OWNER))
@@ -373,12 +404,12 @@ async def test_incoming_attachments_are_saved_and_referenced(
 
 async def test_streamed_reply_is_one_message_edited_then_finished(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
+    serving: Serving, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__STREAM_REPLIES", "true")
     final = "A **streamed** answer in several pieces"
     dm = fake_discord.dm_channel_id(OWNER)
-    async with serving(daemon, fake_discord):
+    async with serving():
         fake_llm.script(text(final))
         asked = fake_discord.inject_dm(OWNER, "stream please")
         await fake_discord.await_for(
@@ -394,10 +425,10 @@ async def test_streamed_reply_is_one_message_edited_then_finished(
 
 async def test_prompt_is_identical_across_turns_and_delivery_follows_user(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon],
+    serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
-    async with serving(daemon, fake_discord):
+    async with serving():
         fake_discord.inject_dm(OWNER, "first")
         await replies(fake_discord, dm)
         fake_discord.inject_dm(OWNER, "second")
@@ -422,10 +453,10 @@ async def test_prompt_is_identical_across_turns_and_delivery_follows_user(
 
 async def test_text_commands_are_answered_without_the_model(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon],
+    serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
-    async with serving(daemon, fake_discord):
+    async with serving():
         asked = fake_discord.inject_dm(OWNER, "/help")
         [help_reply] = await replies(fake_discord, dm)
         fake_discord.inject_dm(OWNER, "/status")
@@ -441,10 +472,10 @@ async def test_text_commands_are_answered_without_the_model(
 
 async def test_new_clears_the_history(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon],
+    serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
-    async with serving(daemon, fake_discord):
+    async with serving():
         fake_discord.inject_dm(OWNER, "remember the word kiwi")
         await replies(fake_discord, dm)
         fake_discord.inject_dm(OWNER, "/new")
@@ -457,10 +488,10 @@ async def test_new_clears_the_history(
 
 async def test_stop_cancels_a_slow_turn(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon],
+    serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
-    async with serving(daemon, fake_discord):
+    async with serving():
         fake_llm.script(text("too late", delay_s=10))
         fake_discord.inject_dm(OWNER, "think hard")
         await fake_discord.await_for(lambda: fake_llm.requests)
@@ -470,7 +501,7 @@ async def test_stop_cancels_a_slow_turn(
 
 
 async def test_slash_commands_are_registered_when_asked(
-    discord_env: dict[str, str], fake_discord: FakeDiscord, daemon: Callable[[], Daemon],
+    discord_env: dict[str, str], fake_discord: FakeDiscord, serving: Serving,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__REGISTER_SLASH_COMMANDS", "true")
@@ -481,7 +512,7 @@ async def test_slash_commands_are_registered_when_asked(
                 return commands
         return []
 
-    async with serving(daemon, fake_discord):
+    async with serving():
         commands = await fake_discord.await_for(registered, timeout=10)
     assert len(commands) == 4
     assert all(1 <= len(c["description"]) <= 100 for c in commands)  # Discord requires one
@@ -492,10 +523,10 @@ async def test_slash_commands_are_registered_when_asked(
 
 async def test_turn_in_flight_survives_a_dropped_connection_and_resume(
     discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    daemon: Callable[[], Daemon],
+    serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
-    async with serving(daemon, fake_discord):
+    async with serving():
         fake_llm.script(text("slow answer", delay_s=1.0))
         fake_discord.inject_dm(OWNER, "take your time")
         await fake_discord.await_for(lambda: fake_llm.requests)
