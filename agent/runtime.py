@@ -22,7 +22,7 @@ from agent.media import resolve_reply
 from agent.prompt import Dispatch
 from agent.prompt_source import Fingerprint, PromptSource
 from agent.sessions import SessionStore
-from channels.base import Channel, IncomingMessage, Reply
+from channels.base import Channel, IncomingMessage, Reply, sender_allowed
 from channels.markers import marker_for
 from tools.base import ToolCallContext
 
@@ -87,6 +87,7 @@ class ChannelRuntime:
         self._fingerprint: Fingerprint = ()
         self._deliveries: set[asyncio.Task[None]] = set()
         self._closing = False
+        self._strangers_told: set[str] = set()
         self.system_prompt = self._prompt("native", merged=False)
 
     # -- the prompt -----------------------------------------------------------------------
@@ -172,9 +173,7 @@ class ChannelRuntime:
     def is_allowed(self, msg: IncomingMessage) -> bool:
         if self.access.open_to_all:
             return True
-        allowed = self.access.allowed_users
-        names = {msg.sender_id, f"@{msg.sender_username}".lower() if msg.sender_username else ""}
-        return "*" in allowed or bool(names & {a.lower() for a in allowed})
+        return sender_allowed(self.access.allowed_users, msg.sender_id, msg.sender_username)
 
     async def handle(
         self,
@@ -190,8 +189,9 @@ class ChannelRuntime:
                 msg.sender_id,
                 msg.sender_name,
             )
-            if msg.is_group:
-                return None
+            if msg.is_group or msg.sender_id in self._strangers_told:
+                return None  # silence in groups, and one polite reply per stranger
+            self._strangers_told.add(msg.sender_id)
             return Reply(text=self._stranger_text(msg), reply_to=msg.message_id)
         command = await run_command(msg.text, CommandContext(self, msg.chat.key))
         if command is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +72,19 @@ class Reply:
 
 
 Submit = Callable[[IncomingMessage], None]
+
+
+def sender_allowed(allowed: Collection[str], sender_id: str, username: str = "") -> bool:
+    """An allow-list entry is a user id, an @username (any case) or "*" for anyone.
+
+    The runtime decides with it; adapters ask it too before downloading a stranger's files.
+    """
+    wanted = {entry.lower() for entry in allowed}
+    return (
+        "*" in wanted
+        or sender_id in wanted
+        or (bool(username) and f"@{username}".lower() in wanted)
+    )
 
 
 class ReplyStream(Protocol):

@@ -33,6 +33,7 @@ from channels.base import (
     Reply,
     ReplyStream,
     Submit,
+    sender_allowed,
 )
 from channels.capabilities import DISCORD, DISCORD_DELIVERY
 from channels.config import DiscordSettings
@@ -51,6 +52,7 @@ COMMANDS = (
     ("help", "What the bot can do"),
 )
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+NOT_ALLOWED = "This bot answers only the users its owner allowed."
 
 Messageable = Any  # a DM, text channel or thread: anything with send() and typing()
 
@@ -153,7 +155,10 @@ class DiscordChannel:
             return
         if message.guild is not None and not self._guild_message_wanted(message, me.id):
             return
-        attachments = await self._save_attachments(message)
+        allowed = sender_allowed(
+            self._settings.allowed_users, str(message.author.id), message.author.name
+        )
+        attachments = await self._save_attachments(message) if allowed else ()
         text = re.sub(rf"<@!?{me.id}>", "", message.content).strip()
         self._submit(
             IncomingMessage(
@@ -205,18 +210,28 @@ class DiscordChannel:
         async def command(interaction: discord.Interaction) -> None:
             if self._submit is None or interaction.channel_id is None:
                 return
-            chat = ChatRef("discord", str(interaction.channel_id))
+            user, in_guild = interaction.user, interaction.guild_id is not None
+            if in_guild and not sender_allowed(
+                self._settings.allowed_users, str(user.id), user.name
+            ):
+                # Strangers in servers get silence from the runtime, but an interaction
+                # must be answered: privately, to them alone.
+                await interaction.response.send_message(NOT_ALLOWED, ephemeral=True)
+                return
             await interaction.response.defer(thinking=True)
-            self._interactions[chat.key] = interaction
+            # The reply finds its interaction by this id (Reply.reply_to), not by chat.
+            message_id = f"interaction-{interaction.id}"
+            self._interactions[message_id] = interaction
             self._submit(
                 IncomingMessage(
-                    chat=chat,
-                    sender_id=str(interaction.user.id),
-                    sender_name=interaction.user.display_name,
-                    sender_username=interaction.user.name,
+                    chat=ChatRef("discord", str(interaction.channel_id)),
+                    sender_id=str(user.id),
+                    sender_name=user.display_name,
+                    sender_username=user.name,
                     text=f"/{name}",
-                    is_group=interaction.guild_id is not None,
+                    is_group=in_guild,
                     mentions_bot=True,
+                    message_id=message_id,
                 )
             )
 
@@ -253,7 +268,7 @@ class DiscordChannel:
         its files; a file that cannot go is reported in the chat."""
         channel = await self._target(chat)
         parts = split_message(reply.text, MAX_CHARS)
-        interaction = self._interactions.pop(chat.key, None)
+        interaction = self._interactions.pop(reply.reply_to, None)
         for index, part in enumerate(parts):
             if index == 0 and first is not None:
                 await first.edit(content=part)
@@ -335,7 +350,7 @@ class DiscordStream:
 
 
 def _reference(message_id: str, channel: Messageable) -> discord.MessageReference | None:
-    if not message_id:
+    if not message_id.isdigit():  # none, or an interaction (answered through its followup)
         return None
     return discord.MessageReference(
         message_id=int(message_id), channel_id=channel.id, fail_if_not_exists=False

@@ -20,7 +20,15 @@ from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, NetworkError, RetryAfter
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
 
-from channels.base import ChatRef, OutgoingMedia, Reply, ReplyStream, Submit
+from channels.base import (
+    Attachment,
+    ChatRef,
+    OutgoingMedia,
+    Reply,
+    ReplyStream,
+    Submit,
+    sender_allowed,
+)
 from channels.capabilities import TELEGRAM, TELEGRAM_DELIVERY
 from channels.config import TelegramSettings
 from channels.telegram_incoming import addressed_to_bot, attachments_of, to_incoming
@@ -127,24 +135,28 @@ class TelegramChannel:
 
     async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.message
-        if message is None or self._submit is None or message.from_user is None:
-            return
-        if message.from_user.id == self.bot.id:
+        user = message.from_user if message else None
+        if message is None or user is None or self._submit is None or user.id == self.bot.id:
             return
         if not addressed_to_bot(message, self.bot.id, self.bot.username, self._settings.group_mode):
             return
+        # A stranger's files are not downloaded: the runtime will refuse the message anyway.
+        allowed = sender_allowed(self._settings.allowed_users, str(user.id), user.username or "")
+        attachments = await self._attachments(message) if allowed else ()
+        self._submit(to_incoming(message, self.bot.username, attachments))
+
+    async def _attachments(self, message: Message) -> tuple[Attachment, ...]:
         try:
-            attachments = await attachments_of(message, self._workspace, self._transcribe)
+            return await attachments_of(message, self._workspace, self._transcribe)
         except Exception:
             log.exception("telegram: could not save the attachment of %s", message.message_id)
-            attachments = ()
-        self._submit(to_incoming(message, self.bot.username, attachments))
+            return ()
 
     # -- out -----------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
     async def typing(self, chat: ChatRef) -> AsyncIterator[None]:
-        """ "typing…" shown and renewed until the turn ends."""
+        """Telegram's "typing…", renewed until the turn ends."""
         task = asyncio.create_task(self._keep_typing(chat))
         try:
             yield

@@ -159,8 +159,7 @@ async def test_a_strangers_files_are_not_saved(
         fake_discord.inject_dm(STRANGER, "and this", attachments=[("big.bin", b"x" * 1000)])
         await replies(fake_discord, dm)
         await asyncio.sleep(0.3)
-    inbox = home / "workspace" / "inbox"
-    assert not (inbox.exists() and list(inbox.iterdir()))
+    assert sorted(p.name for p in (home / "workspace").glob("inbox/*")) == []
     assert fake_llm.requests == []
 
 
@@ -500,9 +499,9 @@ async def test_stop_cancels_a_slow_turn(
     assert {m.content for m in sent} == {"Stopping.", "Stopped."}
 
 
-async def test_slash_commands_are_registered_when_asked(
-    discord_env: dict[str, str], fake_discord: FakeDiscord, serving: Serving,
-    monkeypatch: pytest.MonkeyPatch,
+async def test_slash_commands_are_registered_and_answered(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    serving: Serving, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__REGISTER_SLASH_COMMANDS", "true")
 
@@ -514,8 +513,49 @@ async def test_slash_commands_are_registered_when_asked(
 
     async with serving():
         commands = await fake_discord.await_for(registered, timeout=10)
+        fake_discord.inject_slash_command(OWNER, "status")
+        [status] = await replies(fake_discord, fake_discord.dm_channel_id(OWNER))
+        fake_discord.inject_slash_command(OWNER, "help", guild_id=GUILD, channel_id=TEXT)
+        [help_reply] = await replies(fake_discord, TEXT)
     assert len(commands) == 4
     assert all(1 <= len(c["description"]) <= 100 for c in commands)  # Discord requires one
+    assert "Model: openai/test-model" in status.content
+    assert all(f"/{name}" in help_reply.content for name in COMMANDS)
+    assert len(fake_discord.interaction_responses) == 2  # each acknowledged once
+    assert fake_llm.requests == []
+
+
+async def test_a_strangers_slash_command_is_refused_and_takes_no_later_reply(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    serving: Serving, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__REGISTER_SLASH_COMMANDS", "true")
+    async with serving():
+        fake_discord.inject_slash_command(STRANGER, "status")
+        [refusal] = await replies(fake_discord, fake_discord.dm_channel_id(STRANGER))
+        fake_discord.inject_slash_command(STRANGER, "help", guild_id=GUILD, channel_id=TEXT)
+        await asyncio.sleep(0.5)
+        asked = fake_discord.inject_guild_message(GUILD, TEXT, OWNER, "hello", mention_bot=True)
+        [reply] = await replies(fake_discord, TEXT)
+    assert STRANGER in refusal.content and "allowed_users" in refusal.content
+    assert reply.content.endswith("hello")
+    assert reply.reply_to == asked  # a reply to the owner, not the stranger's command answer
+    assert len(fake_llm.requests) == 1
+
+
+async def test_slash_commands_follow_the_channel_allowlist(
+    discord_env: dict[str, str], fake_discord: FakeDiscord, serving: Serving,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__REGISTER_SLASH_COMMANDS", "true")
+    monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__ALLOWED_CHANNELS", f'["{OTHER}"]')
+    async with serving():
+        fake_discord.inject_slash_command(OWNER, "status", guild_id=GUILD, channel_id=TEXT)
+        fake_discord.inject_slash_command(OWNER, "status", guild_id=GUILD, channel_id=OTHER)
+        [allowed] = await replies(fake_discord, OTHER)
+        await asyncio.sleep(0.5)
+    assert "Model: openai/test-model" in allowed.content
+    assert not [m for m in sent_in(fake_discord, TEXT) if "Model:" in m.content]
 
 
 # -- connection --------------------------------------------------------------------------------

@@ -79,8 +79,10 @@ async def test_stranger_gets_one_reply_and_the_model_is_never_called(
     async with daemon():
         fake_telegram.inject_message(777, 777, "hi, who are you?", username="mallory")
         [reply] = await fake_telegram.await_for(lambda m: m.chat_id == 777)
+        fake_telegram.inject_message(777, 777, "hello??", username="mallory")
         fake_telegram.inject_message(-100, 777, f"@{BOT_USERNAME} hello", chat_type="group")
         await asyncio.sleep(0.5)
+    assert len(texts(fake_telegram, 777)) == 1  # one polite reply, not one per message
     assert "777" in (reply.plain or "") and "allowed_users" in (reply.plain or "")
     assert not [m for m in fake_telegram.sent if m.chat_id == -100]  # silence in groups
     assert fake_llm.requests == []
@@ -373,3 +375,16 @@ async def test_provider_refusing_tools_gets_the_xml_protocol(
     assert all("tools" not in r for r in later)  # remembered: no second refusal
     assert all("<tool_call>" in r["messages"][0]["content"] for r in later)  # protocol taught
     assert texts(fake_telegram)[0] == "Saved it."
+
+
+async def test_a_strangers_photo_is_not_downloaded(
+    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
+    daemon: Callable[[], Daemon],
+) -> None:
+    async with daemon():
+        fake_telegram.inject_photo(777, 777, b"unwanted", caption="look")
+        await fake_telegram.await_for(lambda m: m.chat_id == 777)
+    inbox = home / "workspace" / "inbox"
+    assert not (inbox.exists() and list(inbox.iterdir()))
+    assert not [c for c in fake_telegram.calls if c.method == "getFile"]
+    assert fake_llm.requests == []

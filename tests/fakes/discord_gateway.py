@@ -26,6 +26,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 __all__ = [
+    "EVERYONE_PERMISSIONS",
     "INTENT_DIRECT_MESSAGES",
     "INTENT_GUILDS",
     "INTENT_GUILD_MESSAGES",

@@ -56,6 +56,7 @@ from urllib.parse import quote
 from aiohttp import BodyPartReader, web
 
 from .discord_gateway import (
+    EVERYONE_PERMISSIONS,
     INTENT_DIRECT_MESSAGES,
     INTENT_GUILD_MESSAGES,
     INTENT_GUILDS,
@@ -182,6 +183,7 @@ class FakeDiscord:
         self._typing: list[str] = []
         self._commands: dict[str, list[dict[str, Any]]] = {}
         self._interactions: list[dict[str, Any]] = []
+        self._invoked: dict[str, dict[str, Any]] = {}  # interaction token -> where, original
         self._calls: list[Call] = []
         self._gateway = Gateway(
             token=token,
@@ -354,6 +356,59 @@ class FakeDiscord:
             )
         )
         return str(msg["id"])
+
+    def inject_slash_command(
+        self,
+        user_id: str | int,
+        name: str,
+        *,
+        guild_id: str | int | None = None,
+        channel_id: str | int | None = None,
+        username: str = "alice",
+    ) -> str:
+        """A user runs the application command ``/name`` (no options): INTERACTION_CREATE in
+        their DM, or in ``channel_id`` of ``guild_id``. Returns the interaction id. The answer
+        is in ``interaction_responses`` (the callback) and, once it has text (a type 4
+        callback, an edit of ``@original`` or a followup), in ``messages`` with
+        ``reply_to=None``."""
+        uid = str(user_id)
+        with self._lock:
+            if guild_id is None:
+                cid, gid = self._dm_channel(uid, username), None
+            else:
+                gid, cid = str(guild_id), str(channel_id)
+                if self._channels.get(cid, {}).get("guild_id") != gid:
+                    raise ValueError(f"unknown channel {cid} in guild {gid}: list it in add_guild")
+            user = self._users.setdefault(uid, user_payload(uid, username))
+            iid, token = self._ids.next(), f"itoken-{self._ids.next()}"
+            self._invoked[token] = {"channel_id": cid, "guild_id": gid, "original": None}
+            payload: dict[str, Any] = {
+                "id": iid,
+                "application_id": self.bot_id,
+                "type": 2,
+                "token": token,
+                "version": 1,
+                "data": {"id": self._ids.next(), "name": name, "type": 1},
+                "channel_id": cid,
+                "channel": copy.deepcopy(self._channels[cid]),
+                "locale": "en-US",
+                "app_permissions": EVERYONE_PERMISSIONS,
+                "attachment_size_limit": self.upload_limit,
+                "entitlements": [],
+                "authorizing_integration_owners": {"0" if gid else "1": gid or uid},
+                "context": 0 if gid else 1,
+            }
+            if gid:
+                member = member_payload(self._guilds[gid]["joined_at"])
+                payload.update(
+                    guild_id=gid,
+                    guild_locale="en-US",
+                    member={**member, "user": user, "permissions": EVERYONE_PERMISSIONS},
+                )
+            else:
+                payload["user"] = user
+        self._run(self._gateway.dispatch("INTERACTION_CREATE", payload))
+        return iid
 
     def drop_connection(self, code: int = 4000) -> bool:
         """Close the gateway socket like a network blip; discord.py reconnects and RESUMEs.
@@ -591,6 +646,9 @@ class FakeDiscord:
                 self._no_content,
             ),
             ("POST", api + "/interactions/{interaction_id}/{token}/callback", self._callback),
+            ("POST", api + "/webhooks/{app_id}/{token}", self._followup),
+            ("GET", api + "/webhooks/{app_id}/{token}/messages/{message_id}", self._hook_get),
+            ("PATCH", api + "/webhooks/{app_id}/{token}/messages/{message_id}", self._hook_edit),
         ]
         for method, path, handler in routes:
             app.router.add_route(method, path, handler)
@@ -739,6 +797,11 @@ class FakeDiscord:
                     "files": [(n, b) for n, b, _ in files],
                 }
             )
+        invoked = self._invoked.get(request.match_info["token"])
+        if invoked is not None and kind == 4:  # CHANNEL_MESSAGE_WITH_SOURCE: the original
+            msg = self._bot_message(invoked, data, files)
+            invoked["original"] = msg["id"]
+            await self._echo("MESSAGE_CREATE", msg)
         interaction = {
             "id": request.match_info["interaction_id"],
             "type": 2,
@@ -748,6 +811,90 @@ class FakeDiscord:
         if "with_response" not in request.query:
             return web.Response(status=204)
         return _json({"interaction": interaction, "resource": {"type": kind}})
+
+    def _bot_message(
+        self,
+        invoked: dict[str, Any],
+        payload: dict[str, Any],
+        files: list[tuple[str, bytes, str | None]],
+    ) -> dict[str, Any]:
+        """Record a message the bot posts as an interaction's answer (not a reply)."""
+        with self._lock:
+            cid, gid = invoked["channel_id"], invoked["guild_id"]
+            content = self._check_content(payload.get("content"))
+            if not (content or files or payload.get("embeds")):
+                raise _ApiError(400, "Cannot send an empty message", 50006)
+            msg = self._base_message(cid, gid, self.bot_user, content)
+            msg["attachments"] = [self._store_file(cid, n, b, t) for n, b, t in files]
+            msg["embeds"] = payload.get("embeds") or []
+            msg["flags"] = int(payload.get("flags") or 0)
+            self._messages[msg["id"]] = msg
+            self._sent.append(
+                SentMessage(
+                    message_id=msg["id"],
+                    channel_id=cid,
+                    content=content,
+                    reply_to=None,
+                    attachments=tuple((n, b) for n, b, _ in files),
+                    payload=copy.deepcopy(payload),
+                )
+            )
+            return copy.deepcopy(msg)
+
+    def _invocation(self, request: web.Request) -> dict[str, Any]:
+        invoked = self._invoked.get(request.match_info["token"])
+        if invoked is None:
+            raise _ApiError(404, "Unknown Webhook", 10015)
+        return invoked
+
+    async def _followup(self, request: web.Request) -> web.Response:
+        """A followup; the first one after a deferred response becomes the original."""
+        payload, files = await self._read_body(request)
+        invoked = self._invocation(request)
+        msg = self._bot_message(invoked, payload, files)
+        if invoked["original"] is None:
+            invoked["original"] = msg["id"]
+        await self._echo("MESSAGE_CREATE", msg)
+        if request.query.get("wait") in ("1", "true", "True"):
+            return _json(msg)
+        return web.Response(status=204)
+
+    def _hook_message_id(self, request: web.Request) -> str | None:
+        mid = request.match_info["message_id"]
+        return self._invocation(request)["original"] if mid == "@original" else mid
+
+    async def _hook_get(self, request: web.Request) -> web.Response:
+        with self._lock:
+            msg = self._messages.get(self._hook_message_id(request) or "")
+            if msg is None:
+                raise _ApiError(404, "Unknown Message", 10008)
+            return _json(msg)
+
+    async def _hook_edit(self, request: web.Request) -> web.Response:
+        """Edit an interaction's message; editing a deferred ``@original`` creates it."""
+        payload, files = await self._read_body(request)
+        invoked = self._invocation(request)
+        mid = self._hook_message_id(request)
+        if mid is None:
+            msg = self._bot_message(invoked, payload, files)
+            invoked["original"] = msg["id"]
+            await self._echo("MESSAGE_CREATE", msg)
+            return _json(msg)
+        with self._lock:
+            msg = self._messages.get(mid)
+            if msg is None:
+                raise _ApiError(404, "Unknown Message", 10008)
+            index = next(i for i, m in enumerate(self._sent) if m.message_id == mid)
+            if "content" in payload:
+                msg["content"] = self._check_content(payload["content"])
+            msg["edited_timestamp"] = iso()
+            record = self._sent[index]
+            self._sent[index] = replace(
+                record, content=msg["content"], edits=record.edits + 1, payload=payload
+            )
+            snapshot = copy.deepcopy(msg)
+        await self._echo("MESSAGE_UPDATE", snapshot)
+        return _json(snapshot)
 
     # -- messages --
 
