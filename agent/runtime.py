@@ -139,12 +139,8 @@ class ChannelRuntime:
     async def _deliver(self, msg: IncomingMessage) -> None:
         """Run the turn, then send the reply (or finish the stream) to the chat."""
         try:
-            if not self.is_allowed(msg):
-                reply = await self.handle(msg)
-                if reply is not None:
-                    await self.channel.send(msg.chat, reply)
-                return
-            stream = self.channel.open_stream(msg.chat, msg.message_id)
+            wanted = self.is_allowed(msg)
+            stream = self.channel.open_stream(msg.chat, msg.message_id) if wanted else None
             reply = await self.handle(msg, on_text=stream.push if stream else None)
             if reply is None:
                 return

@@ -536,10 +536,13 @@ async def test_a_strangers_slash_command_is_refused_and_takes_no_later_reply(
         fake_discord.inject_slash_command(STRANGER, "help", guild_id=GUILD, channel_id=TEXT)
         await asyncio.sleep(0.5)
         asked = fake_discord.inject_guild_message(GUILD, TEXT, OWNER, "hello", mention_bot=True)
-        [reply] = await replies(fake_discord, TEXT)
+        [reply] = await fake_discord.await_for(
+            lambda: [m for m in sent_in(fake_discord, TEXT) if m.content.endswith("hello")]
+        )
     assert STRANGER in refusal.content and "allowed_users" in refusal.content
-    assert reply.content.endswith("hello")
     assert reply.reply_to == asked  # a reply to the owner, not the stranger's command answer
+    in_server = [m for m in sent_in(fake_discord, TEXT) if m is not reply]
+    assert all(int(m.payload.get("flags") or 0) & 64 for m in in_server)  # silence: ephemeral
     assert len(fake_llm.requests) == 1
 
 
