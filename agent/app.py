@@ -114,17 +114,14 @@ def build_channels(app: App) -> list[tuple[Channel, Access]]:
     built (no token) is reported and left out."""
     settings = app.settings
     built: list[tuple[Channel, Access]] = []
-    telegram = settings.channels.telegram
-    if telegram.enabled:
+    factories = {"telegram": _telegram, "discord": _discord}
+    for name, factory in factories.items():
+        channel_settings = getattr(settings.channels, name)
+        if not channel_settings.enabled:
+            continue
         try:
-            built.append((_telegram(app), Access(frozenset(telegram.allowed_users))))
-        except ValueError as exc:
-            log.error("%s", exc)
-    discord = settings.channels.discord
-    if discord.enabled:
-        try:
-            built.append((_discord(app), Access(frozenset(discord.allowed_users))))
-        except ValueError as exc:
+            built.append((factory(app), Access(frozenset(channel_settings.allowed_users))))
+        except ValueError as exc:  # no token: the others still start
             log.error("%s", exc)
     return built
 

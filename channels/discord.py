@@ -13,7 +13,6 @@ import contextlib
 import logging
 import os
 import re
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from channels.base import (
 )
 from channels.capabilities import DISCORD, DISCORD_DELIVERY
 from channels.config import DiscordSettings
+from channels.stream import PacedStream
 from channels.text import split_message
 
 log = logging.getLogger(__name__)
@@ -174,17 +174,23 @@ class DiscordChannel:
             )
         )
 
+    def _place_allowed(self, guild_id: int | None, channel: Any) -> bool:
+        """allowed_guilds and allowed_channels (a thread counts as its parent channel);
+        they do not apply to direct messages."""
+        settings = self._settings
+        if guild_id is None:
+            return True
+        if settings.allowed_guilds and str(guild_id) not in settings.allowed_guilds:
+            return False
+        ids = {str(getattr(channel, "id", "")), str(getattr(channel, "parent_id", "") or "")}
+        return not settings.allowed_channels or bool(ids & set(settings.allowed_channels))
+
     def _guild_message_wanted(self, message: discord.Message, bot_id: int) -> bool:
         """Allowed server and channel, and addressed to the bot unless guild_mode is "all"."""
-        settings = self._settings
         assert message.guild is not None
-        if settings.allowed_guilds and str(message.guild.id) not in settings.allowed_guilds:
+        if not self._place_allowed(message.guild.id, message.channel):
             return False
-        channel = message.channel
-        ids = {str(channel.id), str(getattr(channel, "parent_id", "") or "")}
-        if settings.allowed_channels and not ids & set(settings.allowed_channels):
-            return False
-        if settings.guild_mode == "all":
+        if self._settings.guild_mode == "all":
             return True
         if any(user.id == bot_id for user in message.mentions):
             return True
@@ -211,11 +217,12 @@ class DiscordChannel:
             if self._submit is None or interaction.channel_id is None:
                 return
             user, in_guild = interaction.user, interaction.guild_id is not None
-            if in_guild and not sender_allowed(
-                self._settings.allowed_users, str(user.id), user.name
+            allowed = sender_allowed(self._settings.allowed_users, str(user.id), user.name)
+            if in_guild and not (
+                allowed and self._place_allowed(interaction.guild_id, interaction.channel)
             ):
-                # Strangers in servers get silence from the runtime, but an interaction
-                # must be answered: privately, to them alone.
+                # In servers the runtime answers strangers with silence, but an interaction
+                # must be answered: privately, to the one who asked.
                 await interaction.response.send_message(NOT_ALLOWED, ephemeral=True)
                 return
             await interaction.response.defer(thinking=True)
@@ -239,7 +246,7 @@ class DiscordChannel:
 
     # -- out --------------------------------------------------------------------------------
 
-    async def _target(self, chat: ChatRef) -> Messageable:
+    async def target(self, chat: ChatRef) -> Messageable:
         channel = self._client.get_channel(int(chat.chat_id))
         return channel or await self._client.fetch_channel(int(chat.chat_id))
 
@@ -247,7 +254,7 @@ class DiscordChannel:
     async def typing(self, chat: ChatRef) -> AsyncIterator[None]:
         """Discord's typing indicator, renewed by discord.py until the turn ends."""
         try:
-            channel = await self._target(chat)
+            channel = await self.target(chat)
             indicator = channel.typing()
         except discord.HTTPException:
             yield
@@ -266,7 +273,7 @@ class DiscordChannel:
     async def deliver(self, chat: ChatRef, reply: Reply, first: discord.Message | None) -> None:
         """The reply's text in parts (the first as a reply, or replacing `first`), then
         its files; a file that cannot go is reported in the chat."""
-        channel = await self._target(chat)
+        channel = await self.target(chat)
         parts = split_message(reply.text, MAX_CHARS)
         interaction = self._interactions.pop(reply.reply_to, None)
         for index, part in enumerate(parts):
@@ -311,41 +318,26 @@ class DiscordChannel:
         return notes
 
 
-class DiscordStream:
+class DiscordStream(PacedStream):
     """One message edited as the reply is written, at most once every 1.5 s."""
 
     def __init__(self, channel: DiscordChannel, chat: ChatRef, reply_to: str) -> None:
+        super().__init__(interval_s=STREAM_EDIT_EVERY_S, max_chars=MAX_CHARS)
         self._channel = channel
         self._chat = chat
         self._reply_to = reply_to
-        self._text = ""
         self._message: discord.Message | None = None
-        self._last_edit = 0.0
-        self._pending: asyncio.Task[None] | None = None
 
-    def push(self, delta: str) -> None:
-        self._text += delta
-        if self._pending is None or self._pending.done():
-            self._pending = asyncio.create_task(self._show())
+    async def show(self, text: str) -> None:
+        if self._message is None:
+            target = await self._channel.target(self._chat)
+            self._message = await target.send(
+                text, reference=_reference(self._reply_to, target), mention_author=False
+            )
+        elif text != self._message.content:
+            self._message = await self._message.edit(content=text)
 
-    async def _show(self) -> None:
-        await asyncio.sleep(max(0.0, self._last_edit + STREAM_EDIT_EVERY_S - time.monotonic()))
-        text = self._text[:MAX_CHARS]
-        self._last_edit = time.monotonic()
-        try:
-            if self._message is None:
-                target = await self._channel._target(self._chat)
-                self._message = await target.send(
-                    text, reference=_reference(self._reply_to, target), mention_author=False
-                )
-            elif text != self._message.content:
-                self._message = await self._message.edit(content=text)
-        except discord.HTTPException as exc:
-            log.debug("discord: stream update skipped: %s", exc)
-
-    async def finish(self, reply: Reply) -> None:
-        if self._pending is not None:
-            await self._pending
+    async def complete(self, reply: Reply) -> None:
         await self._channel.deliver(self._chat, reply, first=self._message)
 
 

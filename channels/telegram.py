@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,6 +30,7 @@ from channels.base import (
 )
 from channels.capabilities import TELEGRAM, TELEGRAM_DELIVERY
 from channels.config import TelegramSettings
+from channels.stream import PacedStream
 from channels.telegram_incoming import addressed_to_bot, attachments_of, to_incoming
 from channels.text import markdown_to_telegram_html, split_message
 
@@ -179,7 +179,7 @@ class TelegramChannel:
     async def send(self, chat: ChatRef, reply: Reply) -> None:
         await self.send_parts(chat, split_message(reply.text, MAX_CHARS), reply.reply_to)
         for media in reply.media:
-            await self._send_media(chat, media)
+            await self.send_media(chat, media)
 
     async def send_parts(
         self, chat: ChatRef, parts: list[str], reply_to: str, first: Message | None = None
@@ -212,7 +212,7 @@ class TelegramChannel:
             log.info("telegram: HTML refused (%s); sending plain text", exc)
             await with_retries(lambda: attempt(text, None))
 
-    async def _send_media(self, chat: ChatRef, media: OutgoingMedia) -> None:
+    async def send_media(self, chat: ChatRef, media: OutgoingMedia) -> None:
         senders = {
             "IMAGE": self.bot.send_photo,
             "DOCUMENT": self.bot.send_document,
@@ -239,49 +239,33 @@ class TelegramChannel:
             )
 
 
-class TelegramStream:
+class TelegramStream(PacedStream):
     """The reply shown while it is written: one message, edited at most once a second."""
 
     def __init__(self, channel: TelegramChannel, chat: ChatRef, reply_to: str) -> None:
+        super().__init__(interval_s=STREAM_EDIT_EVERY_S, max_chars=MAX_CHARS)
         self._channel = channel
         self._chat = chat
         self._reply_to = reply_to
-        self._text = ""
         self._message: Message | None = None
-        self._last_edit = 0.0
-        self._pending: asyncio.Task[None] | None = None
 
-    def push(self, delta: str) -> None:
-        self._text += delta
-        if self._pending is None or self._pending.done():
-            self._pending = asyncio.create_task(self._show())
+    async def show(self, text: str) -> None:
+        if self._message is None:
+            self._message = await self._channel.bot.send_message(
+                self._chat.chat_id,
+                text,
+                message_thread_id=_thread(self._chat),
+                reply_parameters=_reply(self._reply_to),
+            )
+        elif text != self._message.text:
+            edited = await self._message.edit_text(text)
+            self._message = edited if isinstance(edited, Message) else self._message
 
-    async def _show(self) -> None:
-        await asyncio.sleep(max(0.0, self._last_edit + STREAM_EDIT_EVERY_S - time.monotonic()))
-        text = self._text[:MAX_CHARS]
-        self._last_edit = time.monotonic()
-        bot = self._channel.bot
-        try:
-            if self._message is None:
-                self._message = await bot.send_message(
-                    self._chat.chat_id,
-                    text,
-                    message_thread_id=_thread(self._chat),
-                    reply_parameters=_reply(self._reply_to),
-                )
-            elif text != self._message.text:
-                edited = await self._message.edit_text(text)
-                self._message = edited if isinstance(edited, Message) else self._message
-        except (BadRequest, NetworkError) as exc:
-            log.debug("telegram: stream update skipped: %s", exc)
-
-    async def finish(self, reply: Reply) -> None:
-        if self._pending is not None:
-            await self._pending
+    async def complete(self, reply: Reply) -> None:
         parts = split_message(reply.text, MAX_CHARS)
         await self._channel.send_parts(self._chat, parts, self._reply_to, first=self._message)
         for media in reply.media:
-            await self._channel._send_media(self._chat, media)
+            await self._channel.send_media(self._chat, media)
 
 
 def _thread(chat: ChatRef) -> int | None:

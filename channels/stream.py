@@ -1,0 +1,51 @@
+"""A reply shown while the model writes it: one message, edited at a limited rate.
+
+The platforms differ only in how the message is first sent, edited and finished; the
+pacing (never more than one update per interval, the latest text wins) is shared here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from abc import ABC, abstractmethod
+
+from channels.base import Reply
+
+log = logging.getLogger(__name__)
+
+
+class PacedStream(ABC):
+    def __init__(self, *, interval_s: float, max_chars: int) -> None:
+        self._interval_s = interval_s
+        self._max_chars = max_chars
+        self._text = ""
+        self._last_update = 0.0
+        self._pending: asyncio.Task[None] | None = None
+
+    def push(self, delta: str) -> None:
+        self._text += delta
+        if self._pending is None or self._pending.done():
+            self._pending = asyncio.create_task(self._update())
+
+    async def _update(self) -> None:
+        await asyncio.sleep(max(0.0, self._last_update + self._interval_s - time.monotonic()))
+        self._last_update = time.monotonic()
+        try:
+            await self.show(self._text[: self._max_chars])
+        except Exception as exc:  # a skipped update is harmless: the final text follows
+            log.debug("stream update skipped: %s", exc)
+
+    async def finish(self, reply: Reply) -> None:
+        if self._pending is not None:
+            await self._pending
+        await self.complete(reply)
+
+    @abstractmethod
+    async def show(self, text: str) -> None:
+        """Send the message with `text`, or edit it to `text` once it exists."""
+
+    @abstractmethod
+    async def complete(self, reply: Reply) -> None:
+        """Replace the streamed text with the final, formatted reply and its files."""
