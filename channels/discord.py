@@ -103,6 +103,7 @@ class DiscordChannel:
 
     async def start(self, submit: Submit) -> None:
         self._submit = submit
+        self._accepting = True  # from the first gateway event: Discord does not send it again
         self._saved_urls = (Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
         Route.BASE = self._settings.api_base.rstrip("/")
         DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self._settings.gateway_url)
@@ -126,7 +127,6 @@ class DiscordChannel:
         except BaseException:
             await self.stop()
             raise
-        self._accepting = True
         user = self._client.user
         log.info("discord: connected as %s", user.name if user else "?")
 
