@@ -73,3 +73,25 @@ async def test_child_does_not_inherit_secrets(tmp_path: Path,
 
 def test_clip_output_is_exact_when_short() -> None:
     assert clip_output("abc", 10) == "abc"
+
+
+def test_policy_summary_lists_only_forbidden_paths_the_tools_could_reach(tmp_path: Path) -> None:
+    settings = SecuritySettings(forbidden_paths=["/etc", str(tmp_path / "secrets"),
+                                                 str(tmp_path.parent)])
+    summary = SecurityPolicy.from_settings(settings, tmp_path).summary()
+    assert summary.splitlines() == [
+        "- Autonomy level: supervised",
+        "- Allowed shell commands: " + ", ".join(f"`{c}`" for c in settings.allowed_commands),
+        "- File tools stay inside the workspace, and so do shell path arguments",
+        f"- Forbidden inside it: `{tmp_path / 'secrets'}`",
+    ]
+
+
+async def test_forbidden_path_inside_the_workspace_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "key.txt").write_text("hidden")
+    security = SecuritySettings(forbidden_paths=[str(tmp_path / "secrets")])
+    tool = ShellTool(SecurityPolicy.from_settings(security, tmp_path), ShellSettings())
+    result = await tool.run({"command": f"cat {tmp_path}/secrets/key.txt"},
+                            ToolCallContext(tmp_path))
+    assert not result.ok and "forbidden path" in result.output

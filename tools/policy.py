@@ -115,12 +115,16 @@ class SecurityPolicy:
         commands = ", ".join(f"`{c}`" for c in self.allowed_commands) or "none"
         if self.autonomy == "full":
             commands = "any (autonomy is full)"
-        forbidden = ", ".join(f"`{p}`" for p in self.forbidden_paths) or "none"
-        return (
-            f"- Autonomy level: {self.autonomy}\n"
-            f"- Allowed shell commands: {commands}\n"
-            f"- File tools are confined to the workspace; forbidden paths: {forbidden}"
-        )
+        lines = [
+            f"- Autonomy level: {self.autonomy}",
+            f"- Allowed shell commands: {commands}",
+            "- File tools stay inside the workspace"
+            + ("" if self.autonomy == "full" else ", and so do shell path arguments"),
+        ]
+        inside = [p for p in self.forbidden_paths if self.workspace in p.parents]
+        if inside:  # the others are outside the workspace: already out of reach
+            lines.append("- Forbidden inside it: " + ", ".join(f"`{p}`" for p in inside))
+        return "\n".join(lines)
 
 
 def _split_command(simple_command: str) -> tuple[str, list[str]]:
