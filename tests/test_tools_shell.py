@@ -92,6 +92,7 @@ async def test_forbidden_path_inside_the_workspace_is_refused(tmp_path: Path) ->
     (tmp_path / "secrets" / "key.txt").write_text("hidden")
     security = SecuritySettings(forbidden_paths=[str(tmp_path / "secrets")])
     tool = ShellTool(SecurityPolicy.from_settings(security, tmp_path), ShellSettings())
-    result = await tool.run({"command": f"cat {tmp_path}/secrets/key.txt"},
-                            ToolCallContext(tmp_path))
-    assert not result.ok and "forbidden path" in result.output
+    for command in (f"cat {tmp_path}/secrets/key.txt", "cat secrets/key.txt",
+                    "grep -r hidden secrets"):
+        result = await tool.run({"command": command}, ToolCallContext(tmp_path))
+        assert not result.ok and "forbidden path" in result.output, command
