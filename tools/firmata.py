@@ -1,19 +1,17 @@
-"""The Firmata link on the worker thread: the one module that imports pyfirmata2.
+"""The Firmata link on the worker thread: the board's own description and pin operations.
 
 pyfirmata2's board setup busy-waits five seconds, never checks that a Firmata board
 answered, and mis-reads the capability report of current StandardFirmata (it finds two
 digital pins on an Uno). So the link opens the port itself, asks the board for its firmware,
-capabilities, analog mapping and pin states, and lets pyfirmata2 only parse and write.
-Everything here runs on tools/hardware.py's worker thread, never on the event loop.
+capabilities, analog mapping and pin states, and lets pyfirmata2 (tools/pyfirmata_adapter.py)
+only parse and write. Everything here runs on tools/hardware.py's worker thread.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,16 +20,13 @@ from typing import Any, TypeVar
 from tools.board_types import (
     ANALOG,
     ANALOG_MAPPING_QUERY,
-    ANALOG_MAPPING_RESPONSE,
     CAPABILITY_QUERY,
-    CAPABILITY_RESPONSE,
     EXTENDED_ANALOG,
     INPUT,
     MODE_CODES,
     MODE_NAMES,
     OUTPUT,
     PIN_STATE_QUERY,
-    PIN_STATE_RESPONSE,
     PULLUP,
     PWM,
     QUERY_FIRMWARE,
@@ -48,6 +43,7 @@ from tools.board_types import (
     parse_capabilities,
     pin_runs,
 )
+from tools.pyfirmata_adapter import autodetect_port, firmata_class
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -389,81 +385,6 @@ class FirmataLink:
             f"Lost the board on {self.port} ({self.broken}). Is it still plugged in? "
             "The next hardware call reconnects."
         )
-
-
-@functools.cache
-def firmata_class() -> type[Any]:
-    """pyfirmata2's Board, minus its constructor, reporting each message to a FirmataLink."""
-    import pyfirmata2
-
-    class Firmata(pyfirmata2.Board):  # type: ignore[misc]  # pyfirmata2 is untyped
-        def __init__(self, sp: Any, link: FirmataLink) -> None:
-            # Not Board.__init__: it busy-waits 5 s, then guesses or mis-parses the layout.
-            self.sp, self.name, self.samplerThread, self._layout = sp, link.port, None, None
-            self._command_handlers: dict[int, Any] = {}  # the base class shares one dict
-            self.analog: list[Any] = []
-            self.digital: list[Any] = []
-            self.digital_ports: list[Any] = []
-            self._link = link
-            self._set_default_handlers()
-            self.add_cmd_handler(CAPABILITY_RESPONSE, self._capabilities)
-            self.add_cmd_handler(ANALOG_MAPPING_RESPONSE, self._mapping)
-            self.add_cmd_handler(PIN_STATE_RESPONSE, self._pin_state)
-
-        def __del__(self) -> None:
-            """The base class writes to the port here, which may be gone; FirmataLink closes it."""
-
-        def _handle_report_version(self, major: int, minor: int) -> None:
-            super()._handle_report_version(major, minor)
-            self._link.seen("version", 0, (major, minor))
-
-        def _handle_report_firmware(self, *data: int) -> None:
-            super()._handle_report_firmware(*data)
-            version = ".".join(str(part) for part in self.firmware_version)
-            self._link.seen("firmware", 0, (self.firmware, version))
-
-        def _handle_digital_message(self, port: int, lsb: int, msb: int) -> None:
-            self._link.seen("port", port, lsb | msb << 7)
-            super()._handle_digital_message(port, lsb, msb)
-
-        def _handle_analog_message(self, channel: int, lsb: int, msb: int) -> None:
-            self._link.seen("analog", channel, lsb | msb << 7)
-            super()._handle_analog_message(channel, lsb, msb)
-
-        def _capabilities(self, *data: int) -> None:
-            self._link.seen("caps", 0, data)
-
-        def _mapping(self, *data: int) -> None:
-            self._link.seen("mapping", 0, data)
-
-        def _pin_state(self, *data: int) -> None:
-            if data:
-                self._link.seen("state", data[0], data[1:])
-
-    return Firmata
-
-
-def autodetect_port() -> str:
-    """pyfirmata2's autodetect rule, without constructing its board (which blocks for 5 s)."""
-    from serial.tools import list_ports
-
-    ports = list_ports.comports()
-    if sys.platform.startswith("linux"):
-        found = [p.device for p in ports if any(k in p.device for k in ("ACM", "usbserial", "USB"))]
-    elif sys.platform == "win32":
-        found = [
-            p.device
-            for p in ports
-            if p.device
-            and ("USB" in p.description or not p.description or "Arduino" in p.description)
-        ]
-    else:
-        found = [p.device for p in ports if p.vid]
-    if not found:
-        raise BoardError(
-            f"No Arduino board is connected (no serial port looks like one). {SETUP_HELP}"
-        )
-    return str(sorted(found)[0])
 
 
 def _brief(exc: BaseException) -> str:
