@@ -28,9 +28,12 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         await _connect_board(app)
         runtimes = await start_channels(app)
         if not runtimes:
+            enabled = settings.channels.telegram.enabled or settings.channels.discord.enabled
             log.error(
-                "no channel is running: enable one, e.g. [channels.telegram] enabled = "
-                'true, or use `agent run -m "..."` for one message'
+                "no channel could start; see the errors above"
+                if enabled
+                else "no channel is enabled: set [channels.telegram] enabled = true (or "
+                '[channels.discord]), or use `agent run -m "..."` for one message'
             )
             return 2
         await stop.wait()
