@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from channels.capabilities import CHAT_COMMANDS
+
 if TYPE_CHECKING:
     from agent.runtime import ChannelRuntime
 
@@ -16,12 +18,7 @@ HELP = (
     "/help — this list\n"
     "Anything else is a message for the assistant."
 )
-COMMANDS = {
-    "new": "Start a fresh conversation",
-    "stop": "Stop the current answer",
-    "status": "Model, session length and last turn's cost",
-    "help": "What the bot can do",
-}
+COMMANDS = dict(CHAT_COMMANDS)
 
 
 @dataclass(frozen=True)

@@ -48,3 +48,11 @@ DELIVERY_BY_NAME: dict[str, str | None] = {
     "telegram": TELEGRAM_DELIVERY,
     "discord": DISCORD_DELIVERY,
 }
+
+# The chat commands the runtime answers itself, offered in each platform's command menu.
+CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
+    ("new", "Start a fresh conversation"),
+    ("stop", "Stop the current answer"),
+    ("status", "Model, conversation length and last answer's cost"),
+    ("help", "What the bot can do"),
+)

@@ -34,7 +34,7 @@ from channels.base import (
     Submit,
     sender_allowed,
 )
-from channels.capabilities import DISCORD, DISCORD_DELIVERY
+from channels.capabilities import CHAT_COMMANDS, DISCORD, DISCORD_DELIVERY
 from channels.config import DiscordSettings
 from channels.stream import PacedStream
 from channels.text import split_message
@@ -45,12 +45,6 @@ MAX_CHARS = 2000
 DEFAULT_UPLOAD_LIMIT = 10 * 1024 * 1024
 STREAM_EDIT_EVERY_S = 1.5
 READY_TIMEOUT_S = 30.0
-COMMANDS = (
-    ("new", "Start a fresh conversation"),
-    ("stop", "Stop the current answer"),
-    ("status", "Model, conversation length and last answer's cost"),
-    ("help", "What the bot can do"),
-)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 NOT_ALLOWED = "This bot answers only the users its owner allowed."
 
@@ -96,7 +90,7 @@ class DiscordChannel:
         self._saved_urls: tuple[str, yarl.URL] | None = None
         self._interactions: dict[str, discord.Interaction] = {}
         if settings.register_slash_commands:
-            for name, text in COMMANDS:
+            for name, text in CHAT_COMMANDS:
                 self._client.tree.add_command(self._slash(name, text))
 
     # -- life -------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from channels.base import (
     Submit,
     sender_allowed,
 )
-from channels.capabilities import TELEGRAM, TELEGRAM_DELIVERY
+from channels.capabilities import CHAT_COMMANDS, TELEGRAM, TELEGRAM_DELIVERY
 from channels.config import TelegramSettings
 from channels.stream import PacedStream
 from channels.telegram_incoming import addressed_to_bot, attachments_of, to_incoming
@@ -42,12 +42,6 @@ MAX_CHARS = 4096
 TYPING_EVERY_S = 4.0  # Telegram shows "typing" for about 5 s
 STREAM_EDIT_EVERY_S = 1.0
 MAX_RETRIES = 5
-BOT_COMMANDS = (
-    ("new", "Start a fresh conversation"),
-    ("stop", "Stop the current answer"),
-    ("status", "Model, conversation length and last answer's cost"),
-    ("help", "What the bot can do"),
-)
 
 
 async def with_retries(call: Callable[[], Awaitable[T]]) -> T:
@@ -103,7 +97,7 @@ class TelegramChannel:
         await self._app.start()
         await with_retries(
             lambda: self.bot.set_my_commands(
-                [BotCommand(name, text) for name, text in BOT_COMMANDS]
+                [BotCommand(name, text) for name, text in CHAT_COMMANDS]
             )
         )
         updater = self._app.updater
