@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent.dispatch import Dispatcher, NativeDispatcher, ParsedCalls, visible_text
-from agent.llm import LLMClient, LLMResponse, Message, ToolCall, Usage
+from agent.dispatch import Dispatcher, NativeDispatcher, visible_text
+from agent.llm import LLMClient, Message, ToolCall, Usage
 from tools.base import ToolCallContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
@@ -172,9 +172,3 @@ async def run_tool(
     except Exception as exc:
         log.exception("tool %s raised", call.name)
         return ToolResult.error(f"{call.name} failed: {type(exc).__name__}: {exc}")
-
-
-def describe_response(response: LLMResponse, parsed: ParsedCalls) -> str:
-    """A one-line summary of a model reply, for debug logs."""
-    names = ", ".join(call.name for call in parsed.calls) or "no tools"
-    return f"{response.model}: {len(response.content)} chars, {names}"

@@ -11,7 +11,7 @@ import os
 import platform
 import socket
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent.config import Settings
@@ -127,9 +127,6 @@ class PromptSource:
         if aieos:
             stats.append(_stat(self.workspace / Path(aieos).expanduser()))
         return tuple(stats)
-
-    def with_budget(self, budget_tokens: int) -> PromptSource:
-        return replace(self, budget_tokens=budget_tokens)
 
 
 def _stat(path: Path) -> tuple[int, int] | None:
