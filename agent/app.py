@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING
 
 from agent.config import Settings, secret_values
 from agent.llm import LLMClient, context_window, count_tokens, transcribe
-from agent.prompt import SystemPromptBuilder
-from agent.prompt_source import PromptSource, default_budget, host_info
-from agent.runtime import Access, ChannelRuntime, ProviderQuirks
+from agent.prompt.builder import SystemPromptBuilder
+from agent.prompt.source import PromptSource, default_budget, host_info
 from agent.security import Scrubber
-from agent.sessions import SessionStore
+from agent.turns.runtime import ChannelRuntime
+from agent.turns.sessions import SessionStore
+from agent.turns.state import Access, ProviderQuirks
 from agent.workspace import ensure_workspace
 from channels.base import Channel
 from tools.base import Tool, ToolRegistry
@@ -80,7 +81,7 @@ def build_tools(
     if settings.memory.enabled:
         tools += MemoryTools(settings.state_db, settings.memory).tools()
     if board is not None:
-        from tools.hardware import hardware_tools
+        from tools.gpio import hardware_tools
 
         tools += hardware_tools(settings.hardware, board)
     return ToolRegistry(tools)

@@ -27,7 +27,8 @@ from fakes.firmata_board import FirmataBoard  # noqa: E402
 
 from tools.base import ToolCallContext  # noqa: E402
 from tools.config import HardwareSettings  # noqa: E402
-from tools.hardware import Board, hardware_tools  # noqa: E402
+from tools.gpio import hardware_tools  # noqa: E402
+from tools.hardware import Board  # noqa: E402
 
 
 async def measure(calls: int) -> tuple[float, dict[str, list[float]]]:

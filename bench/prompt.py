@@ -20,7 +20,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from agent.prompt import HostInfo, PromptContext, SkillInfo, SystemPromptBuilder  # noqa: E402
+from agent.prompt.builder import SystemPromptBuilder  # noqa: E402
+from agent.prompt.context import HostInfo, PromptContext, SkillInfo  # noqa: E402
 from agent.workspace import BOOTSTRAP_FILES, init_workspace  # noqa: E402
 from channels.capabilities import TELEGRAM  # noqa: E402
 

@@ -80,8 +80,8 @@ class Daemon:
         self.task: asyncio.Task[int] | None = None
 
     async def __aenter__(self) -> Daemon:
+        from agent.cli.daemon import serve
         from agent.config import load_settings
-        from agent.daemon import serve
 
         self.task = asyncio.create_task(serve(load_settings(), stop=self.stop))
         await asyncio.sleep(0.3)  # polling started

@@ -60,7 +60,7 @@ def serving(
     daemon: Callable[[], Daemon], fake_discord: FakeDiscord, caplog: pytest.LogCaptureFixture
 ) -> Serving:
     """The daemon, once it reports the Discord channel started (it takes messages from then)."""
-    caplog.set_level(logging.INFO, logger="agent.daemon")
+    caplog.set_level(logging.INFO, logger="agent.cli.daemon")
 
     def started() -> bool:
         return any(r.getMessage() == "discord started" for r in caplog.records)
@@ -585,8 +585,8 @@ async def test_turn_in_flight_survives_a_dropped_connection_and_resume(
 async def test_bad_token_fails_the_channel_with_a_clear_log_line(
     discord_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, caplog: Any,
 ) -> None:
+    from agent.cli.daemon import serve
     from agent.config import load_settings
-    from agent.daemon import serve
 
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__BOT_TOKEN", "WRONG.TOKEN")
     code = await asyncio.wait_for(serve(load_settings(), stop=asyncio.Event()), 20)

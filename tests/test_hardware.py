@@ -18,7 +18,8 @@ from pydantic import ValidationError
 
 from tools.base import ToolCallContext, ToolResult
 from tools.config import HardwareSettings
-from tools.hardware import Board, BoardError, hardware_tools
+from tools.gpio import hardware_tools
+from tools.hardware import Board, BoardError
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,8 @@ from fakes.firmata_board import FirmataBoard
 
 from tools.base import Tool, ToolCallContext, ToolResult
 from tools.config import HardwareSettings
-from tools.hardware import Board, hardware_tools
+from tools.gpio import hardware_tools
+from tools.hardware import Board
 
 NAMED_PINS = {
     "fan": {"pin": 9, "mode": "pwm", "description": "ceiling fan"},

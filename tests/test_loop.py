@@ -12,10 +12,10 @@ import pytest
 from fakes.llm_server import FakeLLM, text, tool_calls
 
 from agent.config import LLMSettings
-from agent.dispatch import XmlDispatcher
 from agent.llm import LLMClient
-from agent.loop import LoopOptions, run_tool_call_loop
 from agent.security import Scrubber
+from agent.turns.dispatch import XmlDispatcher
+from agent.turns.loop import LoopOptions, run_tool_call_loop
 from tools.base import FunctionTool, ToolCallContext, ToolRegistry, ToolResult
 
 

@@ -10,14 +10,9 @@ from pathlib import Path
 import pytest
 from test_prompt_kit import build, count, file_block, fresh_workspace, make_ctx, real_tools, section
 
-from agent.prompt import (
-    IDENTITY_LINE,
-    BuiltPrompt,
-    IdentityInfo,
-    PromptContext,
-    SystemPromptBuilder,
-)
-from agent.skills import load_skills
+from agent.prompt.builder import BuiltPrompt, SystemPromptBuilder
+from agent.prompt.context import IDENTITY_LINE, IdentityInfo, PromptContext
+from agent.prompt.skills import load_skills
 
 DEFAULT_NAMES = [
     "tools", "hardware", "task", "tool_honesty", "safety", "skills", "workspace",

@@ -14,7 +14,7 @@ from test_prompt_kit import count
 
 from agent.app import build_tools, prompt_source
 from agent.config import load_settings
-from agent.prompt import IDENTITY_LINE
+from agent.prompt.context import IDENTITY_LINE
 from agent.workspace import ensure_workspace
 from channels.capabilities import TELEGRAM
 from tools.policy import SecurityPolicy

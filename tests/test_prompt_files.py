@@ -21,8 +21,9 @@ from test_prompt_kit import (
 )
 
 from agent.config import AgentSettings, Settings, WorkspaceSettings
-from agent.prompt import IdentityInfo, PromptContext, SystemPromptBuilder
-from agent.prompt_source import PromptSource
+from agent.prompt.builder import SystemPromptBuilder
+from agent.prompt.context import IdentityInfo, PromptContext
+from agent.prompt.source import PromptSource
 from agent.workspace import read_bootstrap_file, strip_front_matter
 from channels.capabilities import TELEGRAM
 from tools.base import ToolRegistry
@@ -204,7 +205,7 @@ def test_inline_aieos_is_used_too(workspace: Path) -> None:
 def test_missing_or_invalid_aieos_falls_back_to_markdown_and_logs_why(
     workspace: Path, caplog: pytest.LogCaptureFixture, identity: dict[str, str], reason: str
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="agent.sections"):
+    with caplog.at_level(logging.WARNING, logger="agent.prompt.sections"):
         prompt = build(aieos_ctx(workspace, **identity))
     assert "Identity (AIEOS)" not in prompt
     assert "### SOUL.md" in prompt and "### IDENTITY.md" in prompt

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from agent.prompt import HostInfo, PromptContext, SystemPromptBuilder, ToolInfo
-from agent.prompt_source import tool_infos
-from agent.skills import load_skills
+from agent.prompt.builder import SystemPromptBuilder
+from agent.prompt.context import HostInfo, PromptContext, ToolInfo
+from agent.prompt.skills import load_skills
+from agent.prompt.source import tool_infos
 from agent.workspace import BOOTSTRAP_FILES, BUNDLED_SKILLS_DIR, TEMPLATES_DIR, init_workspace
 from channels.capabilities import BY_NAME
 from tools.config import SecuritySettings, ShellSettings
@@ -106,7 +107,13 @@ class FrozenClock:
     """Every clock a section could read, frozen at one moment: time.*, datetime.*, and the
     same names imported into the prompt modules."""
 
-    MODULES = ("agent.prompt", "agent.sections", "agent.skills", "agent.workspace", "agent.aieos")
+    MODULES = (
+        "agent.prompt.builder",
+        "agent.prompt.sections",
+        "agent.prompt.skills",
+        "agent.workspace",
+        "agent.prompt.aieos",
+    )
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self._monkeypatch = monkeypatch

@@ -19,8 +19,8 @@ from test_prompt_kit import (
     section,
 )
 
-from agent.prompt import ToolInfo
-from agent.sections import HARDWARE_TOOLS
+from agent.prompt.context import ToolInfo
+from agent.prompt.sections import HARDWARE_TOOLS
 
 
 @pytest.fixture

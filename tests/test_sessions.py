@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from agent.sessions import SessionStore
+from agent.turns.sessions import SessionStore
 
 
 def turn(n: int, tools: int = 0) -> list[dict[str, object]]:

@@ -291,8 +291,8 @@ async def test_polling_survives_server_errors(
 async def test_bad_token_is_reported_and_the_daemon_does_not_crash(
     telegram_env: dict[str, str], monkeypatch: Any, caplog: Any,
 ) -> None:
+    from agent.cli.daemon import serve
     from agent.config import load_settings
-    from agent.daemon import serve
 
     monkeypatch.setenv("PINCLAW_CHANNELS__TELEGRAM__BOT_TOKEN", "999:WRONG")
     code = await asyncio.wait_for(serve(load_settings(), stop=asyncio.Event()), 20)

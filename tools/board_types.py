@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 PinToken = int | str  # 13 or "A0", as tools.config.pin_token spells pins
 
@@ -28,6 +29,14 @@ SETUP_HELP = (
     'Firmata > StandardFirmata), then set port = "auto" or a path such as "/dev/ttyACM0" '
     "under [hardware] in config.toml."
 )
+
+
+class FirmataListener(Protocol):
+    """Who hears the messages the protocol parser decodes (the link, in tools/firmata.py)."""
+
+    port: str
+
+    def seen(self, kind: str, key: int, payload: Any) -> None: ...
 
 
 class BoardError(Exception):

@@ -339,7 +339,7 @@ def _headline(info: BoardInfo) -> str:
     )
 
 
-def build_tools(settings: HardwareSettings, board: Board) -> list[Tool]:
+def hardware_tools(settings: HardwareSettings, board: Board) -> list[Tool]:
     """The eight hardware tools; the pin tools' descriptions carry the configured pin names."""
     tools = _HardwareTools(settings, board)
     guide = tools.policy.guide()

@@ -15,16 +15,13 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from tools.board_types import MODE_CODES, BoardError, BoardInfo, PinInfo, PinReading, PinToken
 from tools.config import HardwareSettings
 from tools.firmata import FirmataLink
 
-__all__ = ["Board", "BoardError", "BoardInfo", "PinInfo", "PinReading", "hardware_tools"]
-
-if TYPE_CHECKING:
-    from tools.base import Tool
+__all__ = ["Board", "BoardError", "BoardInfo", "PinInfo", "PinReading"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -212,10 +209,3 @@ class Board:
                 f"The board on {self._settings.port} did not answer within "
                 f"{self._settings.connect_timeout_s:g} s; the next hardware call reconnects."
             ) from None
-
-
-def hardware_tools(settings: HardwareSettings, board: Board) -> list[Tool]:
-    """The eight pin and board tools, described with the configured pin names."""
-    from tools.gpio import build_tools
-
-    return build_tools(settings, board)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tools.board_types import (
     ANALOG_MAPPING_RESPONSE,
@@ -19,19 +19,17 @@ from tools.board_types import (
     PIN_STATE_RESPONSE,
     SETUP_HELP,
     BoardError,
+    FirmataListener,
 )
-
-if TYPE_CHECKING:
-    from tools.firmata import FirmataLink
 
 
 @functools.cache
 def firmata_class() -> type[Any]:
-    """pyfirmata2's Board, minus its constructor, reporting each message to a FirmataLink."""
+    """pyfirmata2's Board, minus its constructor, reporting each message to its listener."""
     import pyfirmata2
 
     class Firmata(pyfirmata2.Board):  # type: ignore[misc]  # pyfirmata2 is untyped
-        def __init__(self, sp: Any, link: FirmataLink) -> None:
+        def __init__(self, sp: Any, link: FirmataListener) -> None:
             # Not Board.__init__: it busy-waits 5 s, then guesses or mis-parses the layout.
             self.sp, self.name, self.samplerThread, self._layout = sp, link.port, None, None
             self._command_handlers: dict[int, Any] = {}  # the base class shares one dict

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent.llm import LLMResponse, Message, ToolCall, supports_native_tools
-from agent.prompt import Dispatch
+from agent.prompt.context import Dispatch
 from tools.base import ToolRegistry, ToolResult
 
 

@@ -1,4 +1,4 @@
-"""The system prompt: a context, pluggable sections, and a builder that keeps a token budget.
+"""The builder: pluggable sections in order, joined, and shrunk to fit a token budget.
 
 Sections read only the PromptContext (and the workspace files it points at), so the same
 context always gives the same bytes; nothing in it changes with the clock, which keeps
@@ -8,90 +8,22 @@ provider prompt caches warm across turns.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Literal, Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
+from agent.prompt.context import (
+    IDENTITY_LINE,
+    PromptContext,
+    PromptSection,
+    SectionText,
+    TokenCounter,
+)
+from agent.prompt.sections import default_sections
 from agent.workspace import BOOTSTRAP_FLOOR_CHARS
-from channels.base import ChannelCapabilities
-from tools.config import Autonomy
 
 log = logging.getLogger(__name__)
 
-PromptMode = Literal["full", "minimal", "none"]
-SkillsMode = Literal["full", "compact", "names"]
-Dispatch = Literal["native", "xml"]
-TokenCounter = Callable[[str], int]
-
-IDENTITY_LINE = "You are Pinclaw, a personal assistant running on your owner's own machine."
 _SHRINK_STEPS = (0.75, 0.5, 0.3, 0.15, 0.0)
-
-
-@dataclass(frozen=True)
-class ToolInfo:
-    name: str
-    description: str
-    parameters_json: str = ""  # shown only with the xml dispatcher, which has no tools=
-
-
-@dataclass(frozen=True)
-class SkillInfo:
-    name: str
-    description: str
-    location: Path
-    instructions: str
-
-
-@dataclass(frozen=True)
-class HostInfo:
-    host: str
-    os: str
-    python: str
-
-
-@dataclass(frozen=True)
-class IdentityInfo:
-    format: Literal["markdown", "aieos"] = "markdown"
-    aieos_path: str = ""
-    aieos_inline: str = ""
-
-
-@dataclass(frozen=True)
-class PromptContext:
-    """Everything the sections may read. Frozen: the budget shrinks a copy, never this."""
-
-    workspace_dir: Path
-    model_name: str
-    channel: str
-    capabilities: ChannelCapabilities
-    host: HostInfo
-    timezone: str
-    tools: tuple[ToolInfo, ...] = ()
-    skills: tuple[SkillInfo, ...] = ()
-    skills_mode: SkillsMode = "compact"
-    skills_max_chars: int = 8_000
-    identity: IdentityInfo = field(default_factory=IdentityInfo)
-    dispatcher: Dispatch = "native"
-    security_summary: str = ""
-    autonomy: Autonomy = "supervised"
-    mode: PromptMode = "full"
-    bootstrap_max_chars: int = 20_000
-    bootstrap_total_max_chars: int = 60_000
-    bootstrap_scale: float = 1.0  # < 1 when the budget cuts the workspace files
-    heartbeat_enabled: bool = False
-
-
-class PromptSection(Protocol):
-    name: str
-
-    def build(self, ctx: PromptContext) -> str: ...  # "" leaves the section out
-
-
-@dataclass(frozen=True)
-class SectionText:
-    name: str
-    text: str
 
 
 @dataclass(frozen=True)
@@ -107,8 +39,6 @@ class SystemPromptBuilder:
 
     @classmethod
     def with_defaults(cls) -> SystemPromptBuilder:
-        from agent.sections import default_sections
-
         return cls(default_sections())
 
     @property

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from agent.prompt import SkillInfo, SkillsMode
+from agent.prompt.context import SkillInfo, SkillsMode
 from agent.workspace import strip_front_matter
 
 log = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ from typing import cast
 
 from agent.app import build_tools, make_board, prompt_source
 from agent.config import Settings
-from agent.dispatch import configured_dispatcher
-from agent.prompt import PromptMode, SectionText
+from agent.prompt.context import PromptMode, SectionText
+from agent.turns.dispatch import configured_dispatcher
 from agent.workspace import ensure_workspace
 from channels.capabilities import BY_NAME, DELIVERY_BY_NAME
 from tools.policy import SecurityPolicy

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from agent.turns.sessions import SessionStore
+from agent.turns.state import TurnRecord
 from channels.capabilities import CHAT_COMMANDS
-
-if TYPE_CHECKING:
-    from agent.runtime import ChannelRuntime
 
 HELP = (
     "Commands:\n"
@@ -23,8 +22,13 @@ COMMANDS = dict(CHAT_COMMANDS)
 
 @dataclass(frozen=True)
 class CommandContext:
-    runtime: ChannelRuntime
+    """What a command may see and touch: one chat's session, its last turn, its running turn."""
+
     chat_key: str
+    sessions: SessionStore
+    model: str
+    last_turn: TurnRecord | None
+    cancel: Callable[[], bool]  # stops the chat's running turn; False when none runs
 
 
 def parse_command(text: str) -> str | None:
@@ -40,23 +44,21 @@ async def run_command(text: str, ctx: CommandContext) -> str | None:
     name = parse_command(text)
     if name is None:
         return None
-    runtime = ctx.runtime
     if name == "new":
-        runtime.cancel(ctx.chat_key)
-        await runtime.sessions.new_session(ctx.chat_key)
+        ctx.cancel()
+        await ctx.sessions.new_session(ctx.chat_key)
         return "Started a fresh conversation."
     if name == "stop":
-        return "Stopping." if runtime.cancel(ctx.chat_key) else "Nothing is running."
+        return "Stopping." if ctx.cancel() else "Nothing is running."
     if name == "status":
         return await _status(ctx)
     return HELP
 
 
 async def _status(ctx: CommandContext) -> str:
-    runtime = ctx.runtime
-    count = await runtime.sessions.count(ctx.chat_key)
-    lines = [f"Model: {runtime.llm.model}", f"Conversation: {count} messages"]
-    last = runtime.last_turns.get(ctx.chat_key)
+    count = await ctx.sessions.count(ctx.chat_key)
+    lines = [f"Model: {ctx.model}", f"Conversation: {count} messages"]
+    last = ctx.last_turn
     if last is None:
         lines.append("Last answer: none yet")
     else:

@@ -89,10 +89,10 @@ def run(ctx: click.Context, message: str | None, session: str | None) -> None:
             2,
         )
     if message is None:
-        from agent.daemon import serve
+        from agent.cli.daemon import serve
 
         sys.exit(asyncio.run(serve(settings)))
-    from agent.oneshot import run_once
+    from agent.cli.oneshot import run_once
 
     sys.exit(asyncio.run(run_once(settings, message, session=session)))
 
@@ -119,7 +119,7 @@ def init(ctx: click.Context) -> None:
 @click.pass_context
 def doctor(ctx: click.Context, check_model: bool) -> None:
     """Check the configuration, workspace, model, key and board."""
-    from agent.doctor import run_doctor
+    from agent.cli.doctor import run_doctor
 
     settings = _load(ctx)
     sys.exit(asyncio.run(run_doctor(settings, check_model=check_model)))
@@ -144,7 +144,7 @@ def prompt() -> None:
 @click.pass_context
 def prompt_show(ctx: click.Context, channel: str, mode: str | None, stats: bool) -> None:
     """Print exactly the system prompt a channel's model receives."""
-    from agent.inspect import prompt_stats, prompt_text
+    from agent.cli.prompt_show import prompt_stats, prompt_text
 
     settings = _load(ctx)
     if stats:

@@ -15,18 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.config import Settings
-from agent.prompt import (
-    BuiltPrompt,
+from agent.prompt.builder import BuiltPrompt, SystemPromptBuilder
+from agent.prompt.context import (
     Dispatch,
     HostInfo,
     IdentityInfo,
     PromptContext,
     PromptMode,
-    SystemPromptBuilder,
     TokenCounter,
     ToolInfo,
 )
-from agent.skills import load_skills
+from agent.prompt.skills import load_skills
 from agent.workspace import BOOTSTRAP_FILES, SKILLS
 from channels.base import ChannelCapabilities
 from tools.base import Tool, ToolRegistry

@@ -8,8 +8,8 @@ import uuid
 
 from agent.app import build_app
 from agent.config import Settings
-from agent.loop import ToolEvent
-from agent.runtime import Access
+from agent.turns.loop import ToolEvent
+from agent.turns.state import Access
 from channels.base import ChatRef, IncomingMessage
 from channels.cli import TerminalChannel
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent.prompt import IdentityInfo
+from agent.prompt.context import IdentityInfo
 
 _MAX_DEPTH = 4
 

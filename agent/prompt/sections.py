@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from agent.aieos import AieosError, load_aieos
-from agent.prompt import PromptContext, PromptSection
-from agent.skills import render_skills
+from agent.prompt.aieos import AieosError, load_aieos
+from agent.prompt.context import PromptContext, PromptSection
+from agent.prompt.skills import render_skills
 from agent.workspace import read_bootstrap_file
 
 log = logging.getLogger(__name__)

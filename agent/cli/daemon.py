@@ -13,7 +13,7 @@ import signal
 
 from agent.app import App, build_app, build_channels
 from agent.config import Settings
-from agent.runtime import ChannelRuntime
+from agent.turns.runtime import ChannelRuntime
 
 log = logging.getLogger(__name__)
 

@@ -10,18 +10,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agent.commands import CommandContext, run_command
-from agent.dispatch import Dispatcher, NativeDispatcher, XmlDispatcher, configured_dispatcher
 from agent.llm import LLMClient, LLMError, LLMRequestRejected, Message
-from agent.loop import LoopOptions, ToolEvent, TurnResult, run_tool_call_loop
-from agent.media import resolve_reply
-from agent.prompt import Dispatch
-from agent.prompt_source import Fingerprint, PromptSource
-from agent.sessions import SessionStore
+from agent.prompt.context import Dispatch
+from agent.prompt.source import Fingerprint, PromptSource
+from agent.turns.commands import CommandContext, run_command
+from agent.turns.dispatch import Dispatcher, NativeDispatcher, XmlDispatcher, configured_dispatcher
+from agent.turns.loop import LoopOptions, ToolEvent, TurnResult, run_tool_call_loop
+from agent.turns.media import resolve_reply
+from agent.turns.sessions import SessionStore
+from agent.turns.state import Access, ProviderQuirks, TurnRecord
 from channels.base import Channel, IncomingMessage, Reply, sender_allowed
 from channels.markers import marker_for
 from tools.base import ToolCallContext
@@ -29,34 +29,6 @@ from tools.base import ToolCallContext
 log = logging.getLogger(__name__)
 
 FAILED_TURN = "Sorry, I could not answer that just now ({}). Your message is kept; try again."
-
-
-@dataclass
-class ProviderQuirks:
-    """What providers taught us at run time, shared by every channel of the process."""
-
-    merge_delivery: set[str] = field(default_factory=set)  # reject a non-leading system message
-    xml_tools: set[str] = field(default_factory=set)  # reject `tools=`
-
-
-@dataclass
-class TurnRecord:
-    """The last turn of a chat, for /status and the CLI's stderr line."""
-
-    stop_reason: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    error: str = ""
-    events: list[ToolEvent] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Access:
-    """Who may talk to the agent on a channel: ids or @usernames; "*" is anyone."""
-
-    allowed_users: frozenset[str] = frozenset()
-    open_to_all: bool = False  # the terminal: whoever runs the command owns it
 
 
 class ChannelRuntime:
@@ -189,10 +161,10 @@ class ChannelRuntime:
                 return None  # silence in groups, and one polite reply per stranger
             self._strangers_told.add(msg.sender_id)
             return Reply(text=self._stranger_text(msg), reply_to=msg.message_id)
-        command = await run_command(msg.text, CommandContext(self, msg.chat.key))
+        key = msg.chat.key
+        command = await run_command(msg.text, self._command_context(key))
         if command is not None:
             return Reply(text=command, reply_to=msg.message_id)
-        key = msg.chat.key
         lock = self._locks.setdefault(key, asyncio.Lock())
         # "typing" only once the turn runs: a queued message shows nothing yet.
         async with lock, self._slots, self.channel.typing(msg.chat):
@@ -207,6 +179,11 @@ class ChannelRuntime:
                 return Reply(text="Stopped.", reply_to=msg.message_id)
             finally:
                 self._running.pop(key, None)
+
+    def _command_context(self, key: str) -> CommandContext:
+        return CommandContext(
+            key, self.sessions, self.llm.model, self.last_turns.get(key), lambda: self.cancel(key)
+        )
 
     def cancel(self, chat_key: str) -> bool:
         task = self._running.get(chat_key)

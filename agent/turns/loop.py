@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent.dispatch import Dispatcher, NativeDispatcher, visible_text
 from agent.llm import LLMClient, Message, ToolCall, Usage
+from agent.turns.dispatch import Dispatcher, NativeDispatcher, visible_text
 from tools.base import ToolCallContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)

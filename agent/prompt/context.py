@@ -1,0 +1,88 @@
+"""What a prompt is built from: the frozen PromptContext and the types the sections share.
+
+The lowest module of agent/prompt/: sections, skills, AIEOS and the builder all read these
+types, so they live here and import nothing of their neighbours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from channels.base import ChannelCapabilities
+from tools.config import Autonomy
+
+PromptMode = Literal["full", "minimal", "none"]
+SkillsMode = Literal["full", "compact", "names"]
+Dispatch = Literal["native", "xml"]
+TokenCounter = Callable[[str], int]
+
+IDENTITY_LINE = "You are Pinclaw, a personal assistant running on your owner's own machine."
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    name: str
+    description: str
+    parameters_json: str = ""  # shown only with the xml dispatcher, which has no tools=
+
+
+@dataclass(frozen=True)
+class SkillInfo:
+    name: str
+    description: str
+    location: Path
+    instructions: str
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    host: str
+    os: str
+    python: str
+
+
+@dataclass(frozen=True)
+class IdentityInfo:
+    format: Literal["markdown", "aieos"] = "markdown"
+    aieos_path: str = ""
+    aieos_inline: str = ""
+
+
+@dataclass(frozen=True)
+class PromptContext:
+    """Everything the sections may read. Frozen: the budget shrinks a copy, never this."""
+
+    workspace_dir: Path
+    model_name: str
+    channel: str
+    capabilities: ChannelCapabilities
+    host: HostInfo
+    timezone: str
+    tools: tuple[ToolInfo, ...] = ()
+    skills: tuple[SkillInfo, ...] = ()
+    skills_mode: SkillsMode = "compact"
+    skills_max_chars: int = 8_000
+    identity: IdentityInfo = field(default_factory=IdentityInfo)
+    dispatcher: Dispatch = "native"
+    security_summary: str = ""
+    autonomy: Autonomy = "supervised"
+    mode: PromptMode = "full"
+    bootstrap_max_chars: int = 20_000
+    bootstrap_total_max_chars: int = 60_000
+    bootstrap_scale: float = 1.0  # < 1 when the budget cuts the workspace files
+    heartbeat_enabled: bool = False
+
+
+class PromptSection(Protocol):
+    name: str
+
+    def build(self, ctx: PromptContext) -> str: ...  # "" leaves the section out
+
+
+@dataclass(frozen=True)
+class SectionText:
+    name: str
+    text: str

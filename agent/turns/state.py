@@ -1,0 +1,36 @@
+"""What the turn machinery remembers between turns: provider quirks, the last turn of each
+chat, and who may talk. Plain data, so commands and the runtime can both read it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent.turns.loop import ToolEvent
+
+
+@dataclass
+class ProviderQuirks:
+    """What providers taught us at run time, shared by every channel of the process."""
+
+    merge_delivery: set[str] = field(default_factory=set)  # reject a non-leading system message
+    xml_tools: set[str] = field(default_factory=set)  # reject `tools=`
+
+
+@dataclass
+class TurnRecord:
+    """The last turn of a chat, for /status and the CLI's stderr line."""
+
+    stop_reason: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    error: str = ""
+    events: list[ToolEvent] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Access:
+    """Who may talk to the agent on a channel: ids or @usernames; "*" is anyone."""
+
+    allowed_users: frozenset[str] = frozenset()
+    open_to_all: bool = False  # the terminal: whoever runs the command owns it

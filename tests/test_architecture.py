@@ -1,0 +1,142 @@
+"""The house rules of docs/architecture.md that a machine can check: no import circles,
+imports flow down the layers, and no source file grows past 400 lines."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("agent", "channels", "tools")
+MAX_LINES = 400
+
+# Who may import whom, top-down; a module matches the longest prefix listed. Mirrors the
+# picture in docs/architecture.md and each package's __init__ docstring.
+MAY_IMPORT: dict[str, tuple[str, ...]] = {
+    "channels": ("channels",),
+    "tools": ("tools",),
+    "agent.config": ("channels.config", "tools.config"),
+    "agent.workspace": (),
+    "agent.security": (),
+    "agent.llm": ("agent.config",),
+    "agent.prompt": ("agent.prompt", "agent.config", "agent.workspace", "channels", "tools"),
+    "agent.turns": (
+        "agent.turns", "agent.prompt", "agent.llm", "agent.config", "agent.workspace",
+        "agent.security", "channels", "tools",
+    ),
+    "agent.app": (
+        "agent.turns", "agent.prompt", "agent.llm", "agent.config", "agent.workspace",
+        "agent.security", "channels", "tools",
+    ),
+    "agent.cli": ("agent", "channels", "tools"),
+    "agent.__main__": ("agent.cli",),
+    "agent": (),  # agent/__init__.py
+}  # fmt: skip
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def source_files() -> list[Path]:
+    return sorted(p for package in PACKAGES for p in (REPO / package).rglob("*.py"))
+
+
+MODULES = {module_name(path): path for path in source_files()}
+
+
+def imports_of(module: str) -> Iterator[str]:
+    """Every module of ours that `module` imports anywhere in the file: at the top, inside a
+    function or under TYPE_CHECKING alike (a lazy import is still a dependency)."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        yield from (name for name in names if name in MODULES and name != module)
+
+
+GRAPH = {module: sorted(set(imports_of(module))) for module in MODULES}
+
+
+def find_cycle() -> list[str] | None:
+    """One import circle as a path a -> b -> ... -> a, or None (depth-first search)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        path.append(module)
+        for target in GRAPH[module]:
+            if state.get(target) == 1:
+                return [*path[path.index(target) :], target]
+            if target not in state and (found := visit(target)):
+                return found
+        path.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(GRAPH):
+        if module not in state and (found := visit(module)):
+            return found
+    return None
+
+
+def test_no_import_circle_between_files() -> None:
+    cycle = find_cycle()
+    assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_finder_finds_a_planted_circle(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(GRAPH, "tools.base", [*GRAPH["tools.base"], "tools.shell"])
+    assert find_cycle() == ["tools.base", "tools.shell", "tools.base"]
+
+
+def layer_of(module: str) -> str:
+    return max(
+        (key for key in MAY_IMPORT if module == key or module.startswith(key + ".")), key=len
+    )
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_flow_down_the_layers(module: str) -> None:
+    allowed = MAY_IMPORT[layer_of(module)]
+    upward = [
+        target
+        for target in GRAPH[module]
+        if not any(target == a or target.startswith(a + ".") for a in allowed)
+    ]
+    assert not upward, f"{module} imports {upward}; its layer may import only {allowed}"
+
+
+def test_packages_say_what_they_hold_and_import_nothing() -> None:
+    for module, path in MODULES.items():
+        if path.name != "__init__.py" or module == "agent":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        assert ast.get_docstring(tree), f"{path.relative_to(REPO)} has no docstring"
+        assert not [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)], path
+
+
+def test_agent_keeps_at_most_eight_modules_at_the_top() -> None:
+    top = sorted(p.name for p in (REPO / "agent").glob("*.py"))
+    assert len(top) <= 8, top
+
+
+@pytest.mark.parametrize("path", source_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_no_source_file_over_400_lines(path: Path) -> None:
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{path.relative_to(REPO)}: {lines} lines; split it by job"
+
