@@ -19,7 +19,7 @@ from agent.turns.sessions import SessionStore
 from agent.turns.state import Access, ProviderQuirks
 from agent.workspace import ensure_workspace
 from channels.base import Channel
-from tools.base import Tool, ToolRegistry
+from tools.base import Tool, ToolRegistry, read_only
 from tools.files import FileTools
 from tools.memory import MemoryTools
 from tools.policy import SecurityPolicy
@@ -39,6 +39,7 @@ class App:
     sessions: SessionStore
     source: PromptSource
     scrub: Scrubber
+    policy: SecurityPolicy
     quirks: ProviderQuirks = field(default_factory=ProviderQuirks)
     slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(16))
     board: Board | None = None
@@ -53,6 +54,7 @@ class App:
             turn_slots=self.slots,
             quirks=self.quirks,
             scrub=self.scrub,
+            paths=self.policy.paths,
         )
 
     async def close(self) -> None:
@@ -79,12 +81,13 @@ def build_tools(
 ) -> ToolRegistry:
     tools: list[Tool] = [ShellTool(policy, settings.shell), *FileTools(policy).tools()]
     if settings.memory.enabled:
-        tools += MemoryTools(settings.state_db, settings.memory).tools()
+        scrub = make_scrubber(settings)
+        tools += MemoryTools(settings.state_db, settings.memory, scrub=scrub).tools()
     if board is not None:
         from tools.gpio import hardware_tools
 
         tools += hardware_tools(settings.hardware, board)
-    return ToolRegistry(tools)
+    return ToolRegistry(read_only(tools) if policy.autonomy == "read_only" else tools)
 
 
 def prompt_source(
@@ -152,7 +155,7 @@ def _discord(app: App) -> Channel:
 async def build_app(settings: Settings) -> App:
     workspace = settings.workspace_dir
     ensure_workspace(workspace)
-    policy = SecurityPolicy.from_settings(settings.security, workspace)
+    policy = SecurityPolicy.from_settings(settings.security, workspace, home=settings.home)
     board = make_board(settings)
     tools = build_tools(settings, policy, board)
     sessions = await SessionStore(settings.state_db).open()
@@ -163,6 +166,7 @@ async def build_app(settings: Settings) -> App:
         sessions=sessions,
         source=prompt_source(settings, tools, policy),
         scrub=make_scrubber(settings),
+        policy=policy,
         slots=asyncio.Semaphore(settings.agent.max_concurrent_turns),
         board=board,
     )

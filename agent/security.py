@@ -1,7 +1,8 @@
-"""Secret scrubbing: tool output, replies and logs never carry a key or token.
+"""Secret scrubbing: tool output, replies, streams, stored turns and logs never carry a key.
 
-Two nets: the exact values of the secrets this process knows (configured SecretStr values
-and credential-looking environment variables), and patterns of well-known key formats.
+Two nets: the values of the secrets this process knows (configured SecretStr values and
+credential-looking environment variables) — also when a model or a command splits them with
+whitespace, one character per line —, and patterns of well-known key formats.
 """
 
 from __future__ import annotations
@@ -9,10 +10,14 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 REDACTED = "[REDACTED]"
 _MIN_SECRET_LEN = 8
+# Between two characters of a known secret, this much whitespace still counts as the secret.
+_SPLIT = r"\s{0,4}"
+_LAST_WORD = re.compile(r"\S*\Z")
 _SECRET_ENV_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
 _PATTERNS = re.compile(
     "|".join(
@@ -32,8 +37,20 @@ _PATTERNS = re.compile(
 class Scrubber:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         # Longest first, so a secret that contains another is replaced whole.
-        values = {s for s in secrets if len(s) >= _MIN_SECRET_LEN}
-        self._values = sorted(values, key=len, reverse=True)
+        values = sorted({s for s in secrets if len(s) >= _MIN_SECRET_LEN}, key=len, reverse=True)
+        self._values = values
+        self._split = (
+            re.compile("|".join(_SPLIT.join(re.escape(char) for char in value) for value in values))
+            if values
+            else None
+        )
+        # A known secret whose beginning ends the text (maybe split by whitespace).
+        self._started = (
+            re.compile("|".join(f"(?:{_prefix_pattern(value)})\\Z" for value in values))
+            if values
+            else None
+        )
+        self._reach = max([64, *(len(value) * 5 for value in values)])
 
     @classmethod
     def from_environment(
@@ -44,10 +61,52 @@ class Scrubber:
         return cls([*found, *extra])
 
     def __call__(self, text: str) -> str:
-        for value in self._values:
-            if value in text:
-                text = text.replace(value, REDACTED)
+        if self._split is not None:
+            text = self._split.sub(REDACTED, text)
         return _PATTERNS.sub(REDACTED, text)
+
+    def safe_length(self, text: str) -> int:
+        """How much of scrubbed `text` can be shown while more is still coming: not the last
+        partial word, not the beginning of a known secret, not an unfinished key block."""
+        word = _LAST_WORD.search(text)
+        cut = word.start() if word else len(text)
+        if self._started is not None:
+            started = self._started.search(text, max(0, len(text) - self._reach))
+            if started:
+                cut = min(cut, started.start())
+        block = text.rfind("-----BEGIN")
+        if block >= 0 and "-----END" not in text[block:]:
+            cut = min(cut, block)
+        return cut
+
+
+def _prefix_pattern(value: str) -> str:
+    """Matches any beginning of `value` (at least its first character), whitespace allowed
+    between characters: a(?:\\s*b(?:\\s*c)?)?"""
+    pattern = ""
+    for char in reversed(value[1:]):
+        pattern = f"(?:{_SPLIT}{re.escape(char)}{pattern})?"
+    return re.escape(value[0]) + pattern
+
+
+class ScrubbedStream:
+    """Deltas of a streamed reply, passed on only once they are scrubbed: the text so far is
+    scrubbed whole, and what could still turn out to be a secret is held back until it is
+    complete, so a secret that arrives in pieces is never shown in part."""
+
+    def __init__(self, push: Callable[[str], None], scrub: Scrubber) -> None:
+        self._push = push
+        self._scrub = scrub
+        self._raw = ""
+        self._shown = ""
+
+    def __call__(self, delta: str) -> None:
+        self._raw += delta
+        scrubbed = self._scrub(self._raw)
+        safe = scrubbed[: self._scrub.safe_length(scrubbed)]
+        if len(safe) > len(self._shown) and safe.startswith(self._shown):
+            self._push(safe[len(self._shown) :])
+            self._shown = safe
 
 
 class ScrubbingFilter(logging.Filter):
@@ -61,3 +120,20 @@ class ScrubbingFilter(logging.Filter):
         record.msg = self._scrub(record.getMessage())
         record.args = None
         return True
+
+
+def scrub_message(message: dict[str, Any], scrub: Callable[[str], str]) -> dict[str, Any]:
+    """A chat message with its text and its tool calls' arguments scrubbed, for storage."""
+    clean = dict(message)
+    if isinstance(clean.get("content"), str):
+        clean["content"] = scrub(clean["content"])
+    if clean.get("tool_calls"):
+        clean["tool_calls"] = [_scrub_call(call, scrub) for call in clean["tool_calls"]]
+    return clean
+
+
+def _scrub_call(call: dict[str, Any], scrub: Callable[[str], str]) -> dict[str, Any]:
+    function = dict(call.get("function") or {})
+    if isinstance(function.get("arguments"), str):
+        function["arguments"] = scrub(function["arguments"])
+    return {**call, "function": function}

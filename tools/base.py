@@ -61,9 +61,15 @@ class FunctionTool:
     """
 
     def __init__(
-        self, fn: ToolFunction, *, name: str | None = None, description: str | None = None
+        self,
+        fn: ToolFunction,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        writes: bool = False,
     ) -> None:
         self.name = name or fn.__name__
+        self.writes = writes  # changes files, memory or pins: refused under read_only
         summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
         self.description = description or summary
         self._fn = fn
@@ -76,6 +82,27 @@ class FunctionTool:
         except ValidationError as exc:
             return ToolResult.error(f"Invalid arguments for {self.name}: {_brief(exc)}")
         return await self._fn(call, **dict(parsed))
+
+
+class ReadOnlyRefusal:
+    """A writing tool under autonomy read_only: offered as before, so the model knows it
+    exists, but every call is refused before anything is touched."""
+
+    def __init__(self, inner: Tool) -> None:
+        self.name = inner.name
+        self.description = inner.description
+        self.parameters = inner.parameters
+
+    async def run(self, args: dict[str, Any], call: ToolCallContext) -> ToolResult:
+        return ToolResult.error(
+            f"Refused: {self.name} changes something, and autonomy is read_only; "
+            "observe and report instead"
+        )
+
+
+def read_only(tools: Iterable[Tool]) -> list[Tool]:
+    """The same tools with every writing one replaced by its refusal."""
+    return [ReadOnlyRefusal(t) if getattr(t, "writes", False) else t for t in tools]
 
 
 def tool(fn: ToolFunction) -> FunctionTool:

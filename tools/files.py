@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 from tools.base import FunctionTool, ToolCallContext, ToolResult
 from tools.policy import PolicyError, SecurityPolicy
@@ -20,15 +20,28 @@ class FileTools:
     def tools(self) -> list[FunctionTool]:
         return [
             FunctionTool(self.file_read, name="file_read"),
-            FunctionTool(self.file_write, name="file_write"),
-            FunctionTool(self.file_edit, name="file_edit"),
+            FunctionTool(self.file_write, name="file_write", writes=True),
+            FunctionTool(self.file_edit, name="file_edit", writes=True),
             FunctionTool(self.file_list, name="file_list"),
         ]
 
-    def _writable(self, raw: str) -> Path:
+    def _read(self, raw: str) -> str:
+        """The text of a workspace file, opened through the resolver (no late symlink, no
+        hard link from outside)."""
+        fd, _ = self._policy.paths.open_checked(raw, os.O_RDONLY)
+        with os.fdopen(fd, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+
+    def _write(self, raw: str, content: str) -> None:
         if not self._policy.can_write:
             raise PolicyError("writing files is not allowed: autonomy is read_only")
-        return self._policy.resolve_path(raw)
+        target = self._policy.resolve_path(raw)
+        if target.is_dir():
+            raise IsADirectoryError(raw)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, _ = self._policy.paths.open_checked(raw, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(content)
 
     async def file_read(
         self,
@@ -45,8 +58,7 @@ class FileTools:
             end_line: Last line to return (inclusive).
         """
         try:
-            target = self._policy.resolve_path(path)
-            text = target.read_text(encoding="utf-8", errors="replace")
+            text = self._read(path)
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
         except FileNotFoundError:
@@ -74,13 +86,11 @@ class FileTools:
             content: The whole new content of the file.
         """
         try:
-            target = self._writable(path)
+            self._write(path, content)
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
-        if target.is_dir():
+        except IsADirectoryError:
             return ToolResult.error(f"{path} is a directory")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
         return ToolResult.success(f"Wrote {len(content)} characters to {path}")
 
     async def file_edit(
@@ -93,9 +103,10 @@ class FileTools:
             old_text: The exact text to find; it must occur exactly once.
             new_text: The text to put in its place.
         """
+        if not self._policy.can_write:
+            return ToolResult.error("Refused: writing files is not allowed: autonomy is read_only")
         try:
-            target = self._writable(path)
-            text = target.read_text(encoding="utf-8")
+            text = self._read(path)
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
         except FileNotFoundError:
@@ -107,7 +118,10 @@ class FileTools:
             return ToolResult.error(
                 f"old_text occurs {count} times in {path}; include more context to make it unique"
             )
-        target.write_text(text.replace(old_text, new_text, 1), encoding="utf-8")
+        try:
+            self._write(path, text.replace(old_text, new_text, 1))
+        except PolicyError as exc:
+            return ToolResult.error(f"Refused: {exc}")
         return ToolResult.success(f"Edited {path}")
 
     async def file_list(self, call: ToolCallContext, path: str = ".") -> ToolResult:

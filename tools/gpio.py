@@ -331,6 +331,9 @@ class _HardwareTools:
         return await _attempt(act)
 
 
+_WRITERS = frozenset({"gpio_write", "pwm_write", "servo_write", "gpio_pattern"})
+
+
 def _headline(info: BoardInfo) -> str:
     analog = sum(pin.analog_channel is not None for pin in info.pins)
     return (
@@ -352,5 +355,6 @@ def hardware_tools(settings: HardwareSettings, board: Board) -> list[Tool]:
         summary = " ".join((inspect.getdoc(fn) or "").partition("Args:")[0].split())
         pin_tool = "pin" in inspect.signature(fn).parameters
         description = f"{summary} {guide}" if pin_tool else summary
-        built.append(FunctionTool(fn, name=fn.__name__, description=description))
+        writes = fn.__name__ in _WRITERS
+        built.append(FunctionTool(fn, name=fn.__name__, description=description, writes=writes))
     return built

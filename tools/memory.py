@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import aiosqlite
@@ -39,15 +39,22 @@ def _words(text: str) -> set[str]:
 class MemoryTools:
     """memory_store, memory_recall and memory_forget over one SQLite file."""
 
-    def __init__(self, db_path: Path, settings: MemorySettings) -> None:
+    def __init__(
+        self,
+        db_path: Path,
+        settings: MemorySettings,
+        *,
+        scrub: Callable[[str], str] = lambda text: text,
+    ) -> None:
         self._path = db_path
         self._settings = settings
+        self._scrub = scrub  # nothing secret is kept, even when the model is told one
 
     def tools(self) -> list[FunctionTool]:
         return [
-            FunctionTool(self.memory_store, name="memory_store"),
+            FunctionTool(self.memory_store, name="memory_store", writes=True),
             FunctionTool(self.memory_recall, name="memory_recall"),
-            FunctionTool(self.memory_forget, name="memory_forget"),
+            FunctionTool(self.memory_forget, name="memory_forget", writes=True),
         ]
 
     @contextlib.asynccontextmanager
@@ -66,7 +73,7 @@ class MemoryTools:
         Args:
             content: The fact, in one or two sentences, e.g. "The user's cat is called Miso."
         """
-        content = content.strip()
+        content = self._scrub(content.strip())
         if not content:
             return ToolResult.error("content is empty; give the fact to remember")
         if len(content) > MAX_MEMORY_CHARS:

@@ -6,6 +6,7 @@ instructions still cannot read outside the workspace or run a command that is no
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -13,10 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.config import Autonomy, SecuritySettings
+from tools.paths import PathRules, PolicyError
 
-
-class PolicyError(Exception):
-    """A refused action; the message is shown to the model as the tool's error."""
+__all__ = ["PolicyError", "SecurityPolicy"]
 
 
 # Command substitution and process substitution would run commands the check never sees.
@@ -29,6 +29,10 @@ _HARMLESS_PATHS = frozenset({"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/std
 _RUNS_OTHERS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete"})
 
 
+# The runtime's own files in its home: never reachable by a tool, wherever the home is.
+RUNTIME_FILES = ("config.toml", "state.db", "state.db-wal", "state.db-shm", "logs")
+
+
 @dataclass(frozen=True)
 class SecurityPolicy:
     workspace: Path
@@ -37,40 +41,33 @@ class SecurityPolicy:
     forbidden_paths: tuple[Path, ...]
 
     @classmethod
-    def from_settings(cls, settings: SecuritySettings, workspace: Path) -> SecurityPolicy:
+    def from_settings(
+        cls, settings: SecuritySettings, workspace: Path, *, home: Path | None = None
+    ) -> SecurityPolicy:
+        """The policy for `workspace`; with `home` (the pinclaw home), its config, state
+        database and logs are forbidden too, wherever PINCLAW_HOME points."""
+        forbidden = [Path(p).expanduser() for p in settings.forbidden_paths]
+        if home is not None:
+            forbidden += [home / name for name in RUNTIME_FILES]
         return cls(
             workspace=workspace.expanduser().resolve(),
             autonomy=settings.autonomy,
             allowed_commands=tuple(settings.allowed_commands),
-            forbidden_paths=tuple(Path(p).expanduser().resolve() for p in settings.forbidden_paths),
+            forbidden_paths=tuple(p.resolve() for p in forbidden),
         )
+
+    @functools.cached_property
+    def paths(self) -> PathRules:
+        return PathRules.build(self.workspace, self.forbidden_paths)
 
     @property
     def can_write(self) -> bool:
         return self.autonomy != "read_only"
 
     def resolve_path(self, raw: str) -> Path:
-        """The real path of `raw` (relative to the workspace), refused unless inside it.
-
-        Symlinks are resolved before the check, so a link that points out is refused too.
-        """
-        if not raw or "\x00" in raw:
-            raise PolicyError("path is empty or contains a NUL byte")
-        candidate = Path(raw).expanduser()
-        if not candidate.is_absolute():
-            candidate = self.workspace / candidate
-        resolved = candidate.resolve()
-        if resolved != self.workspace and self.workspace not in resolved.parents:
-            raise PolicyError(
-                f"path {raw!r} is outside the workspace ({self.workspace}); "
-                "use a path relative to the workspace"
-            )
-        for forbidden in self.forbidden_paths:
-            if forbidden == self.workspace or forbidden in self.workspace.parents:
-                continue  # a folder that holds the workspace: confinement already applies
-            if resolved == forbidden or forbidden in resolved.parents:
-                raise PolicyError(f"path {raw!r} is inside the forbidden path {forbidden}")
-        return resolved
+        """The real path of `raw` (relative to the workspace), refused unless inside it and
+        outside the forbidden paths, and unless every hard link of it is inside too."""
+        return self.paths.resolve(raw)
 
     def check_command(self, command: str) -> None:
         """Refuse a command line the autonomy level or the allow-list does not permit."""

@@ -30,7 +30,9 @@ def _mode(mode: str | None) -> PromptMode | None:
 def inspect_prompt(settings: Settings, channel: str, mode: str | None) -> Inspected:
     """The prompt as the channel's runtime builds it at start, with its sections."""
     ensure_workspace(settings.workspace_dir)
-    policy = SecurityPolicy.from_settings(settings.security, settings.workspace_dir)
+    policy = SecurityPolicy.from_settings(
+        settings.security, settings.workspace_dir, home=settings.home
+    )
     tools = build_tools(settings, policy, make_board(settings))
     source = prompt_source(settings, tools, policy)
     ctx = source.context(

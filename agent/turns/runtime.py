@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from agent.llm import LLMClient, LLMError, LLMRequestRejected, Message
 from agent.prompt.context import Dispatch
 from agent.prompt.source import Fingerprint, PromptSource
+from agent.security import ScrubbedStream, Scrubber, scrub_message
 from agent.turns.commands import CommandContext, run_command
 from agent.turns.dispatch import Dispatcher, NativeDispatcher, XmlDispatcher, configured_dispatcher
 from agent.turns.loop import LoopOptions, ToolEvent, TurnResult, run_tool_call_loop
@@ -25,6 +26,7 @@ from agent.turns.state import Access, ProviderQuirks, TurnRecord
 from channels.base import Channel, IncomingMessage, Reply, sender_allowed
 from channels.markers import marker_for
 from tools.base import ToolCallContext
+from tools.paths import PathRules
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +44,8 @@ class ChannelRuntime:
         sessions: SessionStore,
         turn_slots: asyncio.Semaphore,
         quirks: ProviderQuirks | None = None,
-        scrub: Callable[[str], str] = lambda text: text,
+        scrub: Scrubber | None = None,
+        paths: PathRules | None = None,
     ) -> None:
         self.channel = channel
         self.access = access
@@ -51,7 +54,8 @@ class ChannelRuntime:
         self.sessions = sessions
         self.quirks = quirks or ProviderQuirks()
         self._slots = turn_slots
-        self._scrub = scrub
+        self._scrub = scrub or Scrubber()
+        self._paths = paths or PathRules.build(source.workspace, ())
         self._locks: dict[str, asyncio.Lock] = {}
         self._running: dict[str, asyncio.Task[Reply]] = {}
         self.last_turns: dict[str, TurnRecord] = {}
@@ -228,7 +232,7 @@ class ChannelRuntime:
             self.last_turns[key] = TurnRecord("error", error=f"{type(exc).__name__}: {exc}")
             return Reply(text=FAILED_TURN.format("an internal error"), reply_to=msg.message_id)
         try:
-            await self.sessions.append_turn(key, [user, *result.new_messages])
+            await self.sessions.append_turn(key, self._stored([user, *result.new_messages]))
         except Exception:  # the answer still goes out; only its record is lost
             log.exception("%s %s: the turn could not be stored", self.channel.name, key)
         self.last_turns[key] = TurnRecord(
@@ -239,7 +243,7 @@ class ChannelRuntime:
             events=result.events,
         )
         text = self._scrub(result.text)
-        return resolve_reply(text, self.source.workspace, reply_to=msg.message_id)
+        return resolve_reply(text, self._paths, reply_to=msg.message_id)
 
     async def _run(
         self,
@@ -274,7 +278,7 @@ class ChannelRuntime:
                     dispatcher=dispatcher,
                     scrub=self._scrub,
                     on_event=on_event,
-                    on_text=on_text,
+                    on_text=ScrubbedStream(on_text, self._scrub) if on_text else None,
                 )
             except LLMRequestRejected as exc:
                 text = str(exc).lower()
@@ -298,6 +302,9 @@ class ChannelRuntime:
                     raise
         raise LLMError("the provider kept refusing the request", status=400)
 
+    def _stored(self, messages: list[Message]) -> list[Message]:
+        return [scrub_message(message, self._scrub) for message in messages]
+
     def _envelope(self, msg: IncomingMessage) -> str:
         """The user message as the model sees it: who, where, when, then the text."""
         zone_name = self.source.timezone
@@ -312,7 +319,7 @@ class ChannelRuntime:
         where = f"{self.channel.name} group" if msg.is_group else self.channel.name
         lines = [f"[{now} {zone_name} | {where} | from {who}]"]
         if msg.text:
-            lines.append(msg.text)
+            lines.append(self._scrub(msg.text))
         for item in msg.attachments:
             path = item.path
             if path.is_absolute() and self.source.workspace in path.parents:

@@ -1,0 +1,130 @@
+"""One path resolver for every tool: file tools, shell arguments and media markers.
+
+A path is allowed when its real location (symlinks followed) is inside the workspace and
+outside every forbidden path, and — for an existing regular file — when each of its names
+(hard links) is inside the workspace too: a hard link made from outside would otherwise let
+a tool read or upload a file that lives elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+# How many workspace entries the hard-link check may walk before it gives up (and refuses).
+_LINK_SCAN_LIMIT = 20_000
+
+
+class PolicyError(Exception):
+    """A refused action; the message is shown to the model as the tool's error, `short`
+    (without paths of this machine) to a person in a chat."""
+
+    def __init__(self, message: str, *, short: str = "") -> None:
+        super().__init__(message)
+        self.short = short or message
+
+
+@dataclass(frozen=True)
+class PathRules:
+    workspace: Path  # resolved
+    forbidden: tuple[Path, ...] = ()  # resolved; they apply inside the workspace too
+
+    @classmethod
+    def build(cls, workspace: Path, forbidden: tuple[Path, ...] | list[Path]) -> PathRules:
+        """Resolved rules; a forbidden folder that holds the whole workspace is dropped
+        (confinement to the workspace already keeps everything else of it out)."""
+        root = workspace.expanduser().resolve()
+        kept = []
+        for path in forbidden:
+            real = path.expanduser().resolve()
+            if real != root and real not in root.parents:
+                kept.append(real)
+        return cls(root, tuple(dict.fromkeys(kept)))
+
+    def resolve(self, raw: str) -> Path:
+        """The real path of `raw` (relative to the workspace; `~` is the workspace, as HOME
+        is in the sandbox), refused unless it and all its names stay inside."""
+        resolved = self._locate(raw)
+        self._check_links(raw, resolved)
+        return resolved
+
+    def _locate(self, raw: str) -> Path:
+        if not raw or "\x00" in raw:
+            raise PolicyError("the path is empty or contains a NUL byte")
+        if raw == "~" or raw.startswith("~/"):
+            raw = str(self.workspace) + raw[1:]
+        elif raw.startswith("~"):
+            raise PolicyError(f"{raw!r}: only ~ and ~/ (the workspace) are understood")
+        candidate = Path(raw)
+        if not candidate.is_absolute():
+            candidate = self.workspace / candidate
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long
+            raise PolicyError(f"{raw!r} cannot be resolved: {exc}") from None
+        if resolved != self.workspace and self.workspace not in resolved.parents:
+            raise PolicyError(
+                f"{raw!r} is outside the workspace ({self.workspace}); "
+                "use a path relative to the workspace",
+                short="it is outside the workspace",
+            )
+        for forbidden in self.forbidden:
+            if resolved == forbidden or forbidden in resolved.parents:
+                raise PolicyError(
+                    f"{raw!r} is inside the forbidden path {forbidden}", short="it is forbidden"
+                )
+        return resolved
+
+    def _check_links(self, raw: str, resolved: Path) -> None:
+        try:
+            info = resolved.stat()
+        except OSError:
+            return  # does not exist yet: a new file has one name, ours
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            self.check_hard_links(raw, info)
+
+    def check_hard_links(self, raw: str, info: os.stat_result) -> None:
+        """Refuse a file with a name outside the workspace: count its names inside, and
+        compare with the link count the file system keeps."""
+        inside = 0
+        seen = 0
+        for folder, dirs, files in os.walk(self.workspace):
+            for name in (*files, *dirs):
+                seen += 1
+                if seen > _LINK_SCAN_LIMIT:
+                    raise PolicyError(
+                        f"{raw!r} has {info.st_nlink} names (hard links) and the workspace is "
+                        "too large to check that all are inside it"
+                    )
+                try:
+                    other = os.lstat(os.path.join(folder, name))
+                except OSError:
+                    continue
+                if (other.st_ino, other.st_dev) == (info.st_ino, info.st_dev):
+                    inside += 1
+        if inside < info.st_nlink:
+            raise PolicyError(
+                f"{raw!r} is a hard link to a file that also lives outside the workspace",
+                short="it is a hard link to a file outside the workspace",
+            )
+
+    def open_checked(self, raw: str, flags: int) -> tuple[int, Path]:
+        """Resolve, then open without following a last-moment symlink, and check the links
+        of what was actually opened (a file swapped in between is caught here)."""
+        resolved = self.resolve(raw)
+        try:
+            fd = os.open(resolved, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            if exc.errno == getattr(os, "ELOOP", -1):
+                raise PolicyError(f"{raw!r} became a symlink; refused") from None
+            raise
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                self.check_hard_links(raw, info)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, resolved
