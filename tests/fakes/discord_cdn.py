@@ -15,9 +15,8 @@ from typing import Any
 from urllib.parse import quote
 
 from aiohttp import BodyPartReader, web
-
-from .discord_gateway import Snowflakes
-from .discord_models import ApiError
+from fakes.discord_gateway import Snowflakes
+from fakes.discord_models import ApiError
 
 __all__ = ["Attachments", "FilePart", "read_body"]
 

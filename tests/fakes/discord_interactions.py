@@ -11,17 +11,16 @@ import copy
 from typing import Any
 
 from aiohttp import web
-
-from .discord_cdn import FilePart, read_body
-from .discord_gateway import (
+from fakes.discord_cdn import FilePart, read_body
+from fakes.discord_gateway import (
     EVERYONE_PERMISSIONS,
     Gateway,
     application_payload,
     member_payload,
     user_payload,
 )
-from .discord_models import ApiError, Route, check_content, json_response
-from .discord_state import World, echo
+from fakes.discord_models import ApiError, Route, check_content, json_response
+from fakes.discord_state import World, echo
 
 __all__ = ["InteractionRoutes"]
 

@@ -11,11 +11,10 @@ from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
-
-from .discord_cdn import read_body
-from .discord_gateway import Gateway
-from .discord_models import ApiError, Route, check_content, form_error, json_response
-from .discord_state import World, echo
+from fakes.discord_cdn import read_body
+from fakes.discord_gateway import Gateway
+from fakes.discord_models import ApiError, Route, check_content, form_error, json_response
+from fakes.discord_state import World, echo
 
 __all__ = ["MessageRoutes"]
 

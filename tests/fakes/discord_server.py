@@ -54,18 +54,25 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from aiohttp import web
-
-from .discord_gateway import (
+from fakes.discord_gateway import (
     INTENT_DIRECT_MESSAGES,
     INTENT_GUILD_MESSAGES,
     INTENT_GUILDS,
     Gateway,
     user_payload,
 )
-from .discord_interactions import InteractionRoutes
-from .discord_messages import MessageRoutes
-from .discord_models import ApiError, Call, ChannelSpec, Handler, Route, SentMessage, json_response
-from .discord_state import World
+from fakes.discord_interactions import InteractionRoutes
+from fakes.discord_messages import MessageRoutes
+from fakes.discord_models import (
+    ApiError,
+    Call,
+    ChannelSpec,
+    Handler,
+    Route,
+    SentMessage,
+    json_response,
+)
+from fakes.discord_state import World
 
 __all__ = ["Call", "FakeDiscord", "SentMessage", "point_discord_at"]
 

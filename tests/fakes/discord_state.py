@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .discord_cdn import Attachments, FilePart
-from .discord_gateway import (
+from fakes.discord_cdn import Attachments, FilePart
+from fakes.discord_gateway import (
     INTENT_DIRECT_MESSAGES,
     INTENT_GUILD_MESSAGES,
     Gateway,
@@ -30,7 +30,7 @@ from .discord_gateway import (
     thread_payload,
     user_payload,
 )
-from .discord_models import ApiError, Call, ChannelSpec, SentMessage, check_content
+from fakes.discord_models import ApiError, Call, ChannelSpec, SentMessage, check_content
 
 __all__ = ["World", "echo"]
 
