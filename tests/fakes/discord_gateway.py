@@ -1,6 +1,6 @@
 """Gateway half of the Discord double: payload shapes, sessions, HELLO/IDENTIFY/RESUME.
 
-The REST half (``discord_server.py``) owns the world (guilds, channels, messages) and calls
+The REST half (``discord_state.py`` holds the world: guilds, channels, messages) calls
 ``Gateway.dispatch`` to push events; this module only knows the wire protocol, so the shapes
 discord.py's parsers need (``state.py``, ``guild.py``, ``message.py``) live in one place.
 
