@@ -140,3 +140,11 @@ def test_no_source_file_over_400_lines(path: Path) -> None:
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{path.relative_to(REPO)}: {lines} lines; split it by job"
 
+
+def test_test_doubles_stay_under_500_lines() -> None:
+    big = {
+        p.name: n
+        for p in (REPO / "tests" / "fakes").glob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500
+    }
+    assert not big, big
