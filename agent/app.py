@@ -23,6 +23,7 @@ from tools.base import Tool, ToolRegistry, read_only
 from tools.files import FileTools
 from tools.memory import MemoryTools
 from tools.policy import SecurityPolicy
+from tools.sandbox import choose_sandbox
 from tools.shell import ShellTool
 
 if TYPE_CHECKING:
@@ -79,7 +80,15 @@ def make_board(settings: Settings) -> Board | None:
 def build_tools(
     settings: Settings, policy: SecurityPolicy, board: Board | None = None
 ) -> ToolRegistry:
-    tools: list[Tool] = [ShellTool(policy, settings.shell), *FileTools(policy).tools()]
+    security = settings.security
+    shell = ShellTool(
+        policy,
+        settings.shell,
+        choose_sandbox(security.sandbox),
+        network=security.sandbox_network,
+        sandbox_off_by_owner=security.sandbox == "off",
+    )
+    tools: list[Tool] = [shell, *FileTools(policy).tools()]
     if settings.memory.enabled:
         scrub = make_scrubber(settings)
         tools += MemoryTools(settings.state_db, settings.memory, scrub=scrub).tools()

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import TextIO
 
-from channels.base import ChatRef, Reply, ReplyStream, Submit
+from channels.base import (
+    ApprovalAnswer,
+    ApprovalQuestion,
+    ChatRef,
+    MayAnswer,
+    Reply,
+    ReplyStream,
+    Submit,
+)
 from channels.capabilities import TERMINAL
+
+_ANSWERS: dict[str, ApprovalAnswer] = {"y": "approve", "yes": "approve", "a": "always"}
 
 
 class TerminalChannel:
@@ -17,8 +28,9 @@ class TerminalChannel:
     capabilities = TERMINAL
     delivery_instructions: str | None = None
 
-    def __init__(self, out: TextIO | None = None) -> None:
+    def __init__(self, out: TextIO | None = None, ask_in: TextIO | None = None) -> None:
         self._out = out or sys.stdout
+        self._in = ask_in or sys.stdin
 
     async def start(self, submit: Submit) -> None:
         return None
@@ -33,6 +45,17 @@ class TerminalChannel:
 
     def open_stream(self, chat: ChatRef, reply_to: str) -> ReplyStream | None:
         return None
+
+    async def ask_approval(
+        self, chat: ChatRef, question: ApprovalQuestion, may_answer: MayAnswer
+    ) -> ApprovalAnswer:
+        """y/N/a on the terminal when a person is there to answer; otherwise a denial."""
+        if not self._in.isatty():
+            print(f"{question.text}\nDenied: no terminal to ask on.", file=sys.stderr, flush=True)
+            return "deny"
+        print(f"{question.text}\nAllow? [y/N/a(lways)] ", end="", file=sys.stderr, flush=True)
+        line = await asyncio.to_thread(self._in.readline)
+        return _ANSWERS.get(line.strip().lower(), "deny")
 
     async def stop_intake(self) -> None:
         return None

@@ -9,6 +9,7 @@ import pytest
 from tools.base import ToolCallContext, ToolResult
 from tools.config import SecuritySettings, ShellSettings
 from tools.policy import SecurityPolicy
+from tools.sandbox import choose_sandbox
 from tools.shell import ShellTool, clip_output
 
 
@@ -19,7 +20,8 @@ async def run(workspace: Path, command: str, *, autonomy: str = "supervised",
     if allowed is not None:
         security = SecuritySettings(autonomy=autonomy, allowed_commands=allowed)  # type: ignore[arg-type]
     tool = ShellTool(SecurityPolicy.from_settings(security, workspace),
-                     ShellSettings(timeout_s=timeout_s, max_output_chars=max_output_chars))
+                     ShellSettings(timeout_s=timeout_s, max_output_chars=max_output_chars),
+                     choose_sandbox("auto"))
     return await tool.run({"command": command}, ToolCallContext(workspace))
 
 
@@ -33,8 +35,8 @@ async def test_runs_in_the_workspace_with_exit_code(tmp_path: Path) -> None:
 
 async def test_command_outside_allow_list_refused(tmp_path: Path) -> None:
     (tmp_path / "keep.txt").write_text("x")
-    result = await run(tmp_path, "rm keep.txt")
-    assert not result.ok and "'rm' is not in the allowed commands" in result.output
+    result = await run(tmp_path, "rm keep.txt")  # nobody to ask here: not approved
+    assert not result.ok and "rm is not in the allowed commands" in result.output
     assert (tmp_path / "keep.txt").exists()
 
 
@@ -42,7 +44,7 @@ async def test_command_outside_allow_list_refused(tmp_path: Path) -> None:
                                      "ls; rm -rf x", "find . -delete"])
 async def test_escapes_refused_when_supervised(tmp_path: Path, command: str) -> None:
     result = await run(tmp_path, command)
-    assert not result.ok and result.output.startswith("Refused:")
+    assert not result.ok and result.output.startswith(("Refused:", "Not run:"))
 
 
 async def test_full_autonomy_runs_any_command(tmp_path: Path) -> None:
@@ -91,7 +93,8 @@ async def test_forbidden_path_inside_the_workspace_is_refused(tmp_path: Path) ->
     (tmp_path / "secrets").mkdir()
     (tmp_path / "secrets" / "key.txt").write_text("hidden")
     security = SecuritySettings(forbidden_paths=[str(tmp_path / "secrets")])
-    tool = ShellTool(SecurityPolicy.from_settings(security, tmp_path), ShellSettings())
+    tool = ShellTool(SecurityPolicy.from_settings(security, tmp_path), ShellSettings(),
+                     choose_sandbox("auto"))
     for command in (f"cat {tmp_path}/secrets/key.txt", "cat secrets/key.txt",
                     "grep -r hidden secrets"):
         result = await tool.run({"command": command}, ToolCallContext(tmp_path))

@@ -35,11 +35,29 @@ class ToolResult:
 
 
 @dataclass(frozen=True)
+class ApprovalRequest:
+    """An action a tool may take only when the owner says yes (autonomy supervised)."""
+
+    tool: str  # "shell", "gpio_write"
+    action: str  # what would run, as the owner will read it: "rm old.txt"
+    reason: str  # why it needs asking: "rm is not in the allowed commands"
+    rules: tuple[str, ...]  # what "Always allow" remembers, e.g. ("shell:rm",)
+
+
+Approver = Callable[[ApprovalRequest], Awaitable[bool]]
+
+
+@dataclass(frozen=True)
 class ToolCallContext:
-    """Where a call comes from: the workspace it works in and the chat that asked."""
+    """Where a call comes from: the workspace it works in, the chat that asked, and how to
+    ask its owner for approval (None: nobody can be asked, so the answer is no)."""
 
     workspace: Path
     chat_key: str = ""
+    approve: Approver | None = None
+
+    async def ask(self, request: ApprovalRequest) -> bool:
+        return await self.approve(request) if self.approve is not None else False
 
 
 class Tool(Protocol):

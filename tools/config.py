@@ -21,8 +21,10 @@ DEFAULT_ALLOWED_COMMANDS = (
 
 DEFAULT_FORBIDDEN_PATHS = (
     "/etc", "/root", "/proc", "/sys", "/boot", "/dev", "/var", "~/.ssh", "~/.gnupg", "~/.aws",
-    "~/.config", "~/.pinclaw/config.toml",
+    "~/.config",
 )  # fmt: skip
+
+SandboxSetting = Literal["auto", "bubblewrap", "landlock", "off"]
 
 
 class SecuritySettings(_Section):
@@ -31,6 +33,9 @@ class SecuritySettings(_Section):
     autonomy: Autonomy = "supervised"
     allowed_commands: list[str] = Field(default_factory=lambda: list(DEFAULT_ALLOWED_COMMANDS))
     forbidden_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_FORBIDDEN_PATHS))
+    sandbox: SandboxSetting = "auto"
+    sandbox_network: bool = True
+    approval_timeout_s: float = Field(default=120.0, gt=0, le=3600)
 
 
 class ShellSettings(_Section):
@@ -95,6 +100,7 @@ class HardwareSettings(_Section):
     connect_timeout_s: float = Field(default=10.0, gt=0, le=120)
     sampling_interval_ms: int = Field(default=100, ge=1, le=16_383)
     connect_on_start: bool = False
+    require_approval: bool = False
     allowed_pins: list[int | str] = Field(default_factory=list)
     pins: dict[str, PinSettings] = Field(default_factory=dict)
 

@@ -1,34 +1,58 @@
-"""The shell tool: one command in the workspace, bounded in time and output."""
+"""The shell tool: one command, checked, then run inside the OS sandbox, bounded in time
+and output.
+
+The order is the design: the command is parsed and checked (tools/shell_plan.py), the
+owner is asked when the policy says so, and the checked script runs in the sandbox
+(tools/sandbox.py) with a small environment — never the runtime's own.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import signal
 
-from tools.base import FunctionTool, ToolCallContext, ToolResult
+from tools.base import ApprovalRequest, FunctionTool, ToolCallContext, ToolResult
 from tools.config import ShellSettings
-from tools.policy import PolicyError, SecurityPolicy
+from tools.paths import PolicyError
+from tools.policy import SecurityPolicy
+from tools.sandbox import Launch, Limits, Sandbox, SandboxSpec
+from tools.shell_plan import plan_command
 
 # The child gets a small, known environment: API keys and bot tokens in ours stay out of it.
-_PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "TMPDIR")
+_PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "TZ")
+# Past the end of a run, unread output is dropped: a command cannot fill our memory.
+_READ_LIMIT_FACTOR = 4
 
 
-def clip_output(text: str, limit: int) -> str:
-    """Keep the head and the tail of long output; the middle is where least is lost."""
-    if len(text) <= limit:
+def clip_output(text: str, limit: int, unread: int = 0) -> str:
+    """Keep the head and the tail of long output; the middle is where least is lost.
+    `unread`: bytes already dropped from the middle while reading."""
+    if len(text) <= limit and not unread:
         return text
     head = limit * 2 // 3
     tail = limit - head
-    dropped = len(text) - head - tail
+    dropped = max(len(text) - head - tail, 0) + unread
     return f"{text[:head]}\n[... {dropped} characters elided ...]\n{text[-tail:]}"
 
 
 class ShellTool(FunctionTool):
-    def __init__(self, policy: SecurityPolicy, settings: ShellSettings) -> None:
+    def __init__(
+        self,
+        policy: SecurityPolicy,
+        settings: ShellSettings,
+        sandbox: Sandbox,
+        *,
+        network: bool = True,
+        sandbox_off_by_owner: bool = False,
+    ) -> None:
         self._policy = policy
         self._settings = settings
+        self._sandbox = sandbox
+        self._network = network
+        self._unsandboxed_ok = sandbox_off_by_owner
         super().__init__(self.shell, name="shell")
 
     async def shell(self, call: ToolCallContext, command: str) -> ToolResult:
@@ -39,23 +63,59 @@ class ShellTool(FunctionTool):
         Args:
             command: The command line, e.g. `ls -la` or `grep -n TODO notes.md`.
         """
+        unconfined = self._sandbox.kind == "none" and not self._unsandboxed_ok
+        if self._policy.autonomy == "full" and unconfined:
+            return ToolResult.error(
+                "Refused: autonomy is full but no OS sandbox is available "
+                f"({self._sandbox.reason}); the owner can install bubblewrap, or set "
+                '[security] sandbox = "off" to accept running commands unconfined'
+            )
         try:
-            self._policy.check_command(command)
+            plan = plan_command(command, self._policy)
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
+        if plan.ask:
+            reasons = "; ".join(plan.ask)
+            request = ApprovalRequest("shell", command, reasons, plan.rules)
+            if not await call.ask(request):
+                return ToolResult.error(
+                    f"Not run: the owner did not approve it ({reasons}). Say what you wanted "
+                    "to do, or do it with the allowed commands."
+                )
+        return await self._run(self._launch(plan.script))
+
+    def _launch(self, script: str) -> Launch:
         env = {key: os.environ[key] for key in _PASSED_ENV if key in os.environ}
-        env["HOME"] = str(self._policy.workspace)
-        process = await asyncio.create_subprocess_shell(
-            command,
-            cwd=self._policy.workspace,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
+        inside = tuple(
+            p for p in self._policy.forbidden_paths if self._policy.workspace in p.parents
         )
+        spec = SandboxSpec(
+            self._policy.workspace,
+            writable=self._policy.can_write,
+            network=self._network,
+            masked=inside,
+            limits=Limits(cpu_s=math.ceil(self._settings.timeout_s) + 1),
+        )
+        return self._sandbox.launch(["/bin/sh", "-c", script], spec, env)
+
+    async def _run(self, launch: Launch) -> ToolResult:
         try:
-            output, _ = await asyncio.wait_for(process.communicate(), self._settings.timeout_s)
+            process = await asyncio.create_subprocess_exec(
+                *launch.argv,
+                cwd=launch.cwd,
+                env=launch.env,
+                preexec_fn=launch.preexec_fn,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            if launch.cleanup:
+                launch.cleanup()
+            return ToolResult.error(f"The command could not start: {exc}")
+        try:
+            output = await asyncio.wait_for(self._read(process), self._settings.timeout_s)
         except TimeoutError:
             _kill_group(process)
             await process.wait()
@@ -65,12 +125,33 @@ class ShellTool(FunctionTool):
         except asyncio.CancelledError:
             _kill_group(process)
             raise
+        finally:
+            if launch.cleanup:
+                launch.cleanup()
+        head, tail, unread = output
         text = clip_output(
-            output.decode("utf-8", errors="replace"), self._settings.max_output_chars
+            (head + tail).decode("utf-8", errors="replace"), self._settings.max_output_chars, unread
         )
         code = process.returncode
         result = f"exit code: {code}\n{text}" if text else f"exit code: {code} (no output)"
         return ToolResult(ok=code == 0, output=result)
+
+    async def _read(self, process: asyncio.subprocess.Process) -> tuple[bytes, bytes, int]:
+        """The head and the tail of the output, each bounded, and how many bytes between
+        them were drained unread: a command cannot fill the runtime's memory."""
+        assert process.stdout is not None
+        limit = self._settings.max_output_chars * _READ_LIMIT_FACTOR
+        head, tail = bytearray(), bytearray()
+        unread = 0
+        while chunk := await process.stdout.read(65_536):
+            room = limit - len(head)
+            head += chunk[:room]
+            tail += chunk[max(room, 0) :]
+            if len(tail) > limit:
+                unread += len(tail) - limit
+                del tail[: len(tail) - limit]
+        await process.wait()
+        return bytes(head), bytes(tail), unread
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:

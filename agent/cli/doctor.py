@@ -4,6 +4,7 @@ call unless asked."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from agent.config import Settings
 from agent.workspace import BOOTSTRAP_FILES
@@ -70,6 +71,7 @@ async def run_doctor(settings: Settings, *, check_model: bool = False) -> int:
             report(token, name, "enabled, token present" if token else f"enabled; set {env}")
             if not channel.allowed_users:
                 print(f"note {name}: allowed_users is empty, so nobody can talk to the bot")
+    _report_sandbox(settings, report)
     if settings.hardware.enabled:
         from tools.hardware import Board
 
@@ -95,3 +97,24 @@ async def run_doctor(settings: Settings, *, check_model: bool = False) -> int:
         except LLMError as exc:
             report(False, "model call", str(exc))
     return 1 if problems else 0
+
+
+def _report_sandbox(settings: Settings, report: Callable[[bool, str, str], None]) -> None:
+    """Which OS sandbox confines commands and why; and the remembered "Always allow"s."""
+    from agent.turns.approvals import AlwaysAllowed
+    from tools.sandbox import SandboxUnavailable, choose_sandbox
+
+    security = settings.security
+    try:
+        sandbox = choose_sandbox(security.sandbox)
+    except SandboxUnavailable as exc:
+        report(False, "sandbox", str(exc))
+        return
+    unconfined_full = sandbox.kind == "none" and security.autonomy == "full"
+    refused = unconfined_full and security.sandbox != "off"
+    detail = f"{sandbox.kind} ({sandbox.reason})"
+    if refused:
+        detail += '; autonomy "full" refuses every command until a sandbox is available'
+    report(not refused, "sandbox", detail)
+    rules = AlwaysAllowed(settings.state_db, settings.workspace_dir.resolve()).rules()
+    print(f"note approvals: always allowed: {', '.join(rules) if rules else 'none'}")

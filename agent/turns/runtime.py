@@ -17,13 +17,14 @@ from agent.llm import LLMClient, LLMError, LLMRequestRejected, Message
 from agent.prompt.context import Dispatch
 from agent.prompt.source import Fingerprint, PromptSource
 from agent.security import ScrubbedStream, Scrubber, scrub_message
+from agent.turns.approvals import AlwaysAllowed, chat_approver
 from agent.turns.commands import CommandContext, run_command
 from agent.turns.dispatch import Dispatcher, NativeDispatcher, XmlDispatcher, configured_dispatcher
 from agent.turns.loop import LoopOptions, ToolEvent, TurnResult, run_tool_call_loop
 from agent.turns.media import resolve_reply
 from agent.turns.sessions import SessionStore
 from agent.turns.state import Access, ProviderQuirks, TurnRecord
-from channels.base import Channel, IncomingMessage, Reply, sender_allowed
+from channels.base import Channel, ChatRef, IncomingMessage, Reply, sender_allowed
 from channels.markers import marker_for
 from tools.base import ToolCallContext
 from tools.paths import PathRules
@@ -46,6 +47,7 @@ class ChannelRuntime:
         quirks: ProviderQuirks | None = None,
         scrub: Scrubber | None = None,
         paths: PathRules | None = None,
+        always: AlwaysAllowed | None = None,
     ) -> None:
         self.channel = channel
         self.access = access
@@ -56,6 +58,7 @@ class ChannelRuntime:
         self._slots = turn_slots
         self._scrub = scrub or Scrubber()
         self._paths = paths or PathRules.build(source.workspace, ())
+        self.always = always or AlwaysAllowed(source.settings.state_db, source.workspace)
         self._locks: dict[str, asyncio.Lock] = {}
         self._running: dict[str, asyncio.Task[Reply]] = {}
         self.last_turns: dict[str, TurnRecord] = {}
@@ -143,9 +146,12 @@ class ChannelRuntime:
         await asyncio.gather(*late, return_exceptions=True)
 
     def is_allowed(self, msg: IncomingMessage) -> bool:
+        return self.is_allowed_sender(msg.sender_id, msg.sender_username)
+
+    def is_allowed_sender(self, sender_id: str, username: str = "") -> bool:
         if self.access.open_to_all:
             return True
-        return sender_allowed(self.access.allowed_users, msg.sender_id, msg.sender_username)
+        return sender_allowed(self.access.allowed_users, sender_id, username)
 
     async def handle(
         self,
@@ -216,7 +222,7 @@ class ChannelRuntime:
         user = {"role": "user", "content": self._envelope(msg)}
         prior = await self.sessions.history(key, self.source.settings.agent.max_history_messages)
         try:
-            result = await self._run(key, prior, user, on_event, on_text)
+            result = await self._run(msg.chat, prior, user, on_event, on_text)
         except asyncio.CancelledError:
             await self.sessions.append_turn(key, [user])
             raise
@@ -247,7 +253,7 @@ class ChannelRuntime:
 
     async def _run(
         self,
-        key: str,
+        chat: ChatRef,
         prior: list[Message],
         user: Message,
         on_event: Callable[[ToolEvent], None] | None,
@@ -256,6 +262,17 @@ class ChannelRuntime:
         """The loop, re-sent once in a shape the provider accepts when it refuses this one."""
         dispatch = self._dispatcher()
         merged = self._merge_delivery()
+        context = ToolCallContext(
+            self.source.workspace,
+            chat_key=chat.key,
+            approve=chat_approver(
+                self.channel,
+                chat,
+                lambda sender, username: self.is_allowed_sender(sender, username),
+                always=self.always,
+                timeout_s=self.source.settings.security.approval_timeout_s,
+            ),
+        )
         for _attempt in range(3):
             history = [
                 {"role": "system", "content": self._prompt(dispatch, merged=merged)},
@@ -270,7 +287,7 @@ class ChannelRuntime:
                     history,
                     self.source.tools,
                     self.llm,
-                    context=ToolCallContext(self.source.workspace, chat_key=key),
+                    context=context,
                     options=LoopOptions(
                         self.source.settings.agent.max_tool_iterations,
                         self.source.settings.agent.tool_timeout_s,

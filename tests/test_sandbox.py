@@ -1,0 +1,430 @@
+"""The OS sandbox: real commands, run the way the shell tool runs them, against a fake
+pinclaw home (config.toml and state.db beside the workspace) and a fake owner home."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import shutil
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import tools.sandbox as sandbox_module
+from tools.sandbox import (
+    Landlock,
+    Limits,
+    NoSandbox,
+    Sandbox,
+    SandboxSpec,
+    SandboxUnavailable,
+    choose_sandbox,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+SECRET = f"sk-live-{secrets.token_hex(12)}"
+SANDBOXED = ("bubblewrap", "landlock")
+
+
+def available(kind: str) -> Sandbox:
+    try:
+        return choose_sandbox(kind)  # type: ignore[arg-type]
+    except SandboxUnavailable as exc:
+        pytest.skip(f"{kind} unavailable here: {exc}")
+
+
+@pytest.fixture(params=SANDBOXED)
+def sandbox(request: pytest.FixtureRequest) -> Sandbox:
+    return available(request.param)
+
+
+@pytest.fixture(params=[*SANDBOXED, "off"])
+def any_sandbox(request: pytest.FixtureRequest) -> Sandbox:
+    return available(request.param)
+
+
+@dataclass
+class World:
+    home: Path  # the pinclaw home: config.toml, state.db, workspace/
+    workspace: Path
+    config: Path
+    state: Path
+    owner_key: Path  # a file in the owner's home
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    home = tmp_path / "pinclaw"
+    workspace = home / "workspace"
+    workspace.mkdir(parents=True)
+    config = home / "config.toml"
+    config.write_text(f'[llm]\napi_key = "{SECRET}"\n')
+    state = home / "state.db"
+    state.write_bytes(b"SQLite format 3\x00" + SECRET.encode())
+    ssh = tmp_path / "owner" / ".ssh"
+    ssh.mkdir(parents=True)
+    key = ssh / "id_ed25519"
+    key.write_text(f"-----BEGIN OPENSSH PRIVATE KEY-----\n{SECRET}\n")
+    return World(home, workspace.resolve(), config, state, key)
+
+
+async def run(
+    sandbox: Sandbox,
+    spec: SandboxSpec,
+    script: str | Sequence[str],
+    env: dict[str, str] | None = None,
+) -> tuple[int, str]:
+    """Exit code and output (stdout and stderr) of one sandboxed command."""
+    argv = ["sh", "-c", script] if isinstance(script, str) else list(script)
+    launch = sandbox.launch(argv, spec, {"LANG": "C.UTF-8"} if env is None else env)
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *launch.argv,
+            env=launch.env,
+            cwd=launch.cwd,
+            preexec_fn=launch.preexec_fn,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        output, _ = await asyncio.wait_for(process.communicate(), 60)
+    finally:
+        if launch.cleanup is not None:
+            launch.cleanup()
+    assert process.returncode is not None
+    return process.returncode, output.decode(errors="replace")
+
+
+async def test_pinclaw_home_and_owner_home_are_unreadable(sandbox: Sandbox, world: World) -> None:
+    spec = SandboxSpec(world.workspace)
+    code, output = await run(sandbox, spec, f"cat {world.config} {world.state} {world.owner_key}")
+    assert code != 0 and SECRET not in output
+    _, listing = await run(sandbox, spec, f"ls -a {world.home} {world.owner_key.parent}")
+    assert "config.toml" not in listing and "state.db" not in listing and "id_" not in listing
+
+
+async def test_without_a_sandbox_the_same_commands_expose_the_secrets(world: World) -> None:
+    """The control: the world above is sound, the commands would find the secret."""
+    code, output = await run(
+        NoSandbox("test"), SandboxSpec(world.workspace), f"cat {world.config} {world.owner_key}"
+    )
+    assert code == 0 and output.count(SECRET) == 2
+
+
+async def test_nothing_outside_the_workspace_can_be_changed(sandbox: Sandbox, world: World) -> None:
+    evil, owner_evil = world.home / "evil", world.owner_key.parent / "evil"
+    await run(
+        sandbox,
+        SandboxSpec(world.workspace),
+        f"echo x > {evil}; echo x > {owner_evil}; echo x >> {world.config}; rm -f {world.state}"
+        f"; ln -s {world.config} ../link",
+    )
+    assert not evil.exists() and not owner_evil.exists() and not (world.home / "link").exists()
+    assert world.config.read_text() == f'[llm]\napi_key = "{SECRET}"\n'
+    assert world.state.exists()
+
+
+async def test_a_symlink_in_the_workspace_does_not_reach_out(
+    sandbox: Sandbox, world: World
+) -> None:
+    (world.workspace / "link").symlink_to(world.config)
+    code, output = await run(sandbox, SandboxSpec(world.workspace), "cat link")
+    assert code != 0 and SECRET not in output
+
+
+async def test_the_workspace_is_writable(any_sandbox: Sandbox, world: World) -> None:
+    code, output = await run(
+        any_sandbox,
+        SandboxSpec(world.workspace),
+        "echo hi > note.txt && mkdir sub && echo there > sub/n && mv sub/n moved && cat note.txt",
+    )
+    assert (code, output) == (0, "hi\n")
+    assert (world.workspace / "moved").read_text() == "there\n"
+
+
+async def test_a_read_only_workspace_can_be_read_not_changed(
+    sandbox: Sandbox, world: World
+) -> None:
+    keep = world.workspace / "keep.txt"
+    keep.write_text("original\n")
+    code, output = await run(
+        sandbox,
+        SandboxSpec(world.workspace, writable=False),
+        "cat keep.txt; echo x > new.txt; echo y >> keep.txt; mkdir d; rm keep.txt",
+    )
+    assert code != 0 and output.startswith("original\n")
+    assert keep.read_text() == "original\n"
+    assert sorted(p.name for p in world.workspace.iterdir()) == ["keep.txt"]
+
+
+RUNTIME = """
+import asyncio, os, sys
+from pathlib import Path
+from tools.sandbox import SandboxSpec, choose_sandbox
+
+async def main() -> None:
+    launch = choose_sandbox(sys.argv[1]).launch(
+        ["sh", "-c", "cat /proc/$PPID/environ; cat /proc/%d/environ;"
+         " grep -a -h PINCLAW_TEST_KEY /proc/*/environ" % os.getpid()],
+        SandboxSpec(Path(sys.argv[2])), {"LANG": "C.UTF-8"})
+    process = await asyncio.create_subprocess_exec(
+        *launch.argv, env=launch.env, cwd=launch.cwd, preexec_fn=launch.preexec_fn,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    output, _ = await process.communicate()
+    if launch.cleanup:
+        launch.cleanup()
+    sys.stdout.buffer.write(output)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("kind", [*SANDBOXED, "off"])
+async def test_the_runtime_environment_is_unreachable(kind: str, world: World) -> None:
+    """A runtime process started with an API key in its environment (as from systemd or a
+    shell: /proc/<pid>/environ shows the environment a process started with, so setting
+    it in this process would prove nothing) runs `cat /proc/$PPID/environ` and friends."""
+    available(kind)
+    env = {**os.environ, "PINCLAW_TEST_KEY": SECRET, "PYTHONPATH": str(REPO)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        RUNTIME,
+        kind,
+        str(world.workspace),
+        env=env,
+        cwd=REPO,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(process.communicate(), 60)
+    assert (SECRET.encode() in output) == (kind == "off"), output[-500:]
+
+
+async def test_the_command_gets_only_the_environment_it_is_given(
+    any_sandbox: Sandbox, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PINCLAW_TEST_KEY", SECRET)
+    code, output = await run(any_sandbox, SandboxSpec(world.workspace), "env", {"LANG": "C"})
+    names = {line.split("=", 1)[0] for line in output.splitlines()}
+    assert code == 0 and SECRET not in output
+    assert names <= {"LANG", "HOME", "TMPDIR", "PATH", "PWD", "SHLVL", "_"}
+
+
+async def test_home_is_the_workspace_and_tmp_is_writable(
+    any_sandbox: Sandbox, world: World
+) -> None:
+    code, output = await run(
+        any_sandbox,
+        SandboxSpec(world.workspace),
+        'printf "%s\\n" "$HOME" "$(pwd)" && echo scratch > "$TMPDIR/t" && cat "$TMPDIR/t"',
+    )
+    assert (code, output) == (0, f"{world.workspace}\n{world.workspace}\nscratch\n")
+
+
+async def test_landlock_private_tmp_is_removed_by_cleanup(world: World) -> None:
+    code, output = await run(
+        available("landlock"), SandboxSpec(world.workspace), 'touch "$TMPDIR/x" && echo $TMPDIR'
+    )
+    tmpdir = Path(output.strip())
+    assert code == 0 and tmpdir.is_absolute() and tmpdir.name.startswith("pinclaw-sandbox-")
+    assert not await asyncio.to_thread(tmpdir.exists)
+
+
+async def test_masked_paths_in_the_workspace_are_hidden(sandbox: Sandbox, world: World) -> None:
+    (world.workspace / "private").mkdir()
+    (world.workspace / "private" / "key.txt").write_text(SECRET)
+    token = world.workspace / "token.txt"
+    token.write_text(SECRET)
+    (world.workspace / "notes").mkdir()
+    (world.workspace / "notes" / "todo.txt").write_text("todo\n")
+    spec = SandboxSpec(
+        world.workspace, masked=(world.workspace / "private", token, world.home / "absent")
+    )
+    _, output = await run(
+        sandbox,
+        spec,
+        "cat private/key.txt; cat token.txt; echo overwritten > token.txt; rm -f token.txt"
+        "; echo more > notes/new.txt; cat notes/todo.txt notes/new.txt",
+    )
+    assert SECRET not in output and output.endswith("todo\nmore\n")
+    assert token.read_text() == SECRET
+    assert (world.workspace / "private" / "key.txt").read_text() == SECRET
+
+
+@pytest.fixture
+def os_release() -> tuple[Path, str]:
+    """/etc/os-release and its first line; on most systems a symlink into /usr/lib."""
+    release = Path("/etc/os-release")
+    if not release.is_file() or not release.read_text().strip():
+        pytest.skip("no /etc/os-release here")
+    return release, release.read_text().splitlines()[0]
+
+
+async def test_a_masked_system_file_is_hidden(
+    sandbox: Sandbox, world: World, os_release: tuple[Path, str]
+) -> None:
+    release, first_line = os_release
+    _, output = await run(
+        sandbox,
+        SandboxSpec(world.workspace, masked=(release,)),
+        "cat /etc/os-release; ls /usr/bin > /dev/null && echo system-ok",
+    )
+    assert first_line not in output and output.endswith("system-ok\n")
+
+
+@pytest.mark.parametrize("network", [True, False])
+async def test_network_off_blocks_tcp_to_localhost(
+    sandbox: Sandbox, world: World, network: bool
+) -> None:
+    if shutil.which("python3", path="/usr/bin") is None:
+        pytest.skip("needs /usr/bin/python3 inside the sandbox")
+    connections = []
+
+    async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(writer)
+        writer.write(b"hello")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(greet, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    connect = (
+        f"import socket; s = socket.create_connection(('127.0.0.1', {port}), timeout=10)"
+        "; print('got', s.recv(5).decode())"
+    )
+    async with server:
+        code, output = await run(
+            sandbox, SandboxSpec(world.workspace, network=network), ["python3", "-c", connect]
+        )
+    assert ("got hello" in output) == network and (len(connections) == 1) == network, output
+    assert (code == 0) == network
+
+
+async def test_the_file_size_limit_stops_a_big_write(any_sandbox: Sandbox, world: World) -> None:
+    spec = SandboxSpec(world.workspace, limits=Limits(file_mb=1))
+    code, _ = await run(any_sandbox, spec, "head -c 50M /dev/zero > big")
+    assert code != 0
+    assert (world.workspace / "big").stat().st_size <= 1024 * 1024
+
+
+async def test_limits_hold_without_prlimit_too(
+    any_sandbox: Sandbox, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without prlimit(1) the limits are set by the preexec_fn instead."""
+    monkeypatch.setattr(sandbox_module, "_prlimit", lambda: None)
+    spec = SandboxSpec(world.workspace, limits=Limits(file_mb=1))
+    code, _ = await run(any_sandbox, spec, "head -c 50M /dev/zero > big")
+    assert code != 0
+    assert (world.workspace / "big").stat().st_size <= 1024 * 1024
+
+
+async def test_the_cpu_limit_stops_a_busy_loop(any_sandbox: Sandbox, world: World) -> None:
+    spec = SandboxSpec(world.workspace, limits=Limits(cpu_s=1))
+    code, _ = await run(any_sandbox, spec, "while :; do :; done")
+    assert code != 0
+
+
+async def test_the_runtime_cannot_be_signalled(sandbox: Sandbox, world: World) -> None:
+    if isinstance(sandbox, Landlock) and sandbox.abi < 6:
+        pytest.skip("Landlock scopes signals from ABI 6")
+    code, output = await run(
+        sandbox, SandboxSpec(world.workspace), f"kill -0 {os.getpid()} && echo reached"
+    )
+    assert code != 0 and "reached" not in output
+
+
+async def test_the_command_holds_no_capabilities(sandbox: Sandbox, world: World) -> None:
+    code, output = await run(sandbox, SandboxSpec(world.workspace), "grep CapEff /proc/self/status")
+    assert (code, output) == (0, "CapEff:\t0000000000000000\n")
+
+
+async def test_killing_the_group_leaves_nothing_running(any_sandbox: Sandbox, world: World) -> None:
+    """What the shell tool does on a timeout: killpg the process it started."""
+    marker = f"{secrets.randbelow(10**6) + 10**6}.5"
+    launch = any_sandbox.launch(
+        ["sh", "-c", f"sleep {marker} & sleep {marker} & echo started; wait"],
+        SandboxSpec(world.workspace),
+        {},
+    )
+    process = await asyncio.create_subprocess_exec(
+        *launch.argv,
+        env=launch.env,
+        cwd=launch.cwd,
+        preexec_fn=launch.preexec_fn,
+        stdout=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    assert await asyncio.wait_for(process.stdout.readline(), 30) == b"started\n"
+    os.killpg(process.pid, signal.SIGKILL)
+    await asyncio.wait_for(process.wait(), 30)  # asyncio waits for stdout to close too
+    if launch.cleanup is not None:
+        launch.cleanup()
+    for _ in range(100):  # the kernel tears a pid namespace down asynchronously
+        if not sleepers(marker):
+            break
+        await asyncio.sleep(0.05)
+    assert sleepers(marker) == []
+
+
+def sleepers(marker: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline:
+            found.append(entry.name)
+    return found
+
+
+def test_off_means_no_sandbox() -> None:
+    sandbox = choose_sandbox("off")
+    assert (sandbox.kind, sandbox.reason) == ("none", "off in config")
+
+
+def test_bubblewrap_without_bwrap_on_path_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SandboxUnavailable, match=r"bubblewrap.*bwrap is not on PATH"):
+        choose_sandbox("bubblewrap")
+
+
+def test_a_bwrap_that_cannot_run_is_refused_and_auto_falls_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on Ubuntu 24.04, where AppArmor stops unprivileged user namespaces."""
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SandboxUnavailable, match=r"failed a probe run.*uid map: Permission denied"):
+        choose_sandbox("bubblewrap")
+    chosen = choose_sandbox("auto")
+    assert chosen.kind != "bubblewrap" and "failed a probe run" in chosen.reason
+
+
+def test_auto_takes_the_strongest_kind_that_works() -> None:
+    expected = "none"
+    for kind in ("landlock", "bubblewrap"):
+        try:
+            choose_sandbox(kind)  # type: ignore[arg-type]
+            expected = kind
+        except SandboxUnavailable:
+            pass
+    chosen = choose_sandbox("auto")
+    assert chosen.kind == expected and chosen.reason.startswith("auto: ")
+
+
+async def test_landlock_without_network_rights_refuses_network_off(world: World) -> None:
+    with pytest.raises(SandboxUnavailable, match="ABI 3 cannot restrict"):
+        Landlock(3, "test").launch(["true"], SandboxSpec(world.workspace, network=False), {})
