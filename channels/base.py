@@ -87,6 +87,19 @@ def sender_allowed(allowed: Collection[str], sender_id: str, username: str = "")
     )
 
 
+ApprovalAnswer = Literal["approve", "deny", "always"]
+# Who pressed the button: (sender id, username) -> may this person answer?
+MayAnswer = Callable[[str, str], bool]
+
+
+@dataclass(frozen=True)
+class ApprovalQuestion:
+    """An action that waits for the owner: shown with Approve / Deny / Always buttons."""
+
+    id: str  # unique per question; channels put it in the buttons' callback data
+    text: str  # what would happen and why it needs asking
+
+
 class ReplyStream(Protocol):
     """A reply shown while it is written: deltas in, then the final reply replaces it."""
 
@@ -107,6 +120,10 @@ class Channel(Protocol):
     def typing(self, chat: ChatRef) -> AbstractAsyncContextManager[None]: ...
 
     def open_stream(self, chat: ChatRef, reply_to: str) -> ReplyStream | None: ...
+
+    async def ask_approval(
+        self, chat: ChatRef, question: ApprovalQuestion, may_answer: MayAnswer
+    ) -> ApprovalAnswer: ...  # waits for an allowed person's answer; cancelled on timeout
 
     async def stop_intake(self) -> None: ...  # no new messages; replies can still be sent
 
