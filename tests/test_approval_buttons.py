@@ -9,17 +9,21 @@ what the chat shows afterwards.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.discord_server import FakeDiscord
+from fakes.discord_server import SentMessage as DiscordSentMessage
 from fakes.telegram_server import FakeTelegram, SentMessage
 from pydantic import SecretStr
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import BadRequest
 
 from channels.base import ApprovalAnswer, ApprovalQuestion, ChatRef, IncomingMessage
-from channels.config import TelegramSettings
+from channels.config import DiscordSettings, TelegramSettings
+from channels.discord import DiscordChannel
 from channels.telegram import TelegramChannel
 
 OWNER, STRANGER = 42, 7
@@ -176,3 +180,178 @@ async def test_telegram_question_that_cannot_be_sent_raises(
     with pytest.raises(BadRequest, match=r"(?i)chat not found"):
         await telegram.ask_approval(ChatRef("telegram", str(OWNER)), QUESTION, owner_only)
     assert fake_telegram.sent == []
+
+
+async def test_fake_telegram_keyboards_and_callback_answers_behave_like_telegram(
+    telegram: TelegramChannel, fake_telegram: FakeTelegram
+) -> None:
+    """What the approval tests rely on: a press is answered once, a removed keyboard cannot
+    be pressed, editMessageReplyMarkup without markup removes the keyboard."""
+    bot = telegram.bot
+    keyboard = InlineKeyboardMarkup([[InlineKeyboardButton("Go", callback_data="go")]])
+    sent = await bot.send_message(OWNER, "pick", reply_markup=keyboard)
+    (message,) = fake_telegram.sent
+    query = fake_telegram.inject_callback_query(OWNER, message, "go")
+    with pytest.raises(ValueError, match="no button"):
+        fake_telegram.inject_callback_query(OWNER, message, "not-a-button")
+
+    assert await bot.answer_callback_query(query, text="done")
+    with pytest.raises(BadRequest, match=r"(?i)query is too old"):
+        await bot.answer_callback_query(query, text="again")
+    await sent.edit_reply_markup(reply_markup=None)
+
+    assert current(fake_telegram, message).reply_markup is None
+    with pytest.raises(ValueError, match="no button"):
+        fake_telegram.inject_callback_query(OWNER, message, "go")
+    assert [(a.user_id, a.text) for a in fake_telegram.callback_answers] == [(OWNER, "done")]
+
+
+# -- Discord -----------------------------------------------------------------------------------
+
+BOT, GUILD, TEXT = "1000", "5000", "5001"
+EPHEMERAL = 64
+
+
+@pytest.fixture
+def fake_discord() -> Iterator[FakeDiscord]:
+    with FakeDiscord(bot_id=BOT) as server:
+        server.add_guild(GUILD, "test-guild", channels=[{"id": TEXT, "name": "general"}])
+        yield server
+
+
+async def start_discord(fake: FakeDiscord, workspace: Path) -> DiscordChannel:
+    """A started Discord channel on the fake (built as agent/app.py builds it)."""
+    settings = DiscordSettings(
+        enabled=True,
+        bot_token=SecretStr(fake.token),
+        allowed_users=[str(OWNER)],
+        api_base=fake.api_base,
+        gateway_url=fake.gateway_url,
+    )
+    channel = DiscordChannel(settings, workspace=workspace)
+    received: list[IncomingMessage] = []
+    await channel.start(received.append)
+    return channel
+
+
+@pytest.fixture
+async def discord_channel(
+    fake_discord: FakeDiscord, tmp_path: Path
+) -> AsyncIterator[DiscordChannel]:
+    channel = await start_discord(fake_discord, tmp_path)
+    try:
+        yield channel
+    finally:
+        await channel.stop()
+
+
+async def discord_question(fake: FakeDiscord) -> DiscordSentMessage:
+    found = await fake.await_for(lambda: [m for m in fake.messages if m.buttons])
+    (message,) = found
+    return message
+
+
+def discord_now(fake: FakeDiscord, message: DiscordSentMessage) -> DiscordSentMessage:
+    return next(m for m in fake.messages if m.message_id == message.message_id)
+
+
+async def response_to(fake: FakeDiscord, interaction_id: str) -> dict[str, Any]:
+    """The bot's one response to the interaction, once it came."""
+
+    def responses() -> list[dict[str, Any]]:
+        found = fake.interaction_responses
+        return [r for r in found if r["interaction_id"] == interaction_id]
+
+    (response,) = await fake.await_for(responses)
+    return response
+
+
+@pytest.mark.parametrize(("label", "expected", "outcome"), OUTCOMES)
+async def test_discord_owner_press_answers_and_the_message_shows_the_outcome(
+    discord_channel: DiscordChannel,
+    fake_discord: FakeDiscord,
+    label: str,
+    expected: ApprovalAnswer,
+    outcome: str,
+) -> None:
+    chat = ChatRef("discord", fake_discord.dm_channel_id(OWNER))
+    asking = asyncio.create_task(discord_channel.ask_approval(chat, QUESTION, owner_only))
+    message = await discord_question(fake_discord)
+    assert (message.channel_id, message.content) == (chat.chat_id, QUESTION.text)
+    assert list(message.buttons) == ["Approve", "Deny", "Always allow"]
+
+    pressed = fake_discord.inject_button_press(
+        OWNER, message.message_id, message.buttons[label], username="owner"
+    )
+
+    assert await asyncio.wait_for(asking, 5) == expected
+    assert (await response_to(fake_discord, pressed))["type"] == 7  # the message is updated
+    after = discord_now(fake_discord, message)
+    assert after.content == f"{QUESTION.text}\n\n{outcome}"
+    assert after.buttons == {} and after.components == ()
+
+
+async def test_discord_stranger_is_refused_privately_and_the_owner_decides(
+    discord_channel: DiscordChannel, fake_discord: FakeDiscord
+) -> None:
+    chat = ChatRef("discord", TEXT)
+    asking = asyncio.create_task(discord_channel.ask_approval(chat, QUESTION, owner_only))
+    message = await discord_question(fake_discord)
+    assert message.channel_id == TEXT
+
+    stranger = fake_discord.inject_button_press(
+        STRANGER, message.message_id, message.buttons["Approve"], username="mallory"
+    )
+    refusal = await response_to(fake_discord, stranger)
+    assert refusal["type"] == 4 and refusal["data"]["content"] == NOT_YOURS
+    assert refusal["data"]["flags"] & EPHEMERAL  # only the stranger sees it
+    assert not asking.done()
+    still = discord_now(fake_discord, message)
+    assert still.content == QUESTION.text and still.buttons == message.buttons
+
+    owner = fake_discord.inject_button_press(
+        OWNER, message.message_id, message.buttons["Approve"], username="owner"
+    )
+    assert await asyncio.wait_for(asking, 5) == "approve"
+    assert (await response_to(fake_discord, owner))["type"] == 7
+    after = discord_now(fake_discord, message)
+    assert after.content == f"{QUESTION.text}\n\n✅ Approved" and after.buttons == {}
+
+
+async def test_discord_timeout_turns_the_question_into_a_denial_note(
+    discord_channel: DiscordChannel, fake_discord: FakeDiscord
+) -> None:
+    chat = ChatRef("discord", TEXT)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(discord_channel.ask_approval(chat, QUESTION, owner_only), 1.0)
+    (message,) = fake_discord.messages
+    assert message.content == f"{QUESTION.text}\n\n{TIMED_OUT}"
+    assert message.buttons == {} and message.edits == 1
+
+
+async def test_discord_press_on_a_question_from_before_a_restart_is_told_it_expired(
+    fake_discord: FakeDiscord, tmp_path: Path
+) -> None:
+    """The bot stopped while the question waited (its buttons stay in the chat); the new
+    process answers a press on them privately instead of leaving "interaction failed"."""
+    before = await start_discord(fake_discord, tmp_path)
+    chat = ChatRef("discord", TEXT)
+    asking = asyncio.create_task(before.ask_approval(chat, QUESTION, owner_only))
+    message = await discord_question(fake_discord)
+    await before.stop()
+    asking.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asking
+    assert discord_now(fake_discord, message).buttons == message.buttons
+
+    after = await start_discord(fake_discord, tmp_path)
+    try:
+        pressed = fake_discord.inject_button_press(
+            OWNER, message.message_id, message.buttons["Approve"]
+        )
+        response = await response_to(fake_discord, pressed)
+    finally:
+        await after.stop()
+    assert response["type"] == 4 and response["data"]["content"] == EXPIRED
+    assert response["data"]["flags"] & EPHEMERAL
+    assert discord_now(fake_discord, message).content == QUESTION.text
