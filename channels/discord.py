@@ -24,9 +24,12 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
 from channels.base import (
+    ApprovalAnswer,
+    ApprovalQuestion,
     Attachment,
     ChatRef,
     IncomingMessage,
+    MayAnswer,
     MediaKind,
     OutgoingMedia,
     Reply,
@@ -36,6 +39,7 @@ from channels.base import (
 )
 from channels.capabilities import CHAT_COMMANDS, DISCORD, DISCORD_DELIVERY
 from channels.config import DiscordSettings
+from channels.discord_approvals import DiscordApprovals
 from channels.stream import PacedStream
 from channels.text import split_message
 
@@ -67,6 +71,9 @@ class _Client(discord.Client):
     async def on_message(self, message: discord.Message) -> None:
         await self.owner.on_message(message)
 
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        await self.owner.approvals.on_interaction(interaction)
+
 
 class DiscordChannel:
     name = "discord"
@@ -89,6 +96,7 @@ class DiscordChannel:
         self._connection: asyncio.Task[None] | None = None
         self._saved_urls: tuple[str, yarl.URL] | None = None
         self._interactions: dict[str, discord.Interaction] = {}
+        self.approvals = DiscordApprovals()  # answers the buttons of ask_approval
         if settings.register_slash_commands:
             for name, text in CHAT_COMMANDS:
                 self._client.tree.add_command(self._slash(name, text))
@@ -284,6 +292,13 @@ class DiscordChannel:
         notes = await self._send_media(channel, reply.media)
         if notes:
             await channel.send("\n".join(notes))
+
+    async def ask_approval(
+        self, chat: ChatRef, question: ApprovalQuestion, may_answer: MayAnswer
+    ) -> ApprovalAnswer:
+        """The question in the chat with Approve / Deny / Always allow buttons; see
+        channels/discord_approvals.py."""
+        return await self.approvals.ask(await self.target(chat), question, may_answer)
 
     async def _send_media(
         self, channel: Messageable, media: tuple[OutgoingMedia, ...]

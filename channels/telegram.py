@@ -14,14 +14,24 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from telegram import BotCommand, Message, ReplyParameters, Update
+from telegram import BotCommand, InlineKeyboardMarkup, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, NetworkError, RetryAfter
-from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
+from telegram.ext import (
+    Application,
+    ApplicationBuilder,
+    CallbackQueryHandler,
+    ContextTypes,
+    MessageHandler,
+    filters,
+)
 
 from channels.base import (
+    ApprovalAnswer,
+    ApprovalQuestion,
     Attachment,
     ChatRef,
+    MayAnswer,
     OutgoingMedia,
     Reply,
     ReplyStream,
@@ -31,6 +41,7 @@ from channels.base import (
 from channels.capabilities import CHAT_COMMANDS, TELEGRAM, TELEGRAM_DELIVERY
 from channels.config import TelegramSettings
 from channels.stream import PacedStream
+from channels.telegram_approvals import CALLBACK_PATTERN, TelegramApprovals
 from channels.telegram_incoming import addressed_to_bot, attachments_of, to_incoming
 from channels.text import markdown_to_telegram_html, split_message
 
@@ -86,6 +97,8 @@ class TelegramChannel:
             .build()
         )
         self._app.add_handler(MessageHandler(filters.ALL, self._on_update))
+        self._approvals = TelegramApprovals()
+        self._app.add_handler(CallbackQueryHandler(self._approvals.on_press, CALLBACK_PATTERN))
 
     @property
     def bot(self) -> Any:
@@ -105,7 +118,7 @@ class TelegramChannel:
         await updater.start_polling(
             poll_interval=0.0,
             timeout=10,
-            allowed_updates=[Update.MESSAGE],
+            allowed_updates=[Update.MESSAGE, Update.CALLBACK_QUERY],
             error_callback=self._polling_error,
         )
         log.info("telegram: polling as @%s", self.bot.username)
@@ -205,6 +218,22 @@ class TelegramChannel:
                 return
             log.info("telegram: HTML refused (%s); sending plain text", exc)
             await with_retries(lambda: attempt(text, None))
+
+    async def ask_approval(
+        self, chat: ChatRef, question: ApprovalQuestion, may_answer: MayAnswer
+    ) -> ApprovalAnswer:
+        """The question in the chat (and thread) with Approve / Deny / Always allow buttons;
+        see channels/telegram_approvals.py."""
+
+        async def send(text: str, buttons: InlineKeyboardMarkup) -> Message:
+            message: Message = await with_retries(
+                lambda: self.bot.send_message(
+                    chat.chat_id, text, message_thread_id=_thread(chat), reply_markup=buttons
+                )
+            )
+            return message
+
+        return await self._approvals.ask(send, question, may_answer)
 
     async def send_media(self, chat: ChatRef, media: OutgoingMedia) -> None:
         senders = {

@@ -1,8 +1,9 @@
 """Application commands and interactions of the Discord double.
 
 Slash command registration (global and per guild), the INTERACTION_CREATE a user's ``/name``
-sends, and the bot's answers to it: the callback, followups and edits of ``@original``
-through the interaction webhook. A visible answer is also recorded in ``World.sent``.
+or button press sends, and the bot's answers to it: the callback (once per interaction),
+followups and edits of ``@original`` through the interaction webhook. A visible answer is
+also recorded in ``World.sent``; an UPDATE_MESSAGE edits the pressed message.
 """
 
 from __future__ import annotations
@@ -63,16 +64,56 @@ class InteractionRoutes:
             gid, cid = guild_id, str(channel_id)
             if world.channels.get(cid, {}).get("guild_id") != gid:
                 raise ValueError(f"unknown channel {cid} in guild {gid}: list it in add_guild")
+        data = {"id": world.ids.next(), "name": name, "type": 1}
+        return self._interaction(2, data, uid, username, cid, gid)
+
+    def press(self, uid: str, message_id: str, custom_id: str, username: str) -> dict[str, Any]:
+        """The INTERACTION_CREATE (type 3, MESSAGE_COMPONENT) for ``uid`` pressing the button
+        ``custom_id`` under the bot's message (caller holds the lock). Only a button the
+        message shows now can be pressed, and in a DM only by its recipient."""
+        world = self._world
+        msg = world.messages.get(message_id)
+        if msg is None:
+            raise ValueError(f"no message {message_id} (deleted or never sent)")
+        shown = [
+            item.get("custom_id")
+            for row in msg.get("components") or []
+            for item in row.get("components") or []
+            if item.get("type") == 2
+        ]
+        if custom_id not in shown:
+            raise ValueError(f"message {message_id} shows no button {custom_id!r}: {shown}")
+        cid, gid = msg["channel_id"], msg.get("guild_id")
+        if gid is None and world.dm_by_user.get(uid) != cid:
+            raise ValueError(f"user {uid} cannot see the DM channel {cid}")
+        data = {"custom_id": custom_id, "component_type": 2}
+        payload = self._interaction(3, data, uid, username, cid, gid)
+        payload["message"] = copy.deepcopy(msg)
+        world.invoked[payload["token"]]["message_id"] = message_id
+        return payload
+
+    def _interaction(
+        self,
+        kind: int,
+        data: dict[str, Any],
+        uid: str,
+        username: str,
+        cid: str,
+        gid: str | None,
+    ) -> dict[str, Any]:
+        """An interaction of ``kind`` by ``uid`` in channel ``cid``; its token is remembered
+        so the answer can be checked and recorded."""
+        world = self._world
         user = world.users.setdefault(uid, user_payload(uid, username))
         iid, token = world.ids.next(), f"itoken-{world.ids.next()}"
         world.invoked[token] = {"channel_id": cid, "guild_id": gid, "original": None}
         payload: dict[str, Any] = {
             "id": iid,
             "application_id": world.bot_id,
-            "type": 2,
+            "type": kind,
             "token": token,
             "version": 1,
-            "data": {"id": world.ids.next(), "name": name, "type": 1},
+            "data": data,
             "channel_id": cid,
             "channel": copy.deepcopy(world.channels[cid]),
             "locale": "en-US",
@@ -143,11 +184,18 @@ class InteractionRoutes:
     # ---- answers ----
 
     async def _callback(self, request: web.Request) -> web.Response:
+        """The one response an interaction gets: 4 (a message; flags 64: only the presser
+        sees it), 5 (thinking...), 6 (nothing visible) or 7 (edit the pressed message)."""
         world = self._world
         body, files = await read_body(request, world.upload_limit)
         kind = int(body.get("type", 0))
         data = body.get("data") or {}
+        invoked = world.invoked.get(request.match_info["token"])
         with world.lock:
+            if invoked is not None and invoked.get("responded"):
+                raise ApiError(400, "Interaction has already been acknowledged.", 40060)
+            if invoked is not None:
+                invoked["responded"] = True
             world.interactions.append(
                 {
                     "interaction_id": request.match_info["interaction_id"],
@@ -157,18 +205,34 @@ class InteractionRoutes:
                     "files": [(n, b) for n, b, _ in files],
                 }
             )
-        invoked = world.invoked.get(request.match_info["token"])
         if invoked is not None and kind == 4:  # CHANNEL_MESSAGE_WITH_SOURCE: the original
             await self._answer(invoked, data, files)
+        if invoked is not None and kind == 7:  # UPDATE_MESSAGE: the pressed message
+            await self._update_pressed(invoked, data)
         interaction = {
             "id": request.match_info["interaction_id"],
-            "type": 2,
+            "type": 3 if invoked is not None and "message_id" in invoked else 2,
             "response_message_loading": kind == 5,
             "response_message_ephemeral": bool(int(data.get("flags") or 0) & 64),
         }
         if "with_response" not in request.query:
             return web.Response(status=204)
         return json_response({"interaction": interaction, "resource": {"type": kind}})
+
+    async def _update_pressed(self, invoked: dict[str, Any], payload: dict[str, Any]) -> None:
+        """Type 7: the message whose button was pressed takes the new content, embeds and
+        components (an empty list removes the buttons)."""
+        mid = invoked.get("message_id")
+        if mid is None:
+            raise ApiError(400, "Interaction has no message to update", 50035)
+        with self._world.lock:
+            msg = self._world.message(mid)
+            if "content" in payload:
+                msg["content"] = check_content(payload["content"])
+            if "embeds" in payload:
+                msg["embeds"] = payload["embeds"] or []
+            snapshot = self._world.keep_edit(msg, payload)
+        await echo(self._gateway, "MESSAGE_UPDATE", snapshot)
 
     async def _answer(
         self,

@@ -80,7 +80,6 @@ class MessageRoutes:
             cid, gid = channel["id"], channel.get("guild_id")
             also = ("sticker_ids", "components", "poll")
             msg = world.bot_message(cid, gid, payload, files, also_counts=also)
-            msg["components"] = payload.get("components") or []
             msg["tts"] = bool(payload.get("tts"))
             if payload.get("nonce") is not None:
                 msg["nonce"] = payload["nonce"]

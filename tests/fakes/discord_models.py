@@ -44,6 +44,18 @@ class SentMessage:
     edits: int = 0
     deleted: bool = False
     payload: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # the message's components now: action rows (type 1) of buttons (type 2)...
+    components: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
+
+    @property
+    def buttons(self) -> dict[str, str]:
+        """The buttons the message shows: label -> custom_id (link buttons have none)."""
+        return {
+            str(item.get("label", "")): str(item.get("custom_id", ""))
+            for row in self.components
+            for item in row.get("components", ())
+            if item.get("type") == 2
+        }
 
 
 @dataclass(frozen=True)

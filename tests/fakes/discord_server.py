@@ -299,6 +299,24 @@ class FakeDiscord:
         self._run(self._gateway.dispatch("INTERACTION_CREATE", payload))
         return str(payload["id"])
 
+    def inject_button_press(
+        self,
+        user_id: str | int,
+        message_id: str | int,
+        custom_id: str,
+        *,
+        username: str = "alice",
+    ) -> str:
+        """A user presses the button ``custom_id`` under the bot's message: INTERACTION_CREATE
+        (type 3, component_type 2) with the message as it is now. Only a button the message
+        still shows can be pressed (ValueError otherwise). Returns the interaction id; the
+        bot's response is in ``interaction_responses`` (type 7 edits the message in
+        ``messages``; type 4 with flags 64 is seen by the presser alone)."""
+        with self._world.lock:
+            payload = self._interactions.press(str(user_id), str(message_id), custom_id, username)
+        self._run(self._gateway.dispatch("INTERACTION_CREATE", payload))
+        return str(payload["id"])
+
     def drop_connection(self, code: int = 4000) -> bool:
         """Close the gateway socket like a network blip; discord.py reconnects and RESUMEs.
         Events injected meanwhile are buffered and replayed. False if nothing was open."""

@@ -234,6 +234,7 @@ class World:
         msg = self._base_message(cid, gid, self.bot_user, content)
         msg["attachments"] = [self.attachments.store(cid, n, b, t) for n, b, t in files]
         msg["embeds"] = payload.get("embeds") or []
+        msg["components"] = payload.get("components") or []
         msg["flags"] = int(payload.get("flags") or 0)
         return msg
 
@@ -254,6 +255,7 @@ class World:
                 reply_to=reply_to,
                 attachments=tuple((n, b) for n, b, _ in files),
                 payload=copy.deepcopy(payload),
+                components=tuple(copy.deepcopy(msg["components"])),
             )
         )
         return copy.deepcopy(msg)
@@ -264,8 +266,11 @@ class World:
         payload: dict[str, Any],
         attachments: tuple[tuple[str, bytes], ...] | None = None,
     ) -> dict[str, Any]:
-        """Stamp an edit of the bot's ``msg`` and its record (``attachments``: the files now
-        kept, None for unchanged); a snapshot to send out."""
+        """Apply the components of an edit (an empty list removes them), stamp the edit of
+        the bot's ``msg`` and its record (``attachments``: the files now kept, None for
+        unchanged); a snapshot to send out."""
+        if "components" in payload:
+            msg["components"] = payload["components"] or []
         msg["edited_timestamp"] = iso()
         index = self.sent_index(msg["id"])
         record = self.sent[index]
@@ -275,5 +280,6 @@ class World:
             attachments=record.attachments if attachments is None else attachments,
             edits=record.edits + 1,
             payload=copy.deepcopy(payload),
+            components=tuple(copy.deepcopy(msg["components"])),
         )
         return copy.deepcopy(msg)

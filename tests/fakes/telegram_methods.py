@@ -21,6 +21,7 @@ from fakes.telegram_models import (
     MEDIA,
     NOT_MODIFIED,
     ApiError,
+    CallbackAnswer,
     ChatAction,
     SentMessage,
     Upload,
@@ -54,10 +55,11 @@ class Methods:
             "getmycommands": lambda _p: [dict(c) for c in self._state.commands],
             "sendmessage": self._send_message,
             "editmessagetext": self._edit_message_text,
+            "editmessagereplymarkup": self._edit_reply_markup,
             "sendchataction": self._send_chat_action,
             "getfile": self._get_file,
             "deletemessage": self._delete_message,
-            "answercallbackquery": _true,
+            "answercallbackquery": self._answer_callback_query,
             "close": _true,
             "logout": _true,
         }
@@ -124,13 +126,21 @@ class Methods:
         self._record(method, msg, params, data=data, file_ref=ref, **fields)
         return msg
 
-    def _edit_message_text(self, params: dict[str, Any]) -> dict[str, Any]:
-        chat_id, text = chat_id_param(params), params.get("text")
-        msg = self._state.messages.get((chat_id, int_param(params, "message_id") or 0))
+    def _editable(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The bot's message named by chat_id and message_id, or Telegram's 400."""
+        key = (chat_id_param(params), int_param(params, "message_id") or 0)
+        msg = self._state.messages.get(key)
         if msg is None:
             raise ApiError(400, "Bad Request: message to edit not found")
         if msg["from"]["id"] != BOT_ID:
             raise ApiError(400, "Bad Request: message can't be edited")
+        return msg
+
+    def _edit_message_text(self, params: dict[str, Any]) -> dict[str, Any]:
+        """New text; the inline keyboard is replaced by ``reply_markup``, or removed without
+        one, as on Telegram."""
+        chat_id, text = chat_id_param(params), params.get("text")
+        msg = self._editable(params)
         if "text" not in msg:
             raise ApiError(400, "Bad Request: there is no text in the message to edit")
         plain, entities = render(params, str(text or ""), caption=False)
@@ -148,7 +158,42 @@ class Methods:
             record.edits.append(record.text)
             record.text, record.plain = str(text), plain
             record.parse_mode = params.get("parse_mode")
+            record.reply_markup = msg.get("reply_markup")
         return msg
+
+    def _edit_reply_markup(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Replace the inline keyboard; without ``reply_markup`` it is removed."""
+        msg = self._editable(params)
+        markup = json_param(params, "reply_markup") or None
+        if markup is not None and "inline_keyboard" not in markup:
+            raise ApiError(400, "Bad Request: inline keyboard expected")
+        if markup == msg.get("reply_markup"):
+            raise ApiError(400, NOT_MODIFIED)
+        msg.pop("reply_markup", None)
+        if markup is not None:
+            msg["reply_markup"] = markup
+        msg["edit_date"] = int(time.time())
+        record = self._state.records.get((msg["chat"]["id"], msg["message_id"]))
+        if record is not None:
+            record.reply_markup = markup
+        return msg
+
+    def _answer_callback_query(self, params: dict[str, Any]) -> bool:
+        """Each button press is answered at most once; the toast is at most 200 characters."""
+        query_id = str(params.get("callback_query_id") or "")
+        user_id = self._state.queries.pop(query_id, None)
+        if user_id is None:
+            raise ApiError(
+                400,
+                "Bad Request: query is too old and response timeout expired or query ID is invalid",
+            )
+        text = params.get("text")
+        if text is not None and len(str(text)) > 200:
+            raise ApiError(400, "Bad Request: MESSAGE_TOO_LONG")
+        alert = str(params.get("show_alert", "")).lower() == "true"
+        answer = CallbackAnswer(query_id, user_id, None if text is None else str(text), alert)
+        self._state.callback_answers.append(answer)
+        return True
 
     def _send_chat_action(self, params: dict[str, Any]) -> bool:
         action = str(params.get("action") or "")

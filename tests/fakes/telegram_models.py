@@ -25,6 +25,7 @@ __all__ = [
     "NOT_MODIFIED",
     "ApiCall",
     "ApiError",
+    "CallbackAnswer",
     "ChatAction",
     "SentMessage",
     "Upload",
@@ -92,6 +93,16 @@ class ChatAction:
     chat_id: int | str
     action: str
     message_thread_id: int | None = None
+
+
+@dataclass(frozen=True)
+class CallbackAnswer:
+    """An answerCallbackQuery: what the user who pressed the button was shown."""
+
+    callback_query_id: str
+    user_id: int  # who pressed
+    text: str | None = None  # the toast (or alert) text; None shows nothing
+    show_alert: bool = False
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from fakes.telegram_models import (
     BOT_USERNAME,
     ApiCall,
     ApiError,
+    CallbackAnswer,
     ChatAction,
     SentMessage,
     Upload,
@@ -43,6 +44,7 @@ __all__ = [
     "BOT_USERNAME",
     "ApiCall",
     "ApiError",
+    "CallbackAnswer",
     "ChatAction",
     "FakeTelegram",
     "SentMessage",
@@ -53,7 +55,8 @@ __all__ = [
 class FakeTelegram(InjectUpdates):
     """The Bot API for one bot (id 999, @pinclaw_test_bot) and its chats.
 
-    ``inject_message``, ``inject_photo``... (what users send) come from ``InjectUpdates``.
+    ``inject_message``, ``inject_photo``, ``inject_callback_query``... (what users send)
+    come from ``InjectUpdates``.
     """
 
     def __init__(self, token: str = "123456:TEST") -> None:
@@ -153,6 +156,12 @@ class FakeTelegram(InjectUpdates):
     def commands(self) -> list[dict[str, str]]:
         with self._state.lock:
             return [dict(c) for c in self._state.commands]
+
+    @property
+    def callback_answers(self) -> list[CallbackAnswer]:
+        """What users who pressed inline buttons were shown (answerCallbackQuery)."""
+        with self._state.lock:
+            return list(self._state.callback_answers)
 
     @property
     def calls(self) -> list[ApiCall]:

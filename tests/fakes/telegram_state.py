@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fakes.telegram_files import FileStore
-from fakes.telegram_models import ApiCall, ChatAction, SentMessage
+from fakes.telegram_models import ApiCall, CallbackAnswer, ChatAction, SentMessage
 
 __all__ = ["TelegramState"]
 
@@ -39,6 +39,8 @@ class TelegramState:
         self.actions: list[ChatAction] = []
         self.calls: list[ApiCall] = []
         self.commands: list[dict[str, str]] = []
+        self.queries: dict[str, int] = {}  # callback queries not yet answered -> who pressed
+        self.callback_answers: list[CallbackAnswer] = []
 
     def new_message(
         self, chat_id: int | str, thread: int | None, sender: dict[str, Any]

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from fakes.telegram_html import find_entities
-from fakes.telegram_models import BOT_USER, ApiError, int_param, json_param
+from fakes.telegram_models import BOT_USER, ApiError, SentMessage, int_param, json_param
 from fakes.telegram_state import TelegramState
 
 __all__ = ["CONFLICT", "InjectUpdates", "UpdateQueue"]
@@ -110,6 +110,7 @@ class InjectUpdates:
     _state: TelegramState
     _queue: UpdateQueue
     _loop: asyncio.AbstractEventLoop | None
+    _query_ids = itertools.count(1)
 
     def inject_update(self, update: dict[str, Any]) -> int:
         """Queue any raw update (without update_id); returns the update_id."""
@@ -203,6 +204,42 @@ class InjectUpdates:
                 msg["reply_to_message"] = self._bot_message_to_reply(chat_id, message_thread_id)
         self.inject_update({"message": msg})
         return int(msg["message_id"])
+
+    def inject_callback_query(
+        self,
+        from_user_id: int,
+        message: SentMessage,
+        data: str,
+        *,
+        username: str | None = None,
+        first_name: str = "User",
+    ) -> str:
+        """A user presses the inline button with callback ``data`` under the bot's ``message``:
+        a ``callback_query`` update carrying the message as it is now. Only a button the
+        message still shows can be pressed (ValueError otherwise). Returns the query id, which
+        ``callback_answers`` refers to."""
+        user: dict[str, Any] = {"id": from_user_id, "is_bot": False, "first_name": first_name}
+        if username:
+            user["username"] = username
+        key = (message.chat_id, message.message_id)
+        with self._state.lock:
+            current = self._state.messages.get(key)
+            if current is None:
+                raise ValueError(f"message {key} is not in the chat (deleted or never sent)")
+            rows = (current.get("reply_markup") or {}).get("inline_keyboard") or []
+            if data not in (button.get("callback_data") for row in rows for button in row):
+                raise ValueError(f"message {key} shows no button with callback_data {data!r}")
+            query_id = f"cq-{next(self._query_ids)}"
+            self._state.queries[query_id] = from_user_id
+            query = {
+                "id": query_id,
+                "from": user,
+                "message": dict(current),
+                "chat_instance": f"ci-{message.chat_id}",
+                "data": data,
+            }
+        self.inject_update({"callback_query": query})
+        return query_id
 
     def _stored_media(
         self, kind: str, data: bytes, name: str | None, mime: str, params: dict[str, Any]
