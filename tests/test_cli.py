@@ -87,3 +87,29 @@ def test_doctor_reports_missing_key_without_network(home: Path) -> None:
     result = agent("doctor", env=env)
     assert result.returncode == 1
     assert "FAIL api key: no API key: set ANTHROPIC_API_KEY" in result.stdout
+
+
+def test_full_autonomy_one_shot_cannot_read_config_state_or_environ(
+    llm_env: dict[str, str], fake_llm: FakeLLM, home: Path
+) -> None:
+    """The sandbox is the boundary under `full`: the runtime's files and environment are
+    simply not there for a command, whatever it runs."""
+    secret = "tg-secret-value-4Kq8Wm2Zx7"
+    # A plain variable name: the scrubber does not know it, only the sandbox keeps it out.
+    env = {**llm_env, "PINCLAW_SECURITY__AUTONOMY": "full", "PINCLAW_TEST_VALUE": secret}
+    assert agent("init", env=env).returncode == 0
+    (home / "config.toml").write_text((home / "config.toml").read_text() + f"\n# {secret}\n")
+    attacks = [
+        f"cat {home}/config.toml", "cat ../config.toml", f"head -c 4096 {home}/state.db",
+        "cat /proc/$PPID/environ", "grep -ra tg-secret /proc/*/environ",
+    ]
+    fake_llm.script(
+        tool_calls(*(("shell", {"command": command}) for command in attacks)),
+        text("done"),
+    )
+    result = agent("run", "-m", "read everything", env=env)
+    assert result.returncode == 0, result.stderr
+    results = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert len(results) == len(attacks)
+    assert all(secret not in output and "sk-test-key" not in output for output in results)
+    assert all(not output.startswith("exit code: 0\n[") for output in results), results

@@ -1,270 +1,390 @@
-"""What each program can do with its arguments: which name paths, which write, which run
-other programs. The shell plan confines every path found here to the workspace, refuses
-writers under read_only, and refuses the options listed as escapes outright.
-"""
+"""What an allowed program does with its arguments: which name paths, whether it writes,
+and which options would run another program or reach past the checks.
+
+The shell tool confines every path found here to the workspace, refuses writes under
+read_only autonomy, and refuses a check that has a refusal. When unsure a word counts as a
+path (a false refusal costs a message, a missed path is an escape): an unknown option's
+value, the rest of a short-option cluster after an unknown letter, a key=value's value."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-
-# Programs whose job is to run another program (or a script): nothing they run is checked.
-WRAPPERS = frozenset({
-    "env", "xargs", "nice", "nohup", "timeout", "sudo", "doas", "su", "stdbuf", "time",
-    "watch", "chroot", "setsid", "flock", "ionice", "taskset", "unshare", "nsenter", "strace",
-    "sh", "bash", "dash", "zsh", "ksh", "fish", "csh", "tcsh", "busybox", "exec", "eval",
-    "command", "builtin", "source", ".", "python", "python3", "perl", "ruby", "node", "php",
-    "lua", "awk", "gawk", "mawk", "nawk", "expect", "script", "parallel", "make", "less",
-    "more", "vi", "vim", "nvim", "emacs", "nano", "ed", "man", "ssh", "scp", "rsync",
-})  # fmt: skip
-
-# Programs that change files whatever their options.
-WRITERS = frozenset({
-    "mkdir", "touch", "cp", "mv", "rm", "rmdir", "ln", "tee", "chmod", "chown", "chgrp",
-    "truncate", "shred", "unlink", "install", "dd", "split", "csplit", "patch", "gzip",
-    "gunzip", "bzip2", "xz", "unxz", "zip", "unzip",
-})  # fmt: skip
-
-# Programs whose words are text, not paths.
-NO_PATHS = frozenset({"echo", "printf", "pwd", "true", "false", "yes", "seq", "basename",
-                      "dirname", "expr", "test", "[", "sleep", "whoami", "id", "uname", "hostname",
-                      "nproc", "df"})  # fmt: skip
-
-# Read-only git subcommands; any other (a built-in that writes, or an alias) is checked below.
-GIT_READERS = frozenset({
-    "status", "log", "diff", "show", "ls-files", "grep", "blame", "rev-parse", "describe",
-    "shortlog", "cat-file", "ls-tree", "rev-list", "reflog", "whatchanged", "help", "version",
-})  # fmt: skip
-GIT_WRITERS = frozenset({
-    "init", "add", "commit", "checkout", "switch", "restore", "reset", "rm", "mv", "stash",
-    "merge", "rebase", "cherry-pick", "revert", "tag", "branch", "clean", "apply", "am",
-    "clone", "fetch", "pull", "push", "notes", "worktree", "gc", "prune",
-})  # fmt: skip
-_GIT_ESCAPES = {
-    "-c": "git -c can set any configuration, including aliases and hooks that run programs",
-    "--config-env": "git --config-env can set configuration that runs programs",
-    "--exec-path": "git --exec-path chooses which programs git runs",
-    "--upload-pack": "git --upload-pack runs a program",
-    "--receive-pack": "git --receive-pack runs a program",
-    "-u": "git -u (upload-pack) runs a program",
-    "--ext-diff": "git --ext-diff runs an external diff program",
-    "--output": "git --output writes a file of its choosing",
-    "--template": "git --template copies hooks that run programs",
-}
-_GIT_REFUSED = frozenset({"config", "difftool", "mergetool", "filter-branch", "submodule",
-                          "bisect", "daemon", "instaweb", "web--browse", "credential",
-                          "archimport", "cvsimport", "svn", "send-email", "hook"})  # fmt: skip
-
-# option -> (refusal, or None when its value is a path; writes)
-_OPTIONS: dict[str, dict[str, tuple[str | None, bool]]] = {
-    "sort": {"--compress-program": ("sort --compress-program runs a program", False),
-             "-o": (None, True), "--output": (None, True), "-T": (None, False),
-             "--temporary-directory": (None, False), "--files0-from": (None, False)},
-    "date": {"-f": (None, False), "--file": (None, False), "-r": (None, False),
-             "--reference": (None, False), "-s": ("date -s sets the clock", False),
-             "--set": ("date --set sets the clock", False)},
-    "cp": {"-t": (None, True), "--target-directory": (None, True)},
-    "mv": {"-t": (None, True), "--target-directory": (None, True)},
-    "ln": {"-t": (None, True), "--target-directory": (None, True)},
-    "grep": {"-f": (None, False), "--file": (None, False), "--exclude-from": (None, False)},
-    "diff": {"--from-file": (None, False), "--to-file": (None, False), "-X": (None, False),
-             "--exclude-from": (None, False)},
-    "touch": {"-r": (None, True), "--reference": (None, True)},
-    "du": {"--files0-from": (None, False), "-X": (None, False), "--exclude-from": (None, False)},
-    "wc": {"--files0-from": (None, False)},
-    "tar": {"--to-command": ("tar --to-command runs a program", False),
-            "--use-compress-program": ("tar --use-compress-program runs a program", False),
-            "-I": ("tar -I runs a program", False),
-            "--checkpoint-action": ("tar --checkpoint-action runs a program", False),
-            "--rsh-command": ("tar --rsh-command runs a program", False),
-            "--info-script": ("tar --info-script runs a program", False),
-            "-F": ("tar -F runs a program", False),
-            "--new-volume-script": ("tar --new-volume-script runs a program", False),
-            "-f": (None, False), "--file": (None, False), "-C": (None, False),
-            "--directory": (None, False), "-T": (None, False), "--files-from": (None, False)},
-    "rg": {"--pre": ("rg --pre runs a program on every file", False), "-f": (None, False),
-           "--file": (None, False), "--ignore-file": (None, False)},
-    "find": {},
-}  # fmt: skip
-# Short options of these programs that take their value in the next word (or attached).
-_SHORT_WITH_VALUE = {
-    "sort": "oTkt", "date": "frsd", "cp": "tS", "mv": "tS", "ln": "tS", "grep": "efmABCd",
-    "diff": "XIFLx", "touch": "rdt", "du": "XBdt", "tar": "fCITFIbHKNg", "head": "nc",
-    "tail": "ncs", "rg": "fegtmABCjMrT", "cut": "bcdf", "uniq": "fsw", "wc": "", "ls": "ITw",
-    "git": "C", "mkdir": "m", "chmod": "", "tee": "", "sed": "ef", "find": "",
-}  # fmt: skip
-_FIND_REFUSED = {
-    "-exec": "find -exec runs a program", "-execdir": "find -execdir runs a program",
-    "-ok": "find -ok runs a program", "-okdir": "find -okdir runs a program",
-    "-delete": "find -delete deletes; use rm on the files found, which asks first",
-    "-fprint": "find -fprint writes a file", "-fprint0": "find -fprint0 writes a file",
-    "-fprintf": "find -fprintf writes a file", "-fls": "find -fls writes a file",
-}  # fmt: skip
-# The sed commands allowed: an optional address, then s/// with harmless flags, or p d q =.
-_SED_ADDRESS = r"(?:\d+|\$|/[^/]*/)(?:,(?:\d+|\$|/[^/]*/))?!?"
-_SED_SAFE = re.compile(
-    rf"(?:{_SED_ADDRESS})?\s*(?:s(?P<d>[^\\\n\w\s])(?:(?!(?P=d)).|\\.)*(?P=d)"
-    rf"(?:(?!(?P=d)).|\\.)*(?P=d)[gpI0-9]*|[pdq=])"
-)
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
 
 
 @dataclass(frozen=True)
 class ProgramCheck:
-    paths: tuple[str, ...]  # words and option values that name files, to confine
-    writes: bool  # the invocation changes files
-    refusal: str | None = None  # set when it would run another program or write elsewhere
+    paths: tuple[str, ...]  # every word that may name a file: the caller confines each
+    writes: bool  # the invocation changes files (refused under read_only autonomy)
+    refusal: str | None = None  # why the invocation is refused, and what to do instead
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+WRAPPERS = _words(
+    "env xargs nice nohup timeout sudo doas su runuser stdbuf time watch chroot setsid flock "
+    "ionice taskset unshare nsenter strace ltrace gdb script parallel exec eval command builtin "
+    ". source trap sh bash dash zsh ksh mksh fish csh tcsh python python3 python2 pypy pypy3 "
+    "perl ruby node nodejs deno bun php lua tclsh awk gawk mawk nawk busybox toybox make "
+    "npm npx yarn pnpm pip pip3 uv uvx cargo go ssh scp sftp rsync docker podman expect "
+    "tmux screen crontab at batch systemd-run dbus-launch xdg-open open sqlite3 mysql psql dc "
+    "chrt numactl setpriv pkexec runcon sg newgrp bwrap firejail"
+)
+_VERSIONED = re.compile(r"(python|pypy|perl|ruby|node|php|lua|tclsh)[\d.]*")
+_INTERACTIVE = _words("less more most man vi vim nvim view ex ed nano pico emacs")
+_WRITERS = _words(
+    "rm rmdir ln chmod chown chgrp truncate shred install dd mkfifo mknod link unlink split "
+    "csplit patch rename mktemp sponge mkdir touch cp mv tee"
+)
+_WHY = {  # why an option marked `!reason` below is refused
+    "": "it can run another program", "clock": "it sets the system clock",
+    "script": "a script file cannot be checked; give the script with -e",
+    "abs": "it writes outside the target directory",
+    "out": "it writes to a file; redirect the output with > instead",
+    "hooks": "a template can install hooks, which run programs",
+    "config": "git config may only read settings here (git config --get name)",
+}  # fmt: skip
+# A rule a line (indented lines go on): programs, options, flags. `-k` takes a value, `-k.`
+# none, `-k?` an attached one only; then `:path`/`:out` (the value is a path read/written),
+# `:w` (it writes) or `!why` (refused). Programs with no rule: every word may be a path.
+# Operands are paths unless @none, @pattern (the first is one unless -e/-f gave it) or @date
+# (+FORMAT). @listing: -c/-l/-t... only read. git:NAME is a git command: @reads=a,b: it only
+# reads with these first operands ("": none); @runs.
+_RULES = """
+grep -e -f:path -m -A -B -C -d -D --regexp --file:path --max-count --after-context --label
+  --before-context --context --include --exclude --exclude-from:path --exclude-dir @pattern
+rg -e -f:path -g -t -T -m -A -B -C -d -M -r -E -j --regexp --file:path --ignore-file:path
+  --glob --iglob --type --type-not --type-add --max-count --max-depth --max-columns --replace
+  --encoding --threads --sort --sortr --pre! --pre-glob --hostname-bin! --files. @pattern
+echo,printf,pwd,dirname,tr,true,false,sleep,basename,seq -s -f --suffix --format @none
+date -d -f:path -r:path -s!clock -I? --date --file:path --reference:path --set!clock @date
+sort -k -t -S -T:path -o:out --key --field-separator --buffer-size --output:out --batch-size
+  --temporary-directory:path --files0-from:path --random-source:path --compress-program!
+sdiff,diff3 --diff-program!
+uniq -f -s -w --skip-fields --skip-chars --check-chars
+file -m:path -f:path -F -P -e -C.:w --magic-file:path --files-from:path --compile.:w
+zip -b:path -O:out -i -x -n -P -Z --temp-path:path --output-file:out --unzip-command! @writes
+unzip -d:path -x -P @writes @listing
+gzip,gunzip,bzip2,bunzip2,xz,unxz,lzma,unlzma,zstd,unzstd -S --suffix -b @writes @listing
+sed -e -l -f!script -i?:w --expression --line-length --file!script --in-place?:w
+tar -f:path -C:path -T:path -X:path -g:out -N:path -b -H -K -L -V -c.:w -x.:w -r.:w -u.:w
+  -A.:w -I! -F! -P.!abs --file:path --directory:path --files-from:path --exclude-from:path
+  --listed-incremental:out --index-file:out --volno-file:out --newer:path --after-date:path
+  --create.:w --extract.:w --get.:w --append.:w --update.:w --concatenate.:w --catenate.:w
+  --delete.:w --use-compress-program! --to-command! --checkpoint-action! --rsh-command!
+  --rmt-command! --info-script! --new-volume-script! --absolute-names.!abs --exclude
+  --transform --xform --strip-components --owner --group --mode --format --label
+git -C:path -c! --config-env! --exec-path?! --git-dir:path --work-tree:path --namespace
+git:status,log,diff,show,ls-files,ls-tree,blame,annotate,rev-parse,describe,shortlog,cat-file,
+  rev-list,diff-tree,diff-index,diff-files,whatchanged,count-objects,for-each-ref,show-ref,
+  name-rev,merge-base,cherry,var,check-ignore,check-attr,version,range-diff,fsck,show-branch
+git:add,rm,mv,checkout,switch,restore,reset,revert,cherry-pick,am,apply,clean,gc,prune,
+  update-index,update-ref,symbolic-ref,write-tree,commit-tree,read-tree,checkout-index,mktag,
+  mktree,hash-object,bundle,repack,pack-refs,replace @writes
+git:commit -m -F:path -t:path --message --file:path --template:path @writes
+git:merge -m -F:path --message --file:path @writes
+git:notes -m -F:path --message --file:path @reads=,list,show
+git:tag -m -F:path --message --file:path --contains --no-contains --merged --no-merged
+  --points-at --sort --format
+git:stash -m --message @reads=list,show
+git:clone -u! -c! --upload-pack! --config! --template!hooks --separate-git-dir:path
+  --reference:path @writes
+git:init --template!hooks --separate-git-dir:path @writes
+git:fetch,pull --upload-pack! @writes
+git:ls-remote --upload-pack!
+git:push --receive-pack! --exec! @writes
+git:grep -O?! -e -f:path --open-files-in-pager?! --regexp --file:path @pattern
+git:archive -o:out --output:out --exec! --remote! @writes
+git:rebase -x! --exec! @writes
+git:format-patch -o:out --output-directory:out @writes
+git:config -f:path --file:path --add!config --unset!config --unset-all!config -e!config
+  --replace-all!config --edit!config --rename-section!config --remove-section!config
+git:branch --edit-description! --contains --no-contains --merged --no-merged --sort --format
+git:remote @reads=,show,get-url
+git:reflog @reads=,show
+git:worktree,sparse-checkout @reads=list
+git:submodule @reads=,status,summary
+git:bisect @reads=log
+git:difftool,mergetool,filter-branch,help @runs
+"""
+
+
+_Rule = tuple[str, frozenset[str]]  # options, flags
+_SPECS: dict[str, _Rule] = {}
+for _line in re.sub(r"\n\s+", " ", re.sub(r",\n\s+", ",", _RULES)).strip().splitlines():
+    _names, _, _rest = _line.partition(" ")
+    _options = " ".join(w for w in _rest.split() if w[0] != "@")
+    _flags = frozenset(w[1:] for w in _rest.split() if w[0] == "@")
+    _prefix = "git:" if _names.startswith("git:") else ""  # git:a,b: git:a and git:b
+    _SPECS |= {_prefix + n.removeprefix("git:"): (_options, _flags) for n in _names.split(",")}
+
+
+@dataclass(frozen=True)
+class _Opt:
+    value: str  # "required", "optional" (attached only) or "none"
+    kind: str  # "text", "path", "out" (a path written), "w" (it writes), "refused"
+    why: str = ""
+
+
+_TOKEN = re.compile(r"(--?[\w-]+)([.?]?)(:path|:out|:w|!\w*)?")
+
+
+def _table(spec: str) -> dict[str, _Opt]:
+    table = {}
+    for token in spec.split():
+        name, arity, tag = _TOKEN.fullmatch(token).groups()  # type: ignore[union-attr]
+        value = {"": "required", ".": "none", "?": "optional"}[arity]
+        kind = "refused" if tag and tag[0] == "!" else (tag or ":text")[1:]
+        why = _WHY[tag[1:]] if kind == "refused" and tag else ""
+        table[name] = _Opt("none" if kind == "w" and not arity else value, kind, why)
+    return table
+
+
+@dataclass
+class _Parsed:
+    options: list[tuple[str, str | None]] = field(default_factory=list)
+    operands: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    writes: bool = False
+    refusal: str | None = None
+
+    def used(self, *names: str) -> bool:
+        return any(option in names for option, _ in self.options)
+
+    def refuse(self, why: str) -> None:
+        self.refusal = self.refusal or why
+
+
+def _parse(program: str, args: Sequence[str], spec: str, *, stop: bool = False) -> _Parsed:
+    """GNU getopt_long rules: clusters, attached values, unique prefixes of long options,
+    `--`, options after operands (unless `stop`: at the first operand, like git)."""
+    table, out, i = _table(spec), _Parsed(), 0
+    while i < len(args):
+        arg, i = args[i], i + 1
+        if arg == "--" or (out.operands and stop):
+            out.operands += args[i - (arg != "--") :]
+            break
+        found: list[tuple[str, str | None]] = []
+        if arg.startswith("--"):
+            name, eq, attached = arg.partition("=")
+            name = _resolve(name, table)
+            value: str | None = attached if eq else None
+            if value is None and table.get(name, _Opt("", "")).value == "required":
+                value, i = (args[i], i + 1) if i < len(args) else ("", i)
+            found.append((name, value))
+        elif arg.startswith("-") and arg != "-":
+            for j in range(1, len(arg)):
+                name, rest = "-" + arg[j], arg[j + 1 :]
+                opt = table.get(name)
+                if opt is None or opt.value == "none":
+                    out.paths += [rest] if opt is None and rest else []  # -T/tmp: a value?
+                    found.append((name, None))
+                    continue
+                if not rest and opt.value == "required":
+                    rest, i = (args[i], i + 1) if i < len(args) else ("", i)
+                found.append((name, rest))
+                break
+        else:
+            out.operands.append(arg)
+        for name, value in found:
+            opt = table.get(name, _Opt("", "path"))  # an unknown option's value: a path
+            out.options.append((name, value))
+            if opt.kind == "refused":
+                out.refuse(f"`{program} {name}` is not allowed: {opt.why or _WHY['']}")
+            out.writes |= opt.kind in ("out", "w")
+            if value is not None and opt.kind in ("path", "out", "w"):  # sed -i/tmp/* too
+                out.paths.append(value)
+    return out
+
+
+def _resolve(name: str, table: dict[str, _Opt]) -> str:
+    """A long option as getopt reads it: exact, a unique prefix, or a refused one it starts."""
+    if name in table:
+        return name
+    matches = [key for key in table if key.startswith(name) and key.startswith("--")]
+    refused = [key for key in matches if table[key].kind == "refused"]
+    return (refused or matches)[0] if refused or len(matches) == 1 else name
+
+
+_LISTING = ("-c", "--stdout", "--to-stdout", "-l", "--list", "-t", "--test", "-p", "-v", "-Z")
 
 
 def check_program(program: str, args: Sequence[str]) -> ProgramCheck:
-    if program in WRAPPERS:
-        return ProgramCheck((), False, f"{program} runs other programs, which cannot be checked")
-    if program == "git":
-        return _git(args)
-    if program == "find":
-        return _find(args)
-    if program == "sed":
-        return _sed(args)
-    if program in NO_PATHS:
-        return ProgramCheck((), False)
-    check = _generic(program, args)
-    if program in ("grep", "egrep", "fgrep", "rg") and not _has_pattern_option(args):
-        check = ProgramCheck(check.paths[1:], check.writes, check.refusal)  # the pattern
-    if program == "tar" and any(_tar_mode(a) in "cxru" for a in args[:1] if _tar_mode(a)):
-        check = ProgramCheck(check.paths, True, check.refusal)
-    return check
+    """The paths `program` would touch, whether it writes, and a refusal when an argument
+    would run another program or write where the checks cannot follow."""
+    name = program.rsplit("/", 1)[-1]
+    own = [program] if "/" in program else []  # ./tool names a file too
+    if name in WRAPPERS or name in _INTERACTIVE or _VERSIONED.fullmatch(name):
+        why = "runs other programs, which the checks cannot see; run them directly"
+        if name in _INTERACTIVE:
+            why = "is interactive and can start a shell; use cat, head or grep instead"
+        return ProgramCheck(tuple(own), False, f"`{name}` {why}")
+    parsed = {"sed": _sed, "find": _find, "tar": _tar, "git": _git}.get(name, _by_rule)(name, args)
+    paths = own + parsed.paths + parsed.operands
+    paths += [unquote(urlsplit(p).path) for p in paths if p[:5].lower() == "file:"]  # curl
+    paths = [p for p in dict.fromkeys(paths) if p]
+    return ProgramCheck(tuple(paths), parsed.writes, parsed.refusal)
 
 
-def _has_pattern_option(args: Sequence[str]) -> bool:
-    return any(a in ("-e", "-f", "--regexp", "--file") or a.startswith(("-e", "--regexp="))
-               for a in args)  # fmt: skip
+def _by_rule(name: str, args: Sequence[str], rule: _Rule | None = None) -> _Parsed:
+    options, flags = rule or _SPECS.get(name, ("", _words("any")))
+    parsed = _parse(name, args, options)
+    listing = "listing" in flags and parsed.used(*_LISTING)
+    parsed.writes |= ("writes" in flags or name in _WRITERS) and not listing
+    parsed.writes |= name == "uniq" and len(parsed.operands) > 1  # uniq IN OUT
+    if name == "zip" and any(arg.startswith("-TT") for arg in args):
+        parsed.refuse("`zip -TT` runs the command it names")
+    if "pattern" in flags and not parsed.used("-e", "-f", "--regexp", "--file", "--files"):
+        parsed.operands = parsed.operands[1:]
+    if "date" in flags and any(not word.startswith("+") for word in parsed.operands):
+        parsed.refuse("`date` with an operand other than +FORMAT sets the system clock")
+    if "any" in flags:  # no rule: a key=value operand's value may be a path (dd of=x)
+        parsed.operands += [word.partition("=")[2] for word in parsed.operands]
+    if "none" in flags or "date" in flags:
+        parsed.operands = []
+    return parsed
 
 
-def _tar_mode(first: str) -> str:
-    """The operation letter of tar's first word (-xf, xf, --extract), or ""."""
-    long = {"--create": "c", "--extract": "x", "--append": "r", "--update": "u", "--list": "t"}
-    if first in long:
-        return long[first]
-    letters = first.lstrip("-")
-    return next((c for c in letters if c in "cxrut"), "")
-
-
-def _generic(program: str, args: Sequence[str]) -> ProgramCheck:
-    """Options of the program's table are checked; every other word that is not an option
-    is a path, and so is the value of an option that takes one."""
-    options = _OPTIONS.get(program, {})
-    with_value = _SHORT_WITH_VALUE.get(program, "")
-    paths: list[str] = []
-    writes = program in WRITERS
-    words = iter(args)
-    only_operands = False
-    for word in words:
-        if only_operands or word == "-" or not word.startswith("-"):
-            paths.append(word)
-            continue
-        if word == "--":
-            only_operands = True
-            continue
-        name, has_value, value = word.partition("=")
-        if name.startswith("--"):
-            rule = options.get(name)
-            if rule is not None:
-                refusal, writer = rule
-                if refusal:
-                    return ProgramCheck((), writes, refusal)
-                writes = writes or writer
-                paths.append(value if has_value else next(words, ""))
-            elif has_value:
-                paths.append(value)  # --anything=value: a value that could be a path
-            continue
-        for index, letter in enumerate(word[1:], start=1):  # -abc, -ofile, -o file
-            rule = options.get(f"-{letter}")
-            if rule is not None and rule[0]:
-                return ProgramCheck((), writes, rule[0])
-            writes = writes or bool(rule and rule[1])
-            if letter in with_value or rule is not None:
-                attached = word[index + 1 :]
-                paths.append(attached if attached else next(words, ""))
-                break
-    return ProgramCheck(tuple(p for p in paths if p), writes)
-
-
-def _git(args: Sequence[str]) -> ProgramCheck:
-    paths: list[str] = []
-    words = list(args)
-    while words and words[0].startswith("-"):
-        option = words.pop(0)
-        name = option.partition("=")[0]
-        if name in _GIT_ESCAPES:
-            return ProgramCheck((), False, _GIT_ESCAPES[name])
-        if name in ("-C", "--git-dir", "--work-tree"):
-            value = option.partition("=")[2] or (words.pop(0) if words else "")
-            paths.append(value)
-    if not words:
-        return ProgramCheck(tuple(paths), False)
-    command, rest = words[0], words[1:]
-    if command in _GIT_REFUSED:
-        return ProgramCheck((), False, f"git {command} can run programs or change git's setup")
-    if command not in GIT_READERS | GIT_WRITERS:
-        return ProgramCheck(
-            (), False, f"git {command} is not a git command pinclaw knows (it may be an alias)"
-        )
-    for word in rest:
-        name = word.partition("=")[0]
-        if name in _GIT_ESCAPES:
-            return ProgramCheck((), False, _GIT_ESCAPES[name])
-        if name in ("--exec", "-x", "--upload-pack", "--receive-pack"):
-            return ProgramCheck((), False, f"git {command} {name} runs a program")
-        if not word.startswith("-") or name in ("--output",):
-            paths.append(word.partition("=")[2] if "=" in word and word.startswith("-") else word)
-    return ProgramCheck(tuple(paths), command in GIT_WRITERS)
-
-
-def _find(args: Sequence[str]) -> ProgramCheck:
-    """Starting points come first, then the expression: its file-reading tests are paths,
-    its actions that run programs, delete or write files are refused."""
-    words = list(args)
-    start = 0
-    while start < len(words) and not words[start].startswith(("-", "(", "!")):
-        start += 1
-    paths = words[:start]
-    expression = iter(words[start:])
-    for word in expression:
-        if word in _FIND_REFUSED:
-            return ProgramCheck((), False, _FIND_REFUSED[word])
-        if word in ("-newer", "-anewer", "-cnewer", "-samefile", "-files0-from"):
-            paths.append(next(expression, ""))
-    return ProgramCheck(tuple(p for p in paths if p), False)
-
-
-def _sed(args: Sequence[str]) -> ProgramCheck:
-    """Scripts are refused when they could run a program or touch another file (the e, w,
-    W, r, R commands and the e/w flags of s): a conservative reading, not a sed parser."""
-    scripts: list[str] = []
-    files: list[str] = []
-    writes = False
-    words = iter(args)
-    for word in words:
-        if word in ("-e", "--expression"):
-            scripts.append(next(words, ""))
-        elif word in ("-f", "--file"):
-            return ProgramCheck((), False, "sed -f reads a script file pinclaw cannot check")
-        elif word.startswith("-i") or word.startswith("--in-place"):
-            writes = True
-        elif word.startswith("-") and word != "-":
-            continue
-        elif not scripts:
-            scripts.append(word)
-        else:
-            files.append(word)
+def _sed(name: str, args: Sequence[str]) -> _Parsed:
+    parsed = _by_rule(name, args)
+    scripts = [v or "" for option, v in parsed.options if option in ("-e", "--expression")]
+    if not scripts and parsed.operands:
+        scripts.append(parsed.operands.pop(0))
     for script in scripts:
-        for command in filter(None, (part.strip() for part in script.split(";"))):
-            if not _SED_SAFE.fullmatch(command):
-                return ProgramCheck(
-                    (),
-                    writes,
-                    f"sed command {command!r} is refused: only s/// (flags g, p, I, "
-                    "a number), p, d, q and = with line addresses are allowed, since others can "
-                    "run programs or read and write other files",
-                )
-    return ProgramCheck(tuple(files), writes)
+        if why := sed_script_refusal(script):
+            parsed.refuse(f"the sed script {script!r} is not allowed: {why}")
+    return parsed
+
+
+_SED_ADDRESS = re.compile(r"(\d+(~\d+)?|\$|/(\\.|[^\\/\n])*/[IM]*|\\(.)(\\.|.)*?\4[IM]*)")
+_SED_SECOND = re.compile(_SED_ADDRESS.pattern + r"|[+~]\d+")
+_SED_PARTS = re.compile(r"([^\\\n])((?:\\.|(?!\1).)*\1){2}", re.DOTALL)  # /one/two/
+
+
+def sed_script_refusal(script: str) -> str | None:
+    """Why a sed script may run a program or touch a file (e, r, R, w, W, s///e, s///w),
+    or None when every command in it is one this reader knows to be harmless."""
+    i = 0
+    while i < len(script):
+        if script[i] in " \t\n;}" or script[i] == "#":
+            i = _line_end(script, i) if script[i] == "#" else i + 1
+            continue
+        address = _SED_ADDRESS.match(script, i)
+        if address and script[address.end() : address.end() + 1] == ",":
+            address = _SED_SECOND.match(script, address.end() + 1)
+            if not address:
+                return "an address this check cannot read"
+        i = len(script) - len(script[address.end() if address else i :].lstrip(" \t!"))
+        command, i = script[i : i + 1] or "end", i + 1
+        if command in "{=dDgGhHlnNpPxzFqQL":
+            i = len(script) - len(script[i:].lstrip(" \t0123456789"))
+        elif command in "aic":
+            i = _line_end(script, i)
+        elif command in "btT:v":  # a label runs to ; or the end of the line
+            i = min(
+                [p for p in (script.find(";", i), script.find("\n", i)) if p >= 0] or [len(script)]
+            )
+        elif command in "sy":
+            i = parts.end() if (parts := _SED_PARTS.match(script, i)) else -1
+            flags = re.compile(r"[gpiImM\d]*").match(script, max(i, 0)) if command == "s" else None
+            i = flags.end() if flags and i >= 0 else i
+            if i < 0 or (command == "s" and script[i : i + 1] in ("e", "w")):
+                return f"an unterminated {command} command, or the s///e or s///w flag"
+        elif command in "ewWrR":
+            return f"the {command} command runs a command or reads or writes a file"
+        else:
+            return f"the command {command!r} is not one this check knows"
+    return None
+
+
+def _line_end(script: str, i: int) -> int:
+    """The end of a line, past backslash-newline continuations (for a, i and c text)."""
+    while (end := script.find("\n", i)) > 0 and script[end - 1] == "\\":
+        i = end + 1
+    return len(script) if end < 0 else end
+
+
+_FIND_VALUE = _words(
+    "-name -iname -path -ipath -wholename -iwholename -regex -iregex -lname -ilname -type "
+    "-xtype -user -group -uid -gid -perm -size -mtime -atime -ctime -mmin -amin -cmin -used "
+    "-inum -links -maxdepth -mindepth -fstype -context -printf -regextype -D"
+)
+_FIND_PATH = _words("-newer -anewer -cnewer -samefile -files0-from")
+_FIND_OUT = {"-fprint": 1, "-fprint0": 1, "-fls": 1, "-fprintf": 2, "-delete": 0}  # writes
+
+
+def _find(name: str, args: Sequence[str]) -> _Parsed:
+    """Starting points and file arguments are paths; -exec and its kind run programs."""
+    out, i = _Parsed(), 0
+    while i < len(args):
+        arg, i = args[i], i + 1
+        if arg in ("-exec", "-execdir", "-ok", "-okdir"):
+            out.refuse(f"`find {arg}` runs another program; list the files, then run it")
+        elif arg in _FIND_OUT or arg in _FIND_PATH or re.fullmatch(r"-newer[aBcm][aBcmt]", arg):
+            count = _FIND_OUT.get(arg, 1)
+            out.paths += args[i : i + min(count, 1)]
+            out.writes, i = out.writes or arg in _FIND_OUT, i + count
+        elif arg in _FIND_VALUE:
+            i += 1
+        elif not re.fullmatch(r"-[a-z_0-9]+|[()!,]", arg):
+            out.paths.append(arg)  # a starting point, or a word no rule explains
+    return out
+
+
+def _tar(name: str, args: Sequence[str]) -> _Parsed:
+    """Old-style `tar czf out.tgz dir` is read as `tar -c -z -f out.tgz dir`."""
+    words = list(args)
+    if words and not words[0].startswith("-"):
+        bundle, rest, words = words[0], words[1:], []
+        for letter in bundle:
+            taken = [rest.pop(0)] if letter in "fCTXgNbHKLVIF" and rest else []
+            words += ["-" + letter, *taken]
+        words += rest
+    parsed = _by_rule(name, words)
+    archives = [value or "" for option, value in parsed.options if option in ("-f", "--file")]
+    if any(":" in archive for archive in archives) and "--force-local" not in words:
+        parsed.refuse("`tar -f host:file` runs a remote shell; name a local archive")
+    return parsed
+
+
+# branch and tag only list with no operands, or with -l; other options change refs
+_GIT_LISTING = _words(
+    "-l --list -a --all -r --remotes -v -vv --verbose --contains --no-contains --merged "
+    "--no-merged --points-at --sort --format --column --no-column --show-current -n --color "
+    "-i --ignore-case"
+)
+
+
+def _git(name: str, args: Sequence[str]) -> _Parsed:
+    """Global options, then a built-in command (another name may be an alias that runs a
+    shell), then its arguments. Every operand is path-checked: revisions pass as paths."""
+    head = _parse("git", args, _SPECS["git"][0], stop=True)
+    if head.refusal or not head.operands:
+        return head
+    command = head.operands[0]
+    options, flags = _SPECS.get("git:" + command, ("", _words("runs unknown")))
+    if "runs" in flags:
+        why = "an unknown command may be an alias" if "unknown" in flags else "it runs programs"
+        head.refuse(f"`git {command}` is not allowed: {why}")
+        return head
+    options = "--ext-diff.! --output!out " + options  # refused for every command
+    parsed = _by_rule(f"git {command}", head.operands[1:], (options, flags))
+    parsed.paths += head.paths
+    first = parsed.operands[0] if parsed.operands else ""
+    if command in ("submodule", "bisect") and first in ("foreach", "run", "visualize", "view"):
+        parsed.refuse(f"`git {command} {first}` runs other programs")
+    if any(operand.startswith("ext::") for operand in parsed.operands):
+        parsed.refuse("the ext:: transport runs a shell command")
+    if command == "config" and (len(parsed.operands) > 1 or first in ("set", "unset")):
+        parsed.refuse(f"`git config {first}` is not allowed: {_WHY['config']}")
+    if command in ("branch", "tag"):
+        listing = not parsed.operands or parsed.used("-l", "--list")
+        changes = any(option not in _GIT_LISTING for option, _ in parsed.options)
+        parsed.writes |= changes or not listing
+    for reads in (f[6:].split(",") for f in flags if f.startswith("reads=")):
+        parsed.writes |= first not in reads
+    return parsed

@@ -87,6 +87,8 @@ class _Planner:
         verdict = check_program(name, args)
         if verdict.refusal:
             raise PolicyError(verdict.refusal)
+        if name == "find" and "-delete" in args and not read_only:
+            self.asks["shell:find -delete"] = "find -delete deletes every file it matches"
         if verdict.writes and read_only:
             raise PolicyError(f"{name} writes files, and autonomy is read_only")
         for raw in verdict.paths:
