@@ -25,6 +25,7 @@ from channels.capabilities import BY_NAME
 from tools.config import SecuritySettings, ShellSettings
 from tools.files import FileTools
 from tools.policy import SecurityPolicy
+from tools.sandbox import choose_sandbox
 from tools.shell import ShellTool
 
 HOST = HostInfo(host="testhost", os="Linux 6.1.0 (x86_64)", python="3.11.9")
@@ -55,7 +56,8 @@ def fresh_workspace(root: Path) -> Path:
 def real_tools(workspace: Path, *, hardware: bool = False) -> tuple[ToolInfo, ...]:
     """The shell and file tools as the prompt shows them, plus hardware names if asked."""
     policy = SecurityPolicy.from_settings(SECURITY, workspace)
-    found = tool_infos([ShellTool(policy, ShellSettings()), *FileTools(policy).tools()])
+    shell = ShellTool(policy, ShellSettings(), choose_sandbox("off"))
+    found = tool_infos([shell, *FileTools(policy).tools()])
     return found + HARDWARE if hardware else found
 
 
