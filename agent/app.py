@@ -1,10 +1,11 @@
-"""Composition root: Settings -> tools, LLM, sessions, runtimes. The only module that picks
+"""Composition root: Settings -> tools, LLM, state.db, runtimes. The only module that picks
 concrete channels and tools; heavy ones are imported when needed, not at start-up."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,9 +15,15 @@ from agent.llm import LLMClient, context_window, count_tokens, transcribe
 from agent.prompt.builder import SystemPromptBuilder
 from agent.prompt.source import PromptSource, default_budget, host_info
 from agent.security import Scrubber
-from agent.turns.runtime import ChannelRuntime
+from agent.turns.inbox import SCHEMA as INBOX_SCHEMA
+from agent.turns.inbox import Inbox
+from agent.turns.outbox import SCHEMA as OUTBOX_SCHEMA
+from agent.turns.outbox import Outbox
+from agent.turns.runtime import ChannelRuntime, Store
+from agent.turns.sessions import SCHEMA as SESSIONS_SCHEMA
 from agent.turns.sessions import SessionStore
 from agent.turns.state import Access, ProviderQuirks
+from agent.turns.store import StateDB
 from agent.workspace import ensure_workspace
 from channels.base import Channel
 from tools.base import Tool, ToolRegistry, read_only
@@ -37,13 +44,14 @@ class App:
     settings: Settings
     tools: ToolRegistry
     llm: LLMClient
-    sessions: SessionStore
+    store: Store
     source: PromptSource
     scrub: Scrubber
     policy: SecurityPolicy
     quirks: ProviderQuirks = field(default_factory=ProviderQuirks)
     slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(16))
     board: Board | None = None
+    history_tokens: int | None = None
 
     def runtime(self, channel: Channel, access: Access) -> ChannelRuntime:
         return ChannelRuntime(
@@ -51,17 +59,37 @@ class App:
             access=access,
             source=self.source,
             llm=self.llm,
-            sessions=self.sessions,
+            store=self.store,
             turn_slots=self.slots,
             quirks=self.quirks,
             scrub=self.scrub,
             paths=self.policy.paths,
+            transcribe=voice_transcriber(self.settings),
+            history_tokens=self.history_tokens,
         )
 
     async def close(self) -> None:
         if self.board is not None:
             await self.board.close()
-        await self.sessions.close()
+        await self.store.db.close()
+
+
+async def open_store(path: Path) -> Store:
+    """state.db with its tables: sessions, inbox, outbox."""
+    db = await StateDB(path).open(SESSIONS_SCHEMA, INBOX_SCHEMA, OUTBOX_SCHEMA)
+    return Store(db, await SessionStore.open(db), Inbox(db), Outbox(db))
+
+
+def voice_transcriber(settings: Settings) -> Callable[[Path], Awaitable[str]] | None:
+    """Speech to text for voice notes, when a transcription model is configured."""
+    model = settings.channels.telegram.transcription_model
+    if not model:
+        return None
+
+    async def transcribe_voice(path: Path) -> str:
+        return await transcribe(path, model, api_base=settings.llm.api_base)
+
+    return transcribe_voice
 
 
 def make_scrubber(settings: Settings) -> Scrubber:
@@ -142,23 +170,13 @@ def build_channels(app: App) -> list[tuple[Channel, Access]]:
 def _telegram(app: App) -> Channel:
     from channels.telegram import TelegramChannel
 
-    settings = app.settings
-    model = settings.channels.telegram.transcription_model
-
-    async def transcribe_voice(path: Path) -> str:
-        return await transcribe(path, model, api_base=settings.llm.api_base)
-
-    return TelegramChannel(
-        settings.channels.telegram,
-        workspace=settings.workspace_dir,
-        transcribe=transcribe_voice if model else None,
-    )
+    return TelegramChannel(app.settings.channels.telegram)
 
 
 def _discord(app: App) -> Channel:
     from channels.discord import DiscordChannel
 
-    return DiscordChannel(app.settings.channels.discord, workspace=app.settings.workspace_dir)
+    return DiscordChannel(app.settings.channels.discord)
 
 
 async def build_app(settings: Settings) -> App:
@@ -167,15 +185,23 @@ async def build_app(settings: Settings) -> App:
     policy = SecurityPolicy.from_settings(settings.security, workspace, home=settings.home)
     board = make_board(settings)
     tools = build_tools(settings, policy, board)
-    sessions = await SessionStore(settings.state_db).open()
+    store = await open_store(settings.state_db)
     return App(
         settings=settings,
         tools=tools,
         llm=LLMClient(settings.llm),
-        sessions=sessions,
+        store=store,
         source=prompt_source(settings, tools, policy),
         scrub=make_scrubber(settings),
         policy=policy,
         slots=asyncio.Semaphore(settings.agent.max_concurrent_turns),
         board=board,
+        history_tokens=history_budget(settings),
     )
+
+
+def history_budget(settings: Settings) -> int:
+    """Tokens of earlier turns sent with each message: as configured, else half the model's
+    window (the other half is the system prompt's quarter, the message and the answer)."""
+    configured = settings.agent.history_budget_tokens
+    return configured or (context_window(settings.llm.model) or 16_000) // 2

@@ -54,7 +54,11 @@ class AgentSettings(_Section):
     delivery_instructions: Literal["after_user", "system_prompt"] = "after_user"
     max_concurrent_turns: int = Field(default=16, ge=1)
     max_history_messages: int = Field(default=40, ge=2)
+    history_budget_tokens: int = Field(default=0, ge=0)  # 0: half the model's window
     shutdown_grace_s: float = Field(default=10.0, ge=0)
+    turn_deadline_s: float = Field(default=300.0, gt=0)
+    retry_failed_turns_for_s: float = Field(default=1800.0, ge=0)
+    turn_retry_backoff_s: float = Field(default=5.0, gt=0)
 
 
 class WorkspaceSettings(_Section):

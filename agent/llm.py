@@ -10,6 +10,7 @@ import asyncio
 import functools
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,12 +87,36 @@ def load_litellm() -> ModuleType:
     return litellm
 
 
+@dataclass
+class ProviderHealth:
+    """How the provider is doing, for /status: calls under way, and since when it fails."""
+
+    started: dict[int, float] = field(default_factory=dict)  # call number -> monotonic start
+    failing_since: float | None = None  # monotonic
+    last_error: str = ""
+    calls: int = 0
+
+    def describe(self, now: float | None = None) -> str:
+        now = time.monotonic() if now is None else now
+        parts = []
+        if self.failing_since is not None:
+            parts.append(
+                f"unreachable for {now - self.failing_since:.0f} s; last error: "
+                f"{self.last_error[:160]}"
+            )
+        if self.started:
+            oldest = now - min(self.started.values())
+            parts.append(f"{len(self.started)} call(s) under way, the oldest for {oldest:.0f} s")
+        return "; ".join(parts) or "answering"
+
+
 class LLMClient:
     def __init__(
         self, settings: LLMSettings, *, sleep: Callable[[float], Any] = asyncio.sleep
     ) -> None:
         self.settings = settings
         self._sleep = sleep
+        self.health = ProviderHealth()
 
     @property
     def model(self) -> str:
@@ -109,6 +134,30 @@ class LLMClient:
         Retries 429, 5xx, timeouts and connection errors with exponential backoff, then
         tries each fallback model in turn.
         """
+        health = self.health
+        health.calls += 1
+        call = health.calls
+        health.started[call] = time.monotonic()
+        try:
+            response = await self._complete(messages, tools, on_text)
+        except LLMRequestRejected:
+            raise
+        except LLMError as exc:
+            if health.failing_since is None:
+                health.failing_since = time.monotonic()
+            health.last_error = str(exc)
+            raise
+        finally:
+            health.started.pop(call, None)
+        health.failing_since = None
+        return response
+
+    async def _complete(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None,
+        on_text: Callable[[str], None] | None,
+    ) -> LLMResponse:
         litellm = load_litellm()
         attempts = _Attempts()
         for model in [self.settings.model, *self.settings.fallback_models]:

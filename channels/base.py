@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +45,17 @@ class Attachment:
 
 
 @dataclass(frozen=True)
+class RemoteFile:
+    """An attachment not fetched yet: the channel downloads it when the turn runs, not in
+    its update handler, so a slow download never holds up another chat."""
+
+    kind: MediaKind
+    ref: str  # what the channel needs to fetch it: a Telegram file_id, a Discord CDN URL
+    name: str
+    size: int = 0  # bytes as the platform announced them; 0: unknown
+
+
+@dataclass(frozen=True)
 class IncomingMessage:
     chat: ChatRef
     sender_id: str
@@ -53,8 +64,9 @@ class IncomingMessage:
     attachments: tuple[Attachment, ...] = ()
     is_group: bool = False
     mentions_bot: bool = False
-    message_id: str = ""
+    message_id: str = ""  # the platform's id; a re-delivered message is answered once
     sender_username: str = ""
+    files: tuple[RemoteFile, ...] = ()  # become attachments when the turn runs
 
 
 @dataclass(frozen=True)
@@ -71,7 +83,43 @@ class Reply:
     reply_to: str = ""  # the message id to answer, when the platform threads replies
 
 
-Submit = Callable[[IncomingMessage], None]
+@dataclass(frozen=True)
+class OutgoingPart:
+    """One message on the platform: a reply is sent (and resumed) part by part."""
+
+    text: str = ""
+    media: OutgoingMedia | None = None
+    reply_to: str = ""
+
+
+class SendFailed(Exception):
+    """A part did not go out. `retry_after`: the platform said when to try again;
+    `permanent`: trying again cannot help (the chat is gone, the file is refused)."""
+
+    def __init__(
+        self, reason: str, *, retry_after: float | None = None, permanent: bool = False
+    ) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
+        self.permanent = permanent
+
+
+# Stores the message durably and returns; the channel acknowledges the message only after.
+# False: not taken (a duplicate, or intake has stopped).
+Submit = Callable[[IncomingMessage], Awaitable[bool]]
+
+
+def reply_parts(
+    reply: Reply, max_chars: int, split: Callable[[str, int], list[str]]
+) -> list[OutgoingPart]:
+    """The text in parts of at most `max_chars` (the first answers `reply_to`), then each
+    file as a part of its own."""
+    texts = split(reply.text, max_chars) if reply.text.strip() else []
+    parts = [
+        OutgoingPart(text=text, reply_to=reply.reply_to if index == 0 else "")
+        for index, text in enumerate(texts)
+    ]
+    return parts + [OutgoingPart(media=item) for item in reply.media]
 
 
 def sender_allowed(allowed: Collection[str], sender_id: str, username: str = "") -> bool:
@@ -105,7 +153,7 @@ class ReplyStream(Protocol):
 
     def push(self, delta: str) -> None: ...
 
-    async def finish(self, reply: Reply) -> None: ...
+    async def finish(self, first: OutgoingPart) -> bool: ...  # False: nothing to replace
 
 
 class Channel(Protocol):
@@ -113,9 +161,13 @@ class Channel(Protocol):
     capabilities: ChannelCapabilities
     delivery_instructions: str | None
 
-    async def start(self, submit: Submit) -> None: ...  # submit returns at once
+    async def start(self, submit: Submit) -> None: ...
 
-    async def send(self, chat: ChatRef, reply: Reply) -> None: ...
+    def parts(self, reply: Reply) -> list[OutgoingPart]: ...  # split for this platform
+
+    async def send_part(self, chat: ChatRef, part: OutgoingPart) -> None: ...  # SendFailed
+
+    async def fetch_file(self, file: RemoteFile, dest: Path) -> None: ...  # OSError if not
 
     def typing(self, chat: ChatRef) -> AbstractAsyncContextManager[None]: ...
 

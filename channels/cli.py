@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from contextlib import AbstractAsyncContextManager, nullcontext
+from pathlib import Path
 from typing import TextIO
 
 from channels.base import (
@@ -12,9 +13,12 @@ from channels.base import (
     ApprovalQuestion,
     ChatRef,
     MayAnswer,
+    OutgoingPart,
+    RemoteFile,
     Reply,
     ReplyStream,
     Submit,
+    reply_parts,
 )
 from channels.capabilities import TERMINAL
 
@@ -36,9 +40,18 @@ class TerminalChannel:
         return None
 
     async def send(self, chat: ChatRef, reply: Reply) -> None:
-        lines = [reply.text] if reply.text else []
-        lines += [f"[{item.kind}: {item.source}]" for item in reply.media]
-        print("\n".join(lines), file=self._out, flush=True)
+        for part in self.parts(reply):
+            await self.send_part(chat, part)
+
+    def parts(self, reply: Reply) -> list[OutgoingPart]:
+        return reply_parts(reply, 0, lambda text, _limit: [text])
+
+    async def send_part(self, chat: ChatRef, part: OutgoingPart) -> None:
+        line = f"[{part.media.kind}: {part.media.source}]" if part.media else part.text
+        print(line, file=self._out, flush=True)
+
+    async def fetch_file(self, file: RemoteFile, dest: Path) -> None:
+        raise OSError("the terminal has no files to fetch")
 
     def typing(self, chat: ChatRef) -> AbstractAsyncContextManager[None]:
         return nullcontext()

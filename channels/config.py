@@ -54,3 +54,7 @@ class DiscordSettings(_Section):
 class ChannelsSettings(_Section):
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
+    max_message_chars: int = Field(default=20_000, ge=100)
+    max_attachment_mb: float = Field(default=20.0, gt=0)
+    download_timeout_s: float = Field(default=120.0, gt=0)
+    delivery_deadline_s: float = Field(default=3600.0, gt=0)

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import discord
 import yarl
 from discord import app_commands
@@ -26,15 +27,18 @@ from discord.http import Route
 from channels.base import (
     ApprovalAnswer,
     ApprovalQuestion,
-    Attachment,
     ChatRef,
     IncomingMessage,
     MayAnswer,
     MediaKind,
     OutgoingMedia,
+    OutgoingPart,
+    RemoteFile,
     Reply,
     ReplyStream,
+    SendFailed,
     Submit,
+    reply_parts,
     sender_allowed,
 )
 from channels.capabilities import CHAT_COMMANDS, DISCORD, DISCORD_DELIVERY
@@ -49,7 +53,6 @@ MAX_CHARS = 2000
 DEFAULT_UPLOAD_LIMIT = 10 * 1024 * 1024
 STREAM_EDIT_EVERY_S = 1.5
 READY_TIMEOUT_S = 30.0
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 NOT_ALLOWED = "This bot answers only the users its owner allowed."
 
 Messageable = Any  # a DM, text channel or thread: anything with send() and typing()
@@ -80,11 +83,10 @@ class DiscordChannel:
     capabilities = DISCORD
     delivery_instructions: str | None = DISCORD_DELIVERY
 
-    def __init__(self, settings: DiscordSettings, *, workspace: Path) -> None:
+    def __init__(self, settings: DiscordSettings) -> None:
         if settings.bot_token is None:
             raise ValueError("discord: no bot token; set PINCLAW_CHANNELS__DISCORD__BOT_TOKEN")
         self._settings = settings
-        self._workspace = workspace
         self._submit: Submit | None = None
         self._accepting = False
         # pinclaw never joins voice: no warnings about voice libraries it does not need.
@@ -157,22 +159,29 @@ class DiscordChannel:
             return
         if message.guild is not None and not self._guild_message_wanted(message, me.id):
             return
+        text = re.sub(rf"<@!?{me.id}>", "", message.content).strip()
+        if not text and not message.attachments:
+            log.info("discord: a message with nothing pinclaw reads (a sticker, an embed…)")
+            return
         allowed = sender_allowed(
             self._settings.allowed_users, str(message.author.id), message.author.name
         )
-        attachments = await self._save_attachments(message) if allowed else ()
-        text = re.sub(rf"<@!?{me.id}>", "", message.content).strip()
-        self._submit(
+        files = tuple(
+            RemoteFile(media_kind(item), item.url, item.filename, item.size)
+            for item in message.attachments
+        )
+        # Stored before this handler returns; a stranger's files are not even listed.
+        await self._submit(
             IncomingMessage(
                 chat=ChatRef("discord", str(message.channel.id)),
                 sender_id=str(message.author.id),
                 sender_name=message.author.display_name,
                 sender_username=message.author.name,
                 text=text,
-                attachments=attachments,
                 is_group=message.guild is not None,
                 mentions_bot=True,
                 message_id=str(message.id),
+                files=files if allowed else (),
             )
         )
 
@@ -199,20 +208,9 @@ class DiscordChannel:
         replied = message.reference.resolved if message.reference else None
         return isinstance(replied, discord.Message) and replied.author.id == bot_id
 
-    async def _save_attachments(self, message: discord.Message) -> tuple[Attachment, ...]:
-        inbox = self._workspace / "inbox"
-        inbox.mkdir(parents=True, exist_ok=True)
-        saved: list[Attachment] = []
-        for item in message.attachments:
-            safe = _UNSAFE.sub("_", item.filename).strip("._") or "file"
-            path = inbox / f"discord-{message.channel.id}-{message.id}-{safe}"
-            try:
-                await item.save(path)
-            except (discord.HTTPException, OSError) as exc:
-                log.warning("discord: attachment %s not saved: %s", item.filename, exc)
-                continue
-            saved.append(Attachment(media_kind(item), path))
-        return tuple(saved)
+    async def fetch_file(self, file: RemoteFile, dest: Path) -> None:
+        data = await self._client.http.get_from_cdn(file.ref)
+        await asyncio.to_thread(dest.write_bytes, data)
 
     def _slash(self, name: str, description: str) -> app_commands.Command[Any, Any, Any]:
         async def command(interaction: discord.Interaction) -> None:
@@ -231,7 +229,7 @@ class DiscordChannel:
             # The reply finds its interaction by this id (Reply.reply_to), not by chat.
             message_id = f"interaction-{interaction.id}"
             self._interactions[message_id] = interaction
-            self._submit(
+            await self._submit(
                 IncomingMessage(
                     chat=ChatRef("discord", str(interaction.channel_id)),
                     sender_id=str(user.id),
@@ -269,29 +267,32 @@ class DiscordChannel:
             return None
         return DiscordStream(self, chat, reply_to)
 
-    async def send(self, chat: ChatRef, reply: Reply) -> None:
-        await self.deliver(chat, reply, first=None)
+    def parts(self, reply: Reply) -> list[OutgoingPart]:
+        return reply_parts(reply, MAX_CHARS, split_message)
 
-    async def deliver(self, chat: ChatRef, reply: Reply, first: discord.Message | None) -> None:
-        """The reply's text in parts (the first as a reply, or replacing `first`), then
-        its files; a file that cannot go is reported in the chat."""
-        channel = await self.target(chat)
-        parts = split_message(reply.text, MAX_CHARS)
-        interaction = self._interactions.pop(reply.reply_to, None)
-        for index, part in enumerate(parts):
-            if index == 0 and first is not None:
-                await first.edit(content=part)
-            elif index == 0 and interaction is not None:
-                await interaction.followup.send(part)
+    async def send_part(self, chat: ChatRef, part: OutgoingPart) -> None:
+        """One message: text (a reply to `reply_to`, or a slash command's answer) or one
+        file; a file that cannot go is reported in the chat. One attempt: the outbox
+        retries (discord.py itself already waits out rate limits)."""
+        try:
+            channel = await self.target(chat)
+            if part.media is not None:
+                await self._send_media(channel, part.media)
+                return
+            interaction = self._interactions.get(part.reply_to)
+            if interaction is not None:
+                await interaction.followup.send(part.text)
+                del self._interactions[part.reply_to]
             else:
                 await channel.send(
-                    part,
-                    reference=_reference(reply.reply_to if index == 0 else "", channel),
-                    mention_author=False,
+                    part.text, reference=_reference(part.reply_to, channel), mention_author=False
                 )
-        notes = await self._send_media(channel, reply.media)
-        if notes:
-            await channel.send("\n".join(notes))
+        except (discord.Forbidden, discord.NotFound) as exc:
+            raise SendFailed(str(exc), permanent=True) from exc
+        except discord.HTTPException as exc:
+            raise SendFailed(str(exc), permanent=400 <= exc.status < 500) from exc
+        except (OSError, aiohttp.ClientError) as exc:
+            raise SendFailed(f"{type(exc).__name__}: {exc}") from exc
 
     async def ask_approval(
         self, chat: ChatRef, question: ApprovalQuestion, may_answer: MayAnswer
@@ -300,31 +301,29 @@ class DiscordChannel:
         channels/discord_approvals.py."""
         return await self.approvals.ask(await self.target(chat), question, may_answer)
 
-    async def _send_media(
-        self, channel: Messageable, media: tuple[OutgoingMedia, ...]
-    ) -> list[str]:
+    async def _send_media(self, channel: Messageable, item: OutgoingMedia) -> None:
+        if item.is_url:
+            await channel.send(item.source)  # Discord shows a preview of the link
+            return
         limit = getattr(getattr(channel, "guild", None), "filesize_limit", DEFAULT_UPLOAD_LIMIT)
-        notes: list[str] = []
-        links: list[str] = []
-        for item in media:
-            if item.is_url:
-                links.append(item.source)  # Discord shows a preview of the link
-                continue
-            path = Path(item.source)
+        path = Path(item.source)
+        try:
             size = await asyncio.to_thread(os.path.getsize, path)
-            if size > limit:
-                notes.append(
-                    f"(Could not send {path.name}: {size / 1e6:.1f} MB is over "
-                    f"Discord's upload limit of {limit / 1e6:.0f} MB.)"
-                )
-                continue
-            try:
-                await channel.send(file=discord.File(path, filename=path.name))
-            except discord.HTTPException as exc:
-                notes.append(f"(Could not send {path.name}: {exc.text or exc.status}.)")
-        if links:
-            await channel.send("\n".join(links))
-        return notes
+        except OSError as exc:
+            await channel.send(f"(Could not send {path.name}: {exc.strerror or exc}.)")
+            return
+        if size > limit:
+            await channel.send(
+                f"(Could not send {path.name}: {size / 1e6:.1f} MB is over "
+                f"Discord's upload limit of {limit / 1e6:.0f} MB.)"
+            )
+            return
+        try:
+            await channel.send(file=discord.File(path, filename=path.name))
+        except discord.HTTPException as exc:
+            if exc.status >= 500 or exc.status == 429:
+                raise
+            await channel.send(f"(Could not send {path.name}: {exc.text or exc.status}.)")
 
 
 class DiscordStream(PacedStream):
@@ -346,8 +345,11 @@ class DiscordStream(PacedStream):
         elif text != self._message.content:
             self._message = await self._message.edit(content=text)
 
-    async def complete(self, reply: Reply) -> None:
-        await self._channel.deliver(self._chat, reply, first=self._message)
+    async def replace(self, first: OutgoingPart) -> bool:
+        if self._message is None:
+            return False
+        await self._message.edit(content=first.text)
+        return True
 
 
 def _reference(message_id: str, channel: Messageable) -> discord.MessageReference | None:

@@ -11,7 +11,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 
-from channels.base import Reply
+from channels.base import OutgoingPart
 
 log = logging.getLogger(__name__)
 
@@ -37,15 +37,18 @@ class PacedStream(ABC):
         except Exception as exc:  # a skipped update is harmless: the final text follows
             log.debug("stream update skipped: %s", exc)
 
-    async def finish(self, reply: Reply) -> None:
+    async def finish(self, first: OutgoingPart) -> bool:
+        """Replace the preview with the reply's first part; False when nothing was shown
+        (the part is then sent as a new message)."""
         if self._pending is not None:
             await self._pending
-        await self.complete(reply)
+        return await self.replace(first)
 
     @abstractmethod
     async def show(self, text: str) -> None:
         """Send the message with `text`, or edit it to `text` once it exists."""
 
     @abstractmethod
-    async def complete(self, reply: Reply) -> None:
-        """Replace the streamed text with the final, formatted reply and its files."""
+    async def replace(self, first: OutgoingPart) -> bool:
+        """Replace the streamed text with the reply's first part, formatted; False when
+        no message was shown yet."""

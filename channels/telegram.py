@@ -1,7 +1,8 @@
-"""Telegram adapter (python-telegram-bot): long polling in, HTML replies and uploads out.
+"""Telegram adapter (python-telegram-bot's Bot): long polling in, HTML replies and uploads
+out, one part at a time (the outbox decides when to try again).
 
-Embedded in the daemon's event loop with initialize()/start()/start_polling(), never the
-blocking run_polling(). The pure parts — who is addressed, what an update means — are
+The polling loop is ours (channels/telegram_polling.py) so an update is acknowledged only
+after the runtime stored it. The pure parts — who is addressed, what an update means — are
 plain functions in channels/telegram_incoming.py.
 """
 
@@ -14,41 +15,37 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from telegram import BotCommand, InlineKeyboardMarkup, Message, ReplyParameters, Update
+from telegram import Bot, BotCommand, InlineKeyboardMarkup, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import BadRequest, NetworkError, RetryAfter
-from telegram.ext import (
-    Application,
-    ApplicationBuilder,
-    CallbackQueryHandler,
-    ContextTypes,
-    MessageHandler,
-    filters,
-)
+from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
+from telegram.request import HTTPXRequest
 
 from channels.base import (
     ApprovalAnswer,
     ApprovalQuestion,
-    Attachment,
     ChatRef,
     MayAnswer,
     OutgoingMedia,
+    OutgoingPart,
+    RemoteFile,
     Reply,
     ReplyStream,
+    SendFailed,
     Submit,
+    reply_parts,
     sender_allowed,
 )
 from channels.capabilities import CHAT_COMMANDS, TELEGRAM, TELEGRAM_DELIVERY
 from channels.config import TelegramSettings
 from channels.stream import PacedStream
-from channels.telegram_approvals import CALLBACK_PATTERN, TelegramApprovals
-from channels.telegram_incoming import addressed_to_bot, attachments_of, to_incoming
+from channels.telegram_approvals import TelegramApprovals
+from channels.telegram_incoming import addressed_to_bot, remote_files, to_incoming
+from channels.telegram_polling import UpdatePoller
 from channels.text import markdown_to_telegram_html, split_message
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Transcriber = Callable[[Path], Awaitable[str]]
 MAX_CHARS = 4096
 TYPING_EVERY_S = 4.0  # Telegram shows "typing" for about 5 s
 STREAM_EDIT_EVERY_S = 1.0
@@ -56,13 +53,13 @@ MAX_RETRIES = 5
 
 
 async def with_retries(call: Callable[[], Awaitable[T]]) -> T:
-    """Honour Telegram's 429 retry_after; retry network errors with backoff; raise the rest."""
+    """For calls made while someone waits (an approval question, the command menu):
+    honour Telegram's 429 retry_after; retry network errors with backoff; raise the rest."""
     for attempt in range(MAX_RETRIES):
         try:
             return await call()
         except RetryAfter as exc:
-            wait = exc.retry_after
-            seconds = wait.total_seconds() if hasattr(wait, "total_seconds") else float(wait)
+            seconds = _seconds(exc.retry_after)
             log.warning("telegram: rate limited; waiting %.0f s", seconds)
             await asyncio.sleep(seconds)
         except BadRequest:
@@ -75,89 +72,96 @@ async def with_retries(call: Callable[[], Awaitable[T]]) -> T:
     return await call()
 
 
+def _seconds(wait: Any) -> float:
+    return float(wait.total_seconds()) if hasattr(wait, "total_seconds") else float(wait)
+
+
+async def as_send_failed(call: Callable[[], Awaitable[Any]]) -> Any:
+    """One attempt; what went wrong said in the outbox's terms."""
+    try:
+        return await call()
+    except RetryAfter as exc:
+        raise SendFailed(str(exc), retry_after=_seconds(exc.retry_after)) from exc
+    except (BadRequest, Forbidden) as exc:
+        raise SendFailed(str(exc), permanent=True) from exc
+    except NetworkError as exc:  # timeouts, 5xx, connection errors
+        raise SendFailed(str(exc)) from exc
+
+
 class TelegramChannel:
     name = "telegram"
     capabilities = TELEGRAM
     delivery_instructions: str | None = TELEGRAM_DELIVERY
 
-    def __init__(
-        self, settings: TelegramSettings, *, workspace: Path, transcribe: Transcriber | None = None
-    ) -> None:
+    def __init__(self, settings: TelegramSettings) -> None:
         if settings.bot_token is None:
             raise ValueError("telegram: no bot token; set PINCLAW_CHANNELS__TELEGRAM__BOT_TOKEN")
         self._settings = settings
-        self._workspace = workspace
-        self._transcribe = transcribe
         self._submit: Submit | None = None
-        self._app: Application[Any, Any, Any, Any, Any, Any] = (
-            ApplicationBuilder()
-            .token(settings.bot_token.get_secret_value())
-            .base_url(settings.api_base)
-            .base_file_url(settings.file_api_base)
-            .build()
+        self.bot = Bot(
+            settings.bot_token.get_secret_value(),
+            base_url=settings.api_base,
+            base_file_url=settings.file_api_base,
+            request=HTTPXRequest(connection_pool_size=64),
+            get_updates_request=HTTPXRequest(read_timeout=30.0),
         )
-        self._app.add_handler(MessageHandler(filters.ALL, self._on_update))
         self._approvals = TelegramApprovals()
-        self._app.add_handler(CallbackQueryHandler(self._approvals.on_press, CALLBACK_PATTERN))
-
-    @property
-    def bot(self) -> Any:
-        return self._app.bot
+        self._poller = UpdatePoller(
+            self.bot, self._on_update, allowed_updates=[Update.MESSAGE, Update.CALLBACK_QUERY]
+        )
+        self._polling: asyncio.Task[None] | None = None
+        self._initialized = False
 
     async def start(self, submit: Submit) -> None:
         self._submit = submit
-        await self._app.initialize()  # getMe: a bad token fails here
-        await self._app.start()
+        await self.bot.initialize()  # getMe: a bad token fails here
+        self._initialized = True
         await with_retries(
             lambda: self.bot.set_my_commands(
                 [BotCommand(name, text) for name, text in CHAT_COMMANDS]
             )
         )
-        updater = self._app.updater
-        assert updater is not None
-        await updater.start_polling(
-            poll_interval=0.0,
-            timeout=10,
-            allowed_updates=[Update.MESSAGE, Update.CALLBACK_QUERY],
-            error_callback=self._polling_error,
-        )
+        self._polling = asyncio.create_task(self._poller.run(), name="telegram polling")
         log.info("telegram: polling as @%s", self.bot.username)
 
-    def _polling_error(self, exc: Exception) -> None:
-        log.warning("telegram: polling error (%s); retrying", exc)
-
     async def stop_intake(self) -> None:
-        """Stop polling; updates already fetched are still handed to the runtime."""
-        updater = self._app.updater
-        if updater is not None and updater.running:
-            await updater.stop()
-        if self._app.running:
-            await self._app.stop()
+        """Stop polling: what was not stored yet is not acknowledged, so Telegram keeps it."""
+        if self._polling is not None:
+            self._polling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._polling
+            self._polling = None
 
     async def stop(self) -> None:
         await self.stop_intake()
-        await self._app.shutdown()  # a no-op when start() never got that far
+        if self._initialized:
+            await self.bot.shutdown()
+            self._initialized = False
 
     # -- in ------------------------------------------------------------------------------
 
-    async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    async def _on_update(self, update: Update) -> None:
+        """Store a message meant for us (raises if it could not be: it comes again)."""
+        if update.callback_query is not None:
+            await self._approvals.on_press(update)
+            return
         message = update.message
         user = message.from_user if message else None
         if message is None or user is None or self._submit is None or user.id == self.bot.id:
             return
         if not addressed_to_bot(message, self.bot.id, self.bot.username, self._settings.group_mode):
             return
-        # A stranger's files are not downloaded: the runtime will refuse the message anyway.
+        files = remote_files(message)
+        if not (message.text or message.caption or files):
+            log.info("telegram: a message with nothing pinclaw reads (a sticker, a poll…)")
+            return
+        # A stranger's files are not even listed: the runtime will refuse the message anyway.
         allowed = sender_allowed(self._settings.allowed_users, str(user.id), user.username or "")
-        attachments = await self._attachments(message) if allowed else ()
-        self._submit(to_incoming(message, self.bot.username, attachments))
+        await self._submit(to_incoming(message, self.bot.username, files if allowed else ()))
 
-    async def _attachments(self, message: Message) -> tuple[Attachment, ...]:
-        try:
-            return await attachments_of(message, self._workspace, self._transcribe)
-        except Exception:
-            log.exception("telegram: could not save the attachment of %s", message.message_id)
-            return ()
+    async def fetch_file(self, file: RemoteFile, dest: Path) -> None:
+        telegram_file = await self.bot.get_file(file.ref)
+        await telegram_file.download_to_drive(dest)
 
     # -- out -----------------------------------------------------------------------------
 
@@ -183,23 +187,21 @@ class TelegramChannel:
             return None
         return TelegramStream(self, chat, reply_to)
 
-    async def send(self, chat: ChatRef, reply: Reply) -> None:
-        await self.send_parts(chat, split_message(reply.text, MAX_CHARS), reply.reply_to)
-        for media in reply.media:
-            await self.send_media(chat, media)
+    def parts(self, reply: Reply) -> list[OutgoingPart]:
+        return reply_parts(reply, MAX_CHARS, split_message)
 
-    async def send_parts(
-        self, chat: ChatRef, parts: list[str], reply_to: str, first: Message | None = None
-    ) -> None:
-        """Send each part as HTML (plain text when Telegram rejects the markup); with
-        `first`, the first part replaces that message's text instead."""
-        for index, part in enumerate(parts):
-            target = first if index == 0 else None
-            await self._send_text(chat, part, reply_to if index == 0 else "", target)
+    async def send_part(self, chat: ChatRef, part: OutgoingPart) -> None:
+        if part.media is not None:
+            await self._send_media(chat, part.media)
+        else:
+            await self.send_text(chat, part.text, part.reply_to)
 
-    async def _send_text(
-        self, chat: ChatRef, text: str, reply_to: str, edit: Message | None
+    async def send_text(
+        self, chat: ChatRef, text: str, reply_to: str, edit: Message | None = None
     ) -> None:
+        """As HTML, or as plain text when Telegram rejects the markup; with `edit`, replace
+        that message's text instead. One attempt: the outbox retries."""
+
         async def attempt(body: str, mode: str | None) -> Any:
             if edit is not None:
                 return await edit.edit_text(body, parse_mode=mode)
@@ -212,12 +214,14 @@ class TelegramChannel:
             )
 
         try:
-            await with_retries(lambda: attempt(markdown_to_telegram_html(text), ParseMode.HTML))
-        except BadRequest as exc:
+            await as_send_failed(lambda: attempt(markdown_to_telegram_html(text), ParseMode.HTML))
+        except SendFailed as exc:
+            if not exc.permanent:
+                raise
             if "not modified" in str(exc).lower():
                 return
             log.info("telegram: HTML refused (%s); sending plain text", exc)
-            await with_retries(lambda: attempt(text, None))
+            await as_send_failed(lambda: attempt(text, None))
 
     async def ask_approval(
         self, chat: ChatRef, question: ApprovalQuestion, may_answer: MayAnswer
@@ -235,8 +239,9 @@ class TelegramChannel:
 
         return await self._approvals.ask(send, question, may_answer)
 
-    async def send_media(self, chat: ChatRef, media: OutgoingMedia) -> None:
-        senders = {
+    async def _send_media(self, chat: ChatRef, media: OutgoingMedia) -> None:
+        """The file, or, when Telegram refuses it or it is gone, a line saying so."""
+        senders: dict[str, Callable[..., Awaitable[Any]]] = {
             "IMAGE": self.bot.send_photo,
             "DOCUMENT": self.bot.send_document,
             "VIDEO": self.bot.send_video,
@@ -244,22 +249,23 @@ class TelegramChannel:
             "VOICE": self.bot.send_voice,
         }
         send = senders[media.kind]
+        thread = _thread(chat)
         try:
             if media.is_url:
-                await with_retries(
-                    lambda: send(chat.chat_id, media.source, message_thread_id=_thread(chat))
+                await as_send_failed(
+                    lambda: send(chat.chat_id, media.source, message_thread_id=thread)
                 )
             else:
                 data = await asyncio.to_thread(Path(media.source).read_bytes)
                 name = Path(media.source).name
-                await with_retries(
-                    lambda: send(chat.chat_id, data, filename=name, message_thread_id=_thread(chat))
+                await as_send_failed(
+                    lambda: send(chat.chat_id, data, filename=name, message_thread_id=thread)
                 )
-        except (BadRequest, OSError) as exc:
+        except (SendFailed, OSError) as exc:
+            if isinstance(exc, SendFailed) and not exc.permanent:
+                raise
             log.warning("telegram: could not send %s: %s", media.source, exc)
-            await self._send_text(
-                chat, f"(Could not send {Path(media.source).name}: {exc})", "", None
-            )
+            await self.send_text(chat, f"(Could not send {Path(media.source).name}: {exc})", "")
 
 
 class TelegramStream(PacedStream):
@@ -284,11 +290,11 @@ class TelegramStream(PacedStream):
             edited = await self._message.edit_text(text)
             self._message = edited if isinstance(edited, Message) else self._message
 
-    async def complete(self, reply: Reply) -> None:
-        parts = split_message(reply.text, MAX_CHARS)
-        await self._channel.send_parts(self._chat, parts, self._reply_to, first=self._message)
-        for media in reply.media:
-            await self._channel.send_media(self._chat, media)
+    async def replace(self, first: OutgoingPart) -> bool:
+        if self._message is None:
+            return False
+        await self._channel.send_text(self._chat, first.text, "", edit=self._message)
+        return True
 
 
 def _thread(chat: ChatRef) -> int | None:

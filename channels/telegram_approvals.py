@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
-from telegram.ext import ContextTypes
 
 from channels.base import ApprovalAnswer, ApprovalQuestion, MayAnswer
 
@@ -114,10 +114,10 @@ class TelegramApprovals:
             if self._pending.get(key) is pending:
                 del self._pending[key]
 
-    async def on_press(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    async def on_press(self, update: Update) -> None:
         """A press on one of our buttons: refused, too late, or the answer."""
         query = update.callback_query
-        if query is None or not query.data:
+        if query is None or not query.data or not re.match(CALLBACK_PATTERN, query.data):
             return
         _, code, key = query.data.split(":", 2)
         pending = self._pending.get(key)

@@ -1,22 +1,15 @@
-"""What a Telegram message means for pinclaw: is the bot addressed, what was attached, and
-the IncomingMessage the runtime gets. Kept apart from the adapter's I/O so it can be read
-(and tested) on its own."""
+"""What a Telegram message means for pinclaw: is the bot addressed, what is attached (to be
+fetched when its turn runs), and the IncomingMessage the runtime gets. Kept apart from the
+adapter's I/O so it can be read (and tested) on its own."""
 
 from __future__ import annotations
 
-import logging
 import re
-from collections.abc import Awaitable, Callable
-from pathlib import Path
+from typing import Any
 
 from telegram import Message, MessageEntity
 
-from channels.base import Attachment, ChatRef, IncomingMessage, MediaKind
-
-log = logging.getLogger(__name__)
-
-INBOX = "inbox"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+from channels.base import ChatRef, IncomingMessage, MediaKind, RemoteFile
 
 
 def addressed_to_bot(message: Message, bot_id: int, bot_username: str, group_mode: str) -> bool:
@@ -40,7 +33,7 @@ def _mentions(message: Message, bot_id: int, bot_username: str) -> bool:
 
 
 def to_incoming(
-    message: Message, bot_username: str, attachments: tuple[Attachment, ...] = ()
+    message: Message, bot_username: str, files: tuple[RemoteFile, ...] = ()
 ) -> IncomingMessage:
     user = message.from_user
     assert user is not None
@@ -53,21 +46,16 @@ def to_incoming(
         sender_name=user.full_name,
         sender_username=user.username or "",
         text=text,
-        attachments=attachments,
         is_group=message.chat.type != "private",
         mentions_bot=True,
         message_id=str(message.message_id),
+        files=files,
     )
 
 
-Transcriber = Callable[[Path], Awaitable[str]]
-
-
-async def attachments_of(
-    message: Message, workspace: Path, transcribe: Transcriber | None
-) -> tuple[Attachment, ...]:
-    """Download the message's photo, document, audio, video or voice note into the inbox."""
-    found: list[tuple[MediaKind, object, str]] = []
+def remote_files(message: Message) -> tuple[RemoteFile, ...]:
+    """The message's photo, document, audio, video or voice note, not downloaded yet."""
+    found: list[tuple[MediaKind, Any, str]] = []
     if message.photo:
         found.append(("IMAGE", message.photo[-1], "photo.jpg"))
     if message.document:
@@ -78,25 +66,7 @@ async def attachments_of(
         found.append(("VIDEO", message.video, message.video.file_name or "video.mp4"))
     if message.voice:
         found.append(("VOICE", message.voice, "voice.ogg"))
-    saved: list[Attachment] = []
-    inbox = workspace / INBOX
-    inbox.mkdir(parents=True, exist_ok=True)
-    for kind, media, name in found:
-        safe = _UNSAFE.sub("_", name).strip("._") or "file"
-        path = inbox / f"telegram-{message.chat.id}-{message.message_id}-{safe}"
-        telegram_file = await media.get_file()  # type: ignore[attr-defined]
-        await telegram_file.download_to_drive(path)
-        saved.append(Attachment(kind, path, await _note(kind, path, transcribe)))
-    return tuple(saved)
-
-
-async def _note(kind: MediaKind, path: Path, transcribe: Transcriber | None) -> str:
-    if kind != "VOICE":
-        return ""
-    if transcribe is None:
-        return "(a voice note, saved there; no transcription is configured)"
-    try:
-        return f"(voice note transcript: {await transcribe(path)})"
-    except Exception as exc:
-        log.warning("telegram: transcription failed: %s", exc)
-        return "(a voice note, saved there; transcription failed)"
+    return tuple(
+        RemoteFile(kind, media.file_id, name, int(media.file_size or 0))
+        for kind, media, name in found
+    )

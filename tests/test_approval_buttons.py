@@ -56,13 +56,16 @@ async def telegram(fake_telegram: FakeTelegram, tmp_path: Path) -> AsyncIterator
         api_base=fake_telegram.api_base,
         file_api_base=fake_telegram.file_api_base,
     )
-    channel = TelegramChannel(settings, workspace=tmp_path)
-    received: list[IncomingMessage] = []
-    await channel.start(received.append)
+    channel = TelegramChannel(settings)
+    await channel.start(ignore_messages)
     try:
         yield channel
     finally:
         await channel.stop()
+
+
+async def ignore_messages(msg: IncomingMessage) -> bool:
+    return True
 
 
 def buttons(message: SentMessage) -> dict[str, str]:
@@ -228,9 +231,8 @@ async def start_discord(fake: FakeDiscord, workspace: Path) -> DiscordChannel:
         api_base=fake.api_base,
         gateway_url=fake.gateway_url,
     )
-    channel = DiscordChannel(settings, workspace=workspace)
-    received: list[IncomingMessage] = []
-    await channel.start(received.append)
+    channel = DiscordChannel(settings)
+    await channel.start(ignore_messages)
     return channel
 
 

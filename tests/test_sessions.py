@@ -5,7 +5,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from agent.turns.sessions import SessionStore
+from agent.app import open_store
+from agent.turns.runtime import Store
+from channels.base import ChatRef, OutgoingPart
 
 
 def turn(n: int, tools: int = 0) -> list[dict[str, object]]:
@@ -21,34 +23,92 @@ def turn(n: int, tools: int = 0) -> list[dict[str, object]]:
 
 
 async def test_history_is_cut_at_a_turn_boundary(tmp_path: Path) -> None:
-    store = await SessionStore(tmp_path / "state.db").open()
-    await store.append_turn("t:1:", turn(1, tools=2))
-    await store.append_turn("t:1:", turn(2, tools=1))
-    await store.append_turn("t:1:", turn(3))
+    store = await open_store(tmp_path / "state.db")
+    sessions = store.sessions
+    await sessions.append_turn("t:1:", turn(1, tools=2))
+    await sessions.append_turn("t:1:", turn(2, tools=1))
+    await sessions.append_turn("t:1:", turn(3))
     # turn 1 has 6 messages, turn 2 has 4, turn 3 has 2
-    history = await store.history("t:1:", max_messages=7)
+    history = await sessions.history("t:1:", max_messages=7)
     assert history[0]["content"] == "question 2" and len(history) == 6
     # the last 5 start inside turn 2: its remainder is dropped, no tool result orphaned
-    history = await store.history("t:1:", max_messages=5)
+    history = await sessions.history("t:1:", max_messages=5)
     assert [m["content"] for m in history] == ["question 3", "answer 3"]
-    full = await store.history("t:1:", max_messages=100)
+    full = await sessions.history("t:1:", max_messages=100)
     assert len(full) == 6 + 4 + 2 and full[0]["content"] == "question 1"
-    await store.close()
+    await store.db.close()
+
+
+async def test_one_huge_turn_cannot_push_the_history_past_the_token_budget(
+    tmp_path: Path,
+) -> None:
+    store = await open_store(tmp_path / "state.db")
+    sessions = store.sessions
+    await sessions.append_turn("t:1:", turn(1))
+    huge = [{"role": "user", "content": "x" * 1_000_000}, {"role": "assistant", "content": "ok"}]
+    await sessions.append_turn("t:1:", huge)
+    await sessions.append_turn("t:1:", turn(3))
+    await sessions.append_turn("t:1:", turn(4))
+    history = await sessions.history("t:1:", max_messages=40, max_tokens=1_000)
+    # whole turns, newest first, stopping at the first that does not fit
+    assert [m["content"] for m in history] == ["question 3", "answer 3", "question 4", "answer 4"]
+    await store.db.close()
+
+
+async def test_an_answer_that_was_never_delivered_leaves_the_history(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "state.db")
+    await answered(store, 1, expired=False)
+    await answered(store, 2, expired=True)
+    history = await store.sessions.history("t:1:", max_messages=40)
+    # the question stays (the user asked it); the answer they never saw does not
+    assert [m["content"] for m in history] == ["question 1", "answer 1", "question 2"]
+    await store.db.close()
+
+
+async def answered(store: Store, n: int, *, expired: bool) -> None:
+    from channels.base import IncomingMessage
+
+    msg = IncomingMessage(ChatRef("t", "1"), "42", "Ann", f"question {n}", message_id=str(n))
+    inbox_id = await store.inbox.add(msg)
+    assert inbox_id is not None
+    async with store.db.transaction() as conn:
+        await store.sessions.add_turn(conn, "t:1:", turn(n), inbox_id)
+        outgoing = await store.outbox.insert(conn, msg.chat, [OutgoingPart(f"answer {n}")],
+                                             inbox_id=inbox_id, deliver_within_s=60)
+        await store.inbox.finish(conn, inbox_id, "done")
+    if expired:
+        await store.outbox.note_failure(outgoing, "429 for an hour", expired=True)
+
+
+async def test_a_message_is_stored_once_even_when_delivered_twice(tmp_path: Path) -> None:
+    from channels.base import IncomingMessage
+
+    store = await open_store(tmp_path / "state.db")
+    msg = IncomingMessage(ChatRef("t", "1"), "42", "Ann", "hello there", message_id="7")
+    first = await store.inbox.add(msg)
+    assert first is not None and await store.inbox.add(msg) is None
+    pending = await store.inbox.oldest("t:1:")
+    assert pending is not None and pending.message == msg
+    await store.db.close()
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM inbox").fetchone()[0] == 1
+        assert db.execute("PRAGMA synchronous").fetchone()[0] in (2, 3)  # FULL (per connection)
 
 
 async def test_chats_are_separate_and_survive_reopening(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    store = await SessionStore(path).open()
-    await store.append_turn("telegram:1:", turn(1))
-    await store.append_turn("telegram:2:", turn(2))
-    await store.close()
-    reopened = await SessionStore(path).open()
+    opened = await open_store(path)
+    await opened.sessions.append_turn("telegram:1:", turn(1))
+    await opened.sessions.append_turn("telegram:2:", turn(2))
+    await opened.db.close()
+    again = await open_store(path)
+    reopened = again.sessions
     assert [m["content"] for m in await reopened.history("telegram:1:", 10)] == [
         "question 1", "answer 1"]
     await reopened.new_session("telegram:1:")
     assert await reopened.history("telegram:1:", 10) == []
     assert await reopened.count("telegram:2:") == 2
-    await reopened.close()
+    await again.db.close()
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         rows = db.execute("SELECT role, created_at > 0 FROM messages ORDER BY id").fetchall()

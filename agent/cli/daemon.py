@@ -1,7 +1,8 @@
 """`agent run` without -m: every enabled channel in one asyncio process until a signal.
 
-SIGINT/SIGTERM stop intake, let running turns finish for `agent.shutdown_grace_s`, cancel
-what is left, flush the session store and exit 0. A channel that cannot start is reported
+SIGINT/SIGTERM stop intake, let running turns and sending finish for
+`agent.shutdown_grace_s`, cancel what is left (it stays pending in state.db for the next
+start), then close the store and exit 0. A channel that cannot start is reported
 and the others keep running.
 """
 
@@ -70,6 +71,7 @@ async def start_channels(app: App) -> list[ChannelRuntime]:
             await _quietly_stop(runtime)
             continue
         log.info("%s started", channel.name)
+        await runtime.resume()  # what an earlier run left pending
         runtimes.append(runtime)
     return runtimes
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from agent.llm import ProviderHealth
+from agent.turns.inbox import Inbox
 from agent.turns.sessions import SessionStore
 from agent.turns.state import TurnRecord
 from channels.capabilities import CHAT_COMMANDS
@@ -13,7 +15,7 @@ HELP = (
     "Commands:\n"
     "/new — start a fresh conversation (the bot forgets this chat's history)\n"
     "/stop — stop the answer being worked on\n"
-    "/status — model, conversation length, tokens and cost of the last answer\n"
+    "/status — model and its health, waiting messages, tokens and cost of the last answer\n"
     "/help — this list\n"
     "Anything else is a message for the assistant."
 )
@@ -29,6 +31,8 @@ class CommandContext:
     model: str
     last_turn: TurnRecord | None
     cancel: Callable[[], bool]  # stops the chat's running turn; False when none runs
+    inbox: Inbox
+    health: ProviderHealth
 
 
 def parse_command(text: str) -> str | None:
@@ -57,7 +61,11 @@ async def run_command(text: str, ctx: CommandContext) -> str | None:
 
 async def _status(ctx: CommandContext) -> str:
     count = await ctx.sessions.count(ctx.chat_key)
-    lines = [f"Model: {ctx.model}", f"Conversation: {count} messages"]
+    waiting = await ctx.inbox.waiting(ctx.chat_key)
+    lines = [
+        f"Model: {ctx.model} ({ctx.health.describe()})",
+        f"Conversation: {count} messages; waiting to be answered: {waiting}",
+    ]
     last = ctx.last_turn
     if last is None:
         lines.append("Last answer: none yet")

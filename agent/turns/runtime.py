@@ -1,37 +1,69 @@
-"""ChannelRuntime: one per channel. It holds the channel's system prompt and runs its turns.
+"""ChannelRuntime: one per channel. Takes its messages into the inbox, runs their turns and
+queues their replies in the outbox; see docs/architecture.md, "One message, end to end".
 
-One turn at a time per chat (later messages of a chat wait their turn, in order), many
-chats at once up to a shared limit. A failed turn answers one short line; the user's
-message is kept in the session either way.
+A chat's messages run one at a time, oldest first; chats run side by side up to a shared
+number of turn slots. A turn that no model could answer waits and runs again (with one
+notice to the user) until `agent.retry_failed_turns_for_s`; anything else ends the message
+with a short line. Commands (/stop, /status…) are answered at once, not queued behind a
+running turn.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-from collections.abc import Callable
-from datetime import datetime
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
 
-from agent.llm import LLMClient, LLMError, LLMRequestRejected, Message
-from agent.prompt.context import Dispatch
-from agent.prompt.source import Fingerprint, PromptSource
-from agent.security import ScrubbedStream, Scrubber, scrub_message
+from agent.config import Settings
+from agent.llm import LLMClient
+from agent.prompt.source import PromptSource
+from agent.security import Scrubber
 from agent.turns.approvals import AlwaysAllowed, chat_approver
-from agent.turns.commands import CommandContext, run_command
-from agent.turns.dispatch import Dispatcher, NativeDispatcher, XmlDispatcher, configured_dispatcher
-from agent.turns.loop import LoopOptions, ToolEvent, TurnResult, run_tool_call_loop
+from agent.turns.commands import CommandContext, parse_command, run_command
+from agent.turns.delivery import Courier
+from agent.turns.inbox import Inbox, Pending
+from agent.turns.intake import prepared, refusal_text, too_big
+from agent.turns.loop import ToolEvent
 from agent.turns.media import resolve_reply
+from agent.turns.outbox import Outbox
 from agent.turns.sessions import SessionStore
 from agent.turns.state import Access, ProviderQuirks, TurnRecord
-from channels.base import Channel, ChatRef, IncomingMessage, Reply, sender_allowed
-from channels.markers import marker_for
+from agent.turns.store import StateDB
+from agent.turns.turn import TurnOutcome, TurnRunner
+from channels.base import (
+    Attachment,
+    Channel,
+    ChatRef,
+    IncomingMessage,
+    Reply,
+    sender_allowed,
+)
 from tools.base import ToolCallContext
 from tools.paths import PathRules
 
 log = logging.getLogger(__name__)
 
-FAILED_TURN = "Sorry, I could not answer that just now ({}). Your message is kept; try again."
+Transcriber = Callable[[Path], Awaitable[str]]
+MAX_RETRY_WAIT_S = 60.0
+OUTAGE_NOTICE = (
+    "The model is unreachable right now. Your message is kept: I'll answer when it's back."
+)
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class Store:
+    """state.db and the three things kept in it."""
+
+    db: StateDB
+    sessions: SessionStore
+    inbox: Inbox
+    outbox: Outbox
 
 
 class ChannelRuntime:
@@ -42,108 +74,107 @@ class ChannelRuntime:
         access: Access,
         source: PromptSource,
         llm: LLMClient,
-        sessions: SessionStore,
+        store: Store,
         turn_slots: asyncio.Semaphore,
         quirks: ProviderQuirks | None = None,
         scrub: Scrubber | None = None,
         paths: PathRules | None = None,
         always: AlwaysAllowed | None = None,
+        transcribe: Transcriber | None = None,
+        history_tokens: int | None = None,
     ) -> None:
         self.channel = channel
         self.access = access
         self.source = source
         self.llm = llm
-        self.sessions = sessions
-        self.quirks = quirks or ProviderQuirks()
+        self.store = store
+        self.sessions = store.sessions
         self._slots = turn_slots
         self._scrub = scrub or Scrubber()
         self._paths = paths or PathRules.build(source.workspace, ())
         self.always = always or AlwaysAllowed(source.settings.state_db, source.workspace)
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._running: dict[str, asyncio.Task[Reply]] = {}
-        self.last_turns: dict[str, TurnRecord] = {}
-        self._prompts: dict[tuple[Dispatch, bool], str] = {}
-        self._fingerprint: Fingerprint = ()
-        self._deliveries: set[asyncio.Task[None]] = set()
-        self._closing = False
-        self._strangers_told: set[str] = set()
-        self.system_prompt = self._prompt("native", merged=False)
-
-    # -- the prompt -----------------------------------------------------------------------
-
-    def _prompt(self, dispatcher: Dispatch, *, merged: bool) -> str:
-        """The channel's prompt, built once per (dispatcher, delivery placement) and kept
-        until the inputs it was built from change."""
-        fingerprint = self.source.fingerprint()
-        if fingerprint != self._fingerprint:
-            self._prompts.clear()
-            self._fingerprint = fingerprint
-        key = (dispatcher, merged)
-        if key not in self._prompts:
-            ctx = self.source.context(
-                self.channel.name, self.channel.capabilities, dispatcher=dispatcher
-            )
-            text = self.source.build(ctx).text
-            if merged and self.channel.delivery_instructions:
-                text = f"{text}\n\n{self.channel.delivery_instructions}"
-            self._prompts[key] = text
-            if key == ("native", False):
-                self.system_prompt = text
-        return self._prompts[key]
-
-    def _merge_delivery(self) -> bool:
-        return (
-            self.source.settings.agent.delivery_instructions == "system_prompt"
-            or self.llm.model in self.quirks.merge_delivery
+        self._transcribe = transcribe
+        self._history_tokens = history_tokens
+        self.runner = TurnRunner(
+            channel, source=source, llm=llm, quirks=quirks or ProviderQuirks(), scrub=self._scrub
         )
+        self.courier = Courier(channel, store.outbox)
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()
+        self._running: dict[str, asyncio.Task[TurnOutcome]] = {}
+        self.last_turns: dict[str, TurnRecord] = {}
+        self._strangers_told: set[str] = set()
+        self._closing = False
 
-    def _dispatcher(self) -> Dispatch:
-        if self.llm.model in self.quirks.xml_tools:
-            return "xml"
-        return configured_dispatcher(self.source.settings.agent.tool_dispatcher, self.llm.model)
+    @property
+    def system_prompt(self) -> str:
+        return self.runner.system_prompt
 
-    # -- messages -------------------------------------------------------------------------
+    @property
+    def settings(self) -> Settings:
+        return self.source.settings
 
-    def submit(self, msg: IncomingMessage) -> None:
-        """Take a message from the channel and return at once; the turn runs in a task."""
+    # -- intake ---------------------------------------------------------------------------
+
+    async def submit(self, msg: IncomingMessage) -> bool:
+        """Store the message, then return: the channel may acknowledge it after this. False
+        when it is not taken (a re-delivered message, or shutting down)."""
         if self._closing:
-            log.warning(
-                "%s: shutting down; message from %s not taken", self.channel.name, msg.sender_id
-            )
-            return
-        task = asyncio.create_task(self._deliver(msg))
-        self._deliveries.add(task)
-        task.add_done_callback(self._deliveries.discard)
+            log.warning("%s: shutting down; message %s not taken", msg.chat.key, msg.message_id)
+            return False
+        limits = self.settings.channels
+        refused = too_big(msg.files, limits.max_attachment_mb)
+        msg = prepared(msg, max_chars=limits.max_message_chars, max_mb=limits.max_attachment_mb)
+        if not self.is_allowed(msg):
+            await self._answer_stranger(msg)
+            return True
+        msg = dataclasses.replace(msg, text=self._scrub(msg.text))
+        if parse_command(msg.text) is not None:
+            return await self._command(msg)
+        if refused:
+            text = refusal_text(refused, limits.max_attachment_mb)
+            await self._queue_reply(msg.chat, Reply(text, reply_to=msg.message_id))
+        if not msg.text.strip() and not msg.files and not msg.attachments:
+            return True  # nothing left to answer
+        if await self.store.inbox.add(msg) is None:
+            log.info("%s: message %s seen before; not taken twice", msg.chat.key, msg.message_id)
+            return False
+        self._wake(msg.chat.key)
+        return True
 
-    async def _deliver(self, msg: IncomingMessage) -> None:
-        """Run the turn, then send the reply (or finish the stream) to the chat."""
-        try:
-            wanted = self.is_allowed(msg)
-            stream = self.channel.open_stream(msg.chat, msg.message_id) if wanted else None
-            reply = await self.handle(msg, on_text=stream.push if stream else None)
-            if reply is None:
-                return
-            if stream is not None:
-                await stream.finish(reply)
-            else:
-                await self.channel.send(msg.chat, reply)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception(
-                "%s %s: the reply could not be delivered", self.channel.name, msg.chat.key
-            )
+    async def _command(self, msg: IncomingMessage) -> bool:
+        """Run a command now (not behind the chat's running turn) and queue its answer."""
+        if await self.store.inbox.add(msg, status="done") is None:
+            return False
+        text = await run_command(msg.text, self._command_context(msg.chat.key))
+        await self._queue_reply(msg.chat, Reply(text or "", reply_to=msg.message_id))
+        return True
 
-    async def drain(self, grace_s: float) -> None:
-        """Stop taking messages; let running turns finish for `grace_s`, then cancel them."""
-        self._closing = True
-        pending = set(self._deliveries)
-        if not pending:
+    async def _answer_stranger(self, msg: IncomingMessage) -> None:
+        """Nothing of a stranger's is stored; one polite answer per stranger, silence in
+        groups."""
+        log.info(
+            "%s: refused message from %s (%s)", self.channel.name, msg.sender_id, msg.sender_name
+        )
+        if msg.is_group or msg.sender_id in self._strangers_told:
             return
-        _, late = await asyncio.wait(pending, timeout=grace_s)
-        for task in late:
-            task.cancel()
-        await asyncio.gather(*late, return_exceptions=True)
+        self._strangers_told.add(msg.sender_id)
+        await self._queue_reply(msg.chat, Reply(self._stranger_text(msg), reply_to=msg.message_id))
+
+    async def _queue_reply(self, chat: ChatRef, reply: Reply) -> None:
+        async with self.store.db.transaction() as conn:
+            await self.store.outbox.insert(
+                conn,
+                chat,
+                self.channel.parts(reply),
+                inbox_id=None,
+                deliver_within_s=self._deliver_within_s,
+            )
+        self.courier.wake(chat.key)
+
+    @property
+    def _deliver_within_s(self) -> float:
+        return float(self.settings.channels.delivery_deadline_s)
 
     def is_allowed(self, msg: IncomingMessage) -> bool:
         return self.is_allowed_sender(msg.sender_id, msg.sender_username)
@@ -153,47 +184,179 @@ class ChannelRuntime:
             return True
         return sender_allowed(self.access.allowed_users, sender_id, username)
 
-    async def handle(
+    # -- the chats' queues ----------------------------------------------------------------
+
+    async def resume(self) -> None:
+        """Run what an earlier run left: pending messages, then queued replies."""
+        for chat_key in await self.store.inbox.chats_waiting(self.channel.name):
+            self._wake(chat_key)
+        await self.courier.resume()
+
+    def _wake(self, chat_key: str) -> None:
+        self._again.add(chat_key)
+        if chat_key not in self._workers and not self._closing:
+            self._workers[chat_key] = asyncio.create_task(self._work(chat_key), name=chat_key)
+
+    async def _work(self, chat_key: str) -> None:
+        """Answer the chat's pending messages, oldest first, until none is left."""
+        try:
+            while not self._closing:
+                self._again.discard(chat_key)
+                pending = await self.store.inbox.oldest(chat_key)
+                if pending is None:
+                    if chat_key in self._again:
+                        continue
+                    return
+                wait = pending.next_attempt_at - time.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                    continue
+                await self._answer_pending(pending)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # e.g. the store failed: the message stays pending for next start
+            log.exception("%s: the chat's queue stopped", chat_key)
+        finally:
+            self._workers.pop(chat_key, None)
+
+    async def _answer_pending(self, pending: Pending) -> None:
+        msg = pending.message
+        stream = (
+            self.channel.open_stream(msg.chat, msg.message_id) if not pending.attempts else None
+        )
+        async with self._slots, self.channel.typing(msg.chat):
+            msg = await self._fetch_files(msg)
+            outcome = await self._turn(msg, on_text=stream.push if stream else None)
+        if outcome.status == "retry" and await self._retry_later(pending):
+            return
+        reply = resolve_reply(outcome.text, self._paths, reply_to=msg.message_id)
+        status = "failed" if outcome.status == "retry" else outcome.status
+        async with self.store.db.transaction() as conn:
+            await self.sessions.add_turn(conn, msg.chat.key, outcome.messages, pending.id)
+            outgoing = await self.store.outbox.insert(
+                conn,
+                msg.chat,
+                self.channel.parts(reply),
+                inbox_id=pending.id,
+                deliver_within_s=self._deliver_within_s,
+            )
+            await self.store.inbox.finish(conn, pending.id, status)
+        if stream is not None:
+            self.courier.streams[outgoing] = stream
+        self.courier.wake(msg.chat.key)
+
+    async def _retry_later(self, pending: Pending) -> bool:
+        """Schedule another attempt while the retry window lasts; tell the user once."""
+        agent = self.settings.agent
+        now = time.time()
+        since = pending.failing_since or now
+        if now - since >= agent.retry_failed_turns_for_s:
+            return False
+        if not pending.notified:
+            await self._queue_reply(pending.message.chat, Reply(OUTAGE_NOTICE))
+        wait = min(agent.turn_retry_backoff_s * 2**pending.attempts, MAX_RETRY_WAIT_S)
+        await self.store.inbox.defer(
+            pending.id, retry_at=now + wait, failing_since=since, notified=True
+        )
+        log.warning("%s: no model answered; trying again in %.0f s", pending.message.chat.key, wait)
+        return True
+
+    async def _fetch_files(self, msg: IncomingMessage) -> IncomingMessage:
+        """Download the message's files into the workspace inbox, each within a deadline;
+        one that fails becomes a note for the model instead."""
+        saved: list[Attachment] = list(msg.attachments)
+        notes: list[str] = []
+        folder = self.source.workspace / "inbox"
+        for item in msg.files:
+            name = _UNSAFE.sub("_", item.name).strip("._") or "file"
+            dest = folder / f"{msg.chat.channel}-{msg.chat.chat_id}-{msg.message_id}-{name}"
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                async with asyncio.timeout(self.settings.channels.download_timeout_s):
+                    await self.channel.fetch_file(item, dest)
+            except Exception as exc:  # a timeout, a refused download, a full disk
+                log.warning("%s: %s not downloaded: %s", msg.chat.key, item.name, exc)
+                dest.unlink(missing_ok=True)
+                notes.append(f"[{item.name} could not be downloaded: {type(exc).__name__}]")
+                continue
+            saved.append(Attachment(item.kind, dest, await self._note(item.kind, dest)))
+        text = "\n".join([msg.text, *notes]) if notes else msg.text
+        return dataclasses.replace(msg, text=text, attachments=tuple(saved), files=())
+
+    async def _note(self, kind: str, path: Path) -> str:
+        if kind != "VOICE":
+            return ""
+        if self._transcribe is None:
+            return "(a voice note, saved there; no transcription is configured)"
+        try:
+            return f"(voice note transcript: {self._scrub(await self._transcribe(path))})"
+        except Exception as exc:
+            log.warning("transcription failed: %s", exc)
+            return "(a voice note, saved there; transcription failed)"
+
+    # -- turns ----------------------------------------------------------------------------
+
+    async def _turn(
         self,
         msg: IncomingMessage,
         on_event: Callable[[ToolEvent], None] | None = None,
         on_text: Callable[[str], None] | None = None,
-    ) -> Reply | None:
-        """Answer one message; None means: say nothing (a stranger in a group)."""
-        if not self.is_allowed(msg):
-            log.info(
-                "%s: refused message from %s (%s)",
-                self.channel.name,
-                msg.sender_id,
-                msg.sender_name,
-            )
-            if msg.is_group or msg.sender_id in self._strangers_told:
-                return None  # silence in groups, and one polite reply per stranger
-            self._strangers_told.add(msg.sender_id)
-            return Reply(text=self._stranger_text(msg), reply_to=msg.message_id)
+    ) -> TurnOutcome:
+        """Run the turn as a task /stop can cancel; a shutdown cancels it too, and then
+        nothing is stored (the message stays pending)."""
         key = msg.chat.key
-        command = await run_command(msg.text, self._command_context(key))
-        if command is not None:
-            return Reply(text=command, reply_to=msg.message_id)
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        # "typing" only once the turn runs: a queued message shows nothing yet.
-        async with lock, self._slots, self.channel.typing(msg.chat):
-            task = asyncio.create_task(self._turn(msg, on_event, on_text))
-            self._running[key] = task
-            try:
-                return await asyncio.shield(task)
-            except asyncio.CancelledError:
-                if not task.cancelled():
-                    task.cancel()  # the caller was cancelled (shutdown): stop the turn too
-                    raise
-                return Reply(text="Stopped.", reply_to=msg.message_id)
-            finally:
-                self._running.pop(key, None)
-
-    def _command_context(self, key: str) -> CommandContext:
-        return CommandContext(
-            key, self.sessions, self.llm.model, self.last_turns.get(key), lambda: self.cancel(key)
+        prior = await self.sessions.history(
+            key, self.settings.agent.max_history_messages, self._history_tokens
         )
+        context = ToolCallContext(
+            self.source.workspace,
+            chat_key=key,
+            approve=chat_approver(
+                self.channel,
+                msg.chat,
+                self.is_allowed_sender,
+                always=self.always,
+                timeout_s=self.settings.security.approval_timeout_s,
+            ),
+        )
+        task = asyncio.create_task(
+            self.runner.run(
+                msg,
+                prior,
+                context,
+                deadline_s=self.settings.agent.turn_deadline_s,
+                on_event=on_event,
+                on_text=on_text,
+            )
+        )
+        self._running[key] = task
+        try:
+            outcome = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                task.cancel()  # we were cancelled (shutdown): stop the turn too
+                raise
+            user = {"role": "user", "content": self.runner.envelope(msg)}
+            outcome = TurnOutcome("done", "Stopped.", [user], TurnRecord("cancelled"))
+        finally:
+            self._running.pop(key, None)
+        self.last_turns[key] = outcome.record
+        return outcome
+
+    async def handle(
+        self,
+        msg: IncomingMessage,
+        on_event: Callable[[ToolEvent], None] | None = None,
+    ) -> Reply:
+        """Answer one message now, without the inbox or outbox: the terminal's one-shot,
+        where the person waits for the answer and nothing needs redelivering."""
+        command = await run_command(msg.text, self._command_context(msg.chat.key))
+        if command is not None:
+            return Reply(command)
+        async with self._slots:
+            outcome = await self._turn(await self._fetch_files(msg), on_event=on_event)
+        await self.sessions.append_turn(msg.chat.key, outcome.messages)
+        return resolve_reply(outcome.text, self._paths, reply_to=msg.message_id)
 
     def cancel(self, chat_key: str) -> bool:
         task = self._running.get(chat_key)
@@ -201,6 +364,30 @@ class ChannelRuntime:
             return False
         task.cancel()
         return True
+
+    def _command_context(self, key: str) -> CommandContext:
+        return CommandContext(
+            key,
+            self.sessions,
+            self.llm.model,
+            self.last_turns.get(key),
+            lambda: self.cancel(key),
+            self.store.inbox,
+            self.llm.health,
+        )
+
+    async def drain(self, grace_s: float) -> None:
+        """Stop starting turns; let running ones and sending finish within `grace_s`. What
+        is unfinished stays pending in state.db for the next start."""
+        self._closing = True
+        deadline = time.monotonic() + grace_s
+        workers = [task for task in self._workers.values() if not task.done()]
+        if workers:
+            _, late = await asyncio.wait(workers, timeout=grace_s)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        await self.courier.drain(max(0.0, deadline - time.monotonic()))
 
     def _stranger_text(self, msg: IncomingMessage) -> str:
         channel = self.channel.name
@@ -211,135 +398,3 @@ class ChannelRuntime:
             f'"{msg.sender_id}" to allowed_users in [channels.{channel}] (or {env}) '
             "and restarts the bot."
         )
-
-    async def _turn(
-        self,
-        msg: IncomingMessage,
-        on_event: Callable[[ToolEvent], None] | None,
-        on_text: Callable[[str], None] | None,
-    ) -> Reply:
-        key = msg.chat.key
-        user = {"role": "user", "content": self._envelope(msg)}
-        prior = await self.sessions.history(key, self.source.settings.agent.max_history_messages)
-        try:
-            result = await self._run(msg.chat, prior, user, on_event, on_text)
-        except asyncio.CancelledError:
-            await self.sessions.append_turn(key, [user])
-            raise
-        except LLMError as exc:
-            log.error("%s %s: turn failed: %s", self.channel.name, key, exc)
-            await self.sessions.append_turn(key, [user])
-            self.last_turns[key] = TurnRecord("error", error=str(exc))
-            reason = "the model could not be reached" if exc.status != 400 else "it was refused"
-            return Reply(text=FAILED_TURN.format(reason), reply_to=msg.message_id)
-        except Exception as exc:
-            log.exception("%s %s: turn failed", self.channel.name, key)
-            await self.sessions.append_turn(key, [user])
-            self.last_turns[key] = TurnRecord("error", error=f"{type(exc).__name__}: {exc}")
-            return Reply(text=FAILED_TURN.format("an internal error"), reply_to=msg.message_id)
-        try:
-            await self.sessions.append_turn(key, self._stored([user, *result.new_messages]))
-        except Exception:  # the answer still goes out; only its record is lost
-            log.exception("%s %s: the turn could not be stored", self.channel.name, key)
-        self.last_turns[key] = TurnRecord(
-            result.stop_reason,
-            result.usage.prompt_tokens,
-            result.usage.completion_tokens,
-            result.usage.cost_usd,
-            events=result.events,
-        )
-        text = self._scrub(result.text)
-        return resolve_reply(text, self._paths, reply_to=msg.message_id)
-
-    async def _run(
-        self,
-        chat: ChatRef,
-        prior: list[Message],
-        user: Message,
-        on_event: Callable[[ToolEvent], None] | None,
-        on_text: Callable[[str], None] | None,
-    ) -> TurnResult:
-        """The loop, re-sent once in a shape the provider accepts when it refuses this one."""
-        dispatch = self._dispatcher()
-        merged = self._merge_delivery()
-        context = ToolCallContext(
-            self.source.workspace,
-            chat_key=chat.key,
-            approve=chat_approver(
-                self.channel,
-                chat,
-                lambda sender, username: self.is_allowed_sender(sender, username),
-                always=self.always,
-                timeout_s=self.source.settings.security.approval_timeout_s,
-            ),
-        )
-        for _attempt in range(3):
-            history = [
-                {"role": "system", "content": self._prompt(dispatch, merged=merged)},
-                *prior,
-                user,
-            ]
-            if self.channel.delivery_instructions and not merged:
-                history.append({"role": "system", "content": self.channel.delivery_instructions})
-            dispatcher: Dispatcher = NativeDispatcher() if dispatch == "native" else XmlDispatcher()
-            try:
-                return await run_tool_call_loop(
-                    history,
-                    self.source.tools,
-                    self.llm,
-                    context=context,
-                    options=LoopOptions(
-                        self.source.settings.agent.max_tool_iterations,
-                        self.source.settings.agent.tool_timeout_s,
-                    ),
-                    dispatcher=dispatcher,
-                    scrub=self._scrub,
-                    on_event=on_event,
-                    on_text=ScrubbedStream(on_text, self._scrub) if on_text else None,
-                )
-            except LLMRequestRejected as exc:
-                text = str(exc).lower()
-                if not merged and "system message" in text and self.channel.delivery_instructions:
-                    log.warning(
-                        "%s rejects a non-leading system message; delivery "
-                        "instructions now go in its system prompt",
-                        self.llm.model,
-                    )
-                    self.quirks.merge_delivery.add(self.llm.model)
-                    merged = True
-                elif (
-                    dispatch == "native"
-                    and "tool" in text
-                    and self.source.settings.agent.tool_dispatcher == "auto"
-                ):
-                    log.warning("%s rejects tools=; using the xml tool protocol", self.llm.model)
-                    self.quirks.xml_tools.add(self.llm.model)
-                    dispatch = "xml"
-                else:
-                    raise
-        raise LLMError("the provider kept refusing the request", status=400)
-
-    def _stored(self, messages: list[Message]) -> list[Message]:
-        return [scrub_message(message, self._scrub) for message in messages]
-
-    def _envelope(self, msg: IncomingMessage) -> str:
-        """The user message as the model sees it: who, where, when, then the text."""
-        zone_name = self.source.timezone
-        try:
-            zone = ZoneInfo(zone_name)
-        except (ZoneInfoNotFoundError, ValueError):
-            zone, zone_name = ZoneInfo("UTC"), "UTC"
-        now = datetime.now(zone).strftime("%a %Y-%m-%d %H:%M")
-        who = msg.sender_name or msg.sender_id
-        if msg.sender_username:
-            who += f" (@{msg.sender_username})"
-        where = f"{self.channel.name} group" if msg.is_group else self.channel.name
-        lines = [f"[{now} {zone_name} | {where} | from {who}]"]
-        if msg.text:
-            lines.append(self._scrub(msg.text))
-        for item in msg.attachments:
-            path = item.path
-            if path.is_absolute() and self.source.workspace in path.parents:
-                path = path.relative_to(self.source.workspace)
-            lines.append(marker_for(item.kind, str(path)) + (f" {item.note}" if item.note else ""))
-        return "\n".join(lines)

@@ -1,25 +1,27 @@
-"""Conversation history per chat, in SQLite (WAL; the I/O runs off the event loop).
+"""Conversation history per chat, in state.db.
 
 A chat's messages are grouped in turns: each turn starts with the user's message and holds
 the assistant and tool messages that answered it. History is cut only at turn boundaries,
-so a tool result is never sent without the call it answers. The system prompt and the
-delivery instructions are never stored: they are rebuilt, not remembered.
+so a tool result is never sent without the call it answers, and it is cut by tokens as well
+as by count, so one huge turn cannot push a chat past the model's window. A turn whose reply
+could never be delivered keeps only the user's message: the model is not told it said what
+the user never saw. The system prompt and the delivery instructions are never stored.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import aiosqlite
 
+from agent.turns.store import StateDB
+
 Message = dict[str, Any]
 
-_SCHEMA = """
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS chats (
     chat_key TEXT PRIMARY KEY,
     session INTEGER NOT NULL DEFAULT 1
@@ -36,79 +38,92 @@ CREATE TABLE IF NOT EXISTS messages (
 );
 CREATE INDEX IF NOT EXISTS messages_by_chat ON messages (chat_key, session, id);
 """
+# Added after the first release; an older state.db gains it on open.
+MIGRATION = "ALTER TABLE messages ADD COLUMN inbox_id INTEGER"
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap, generous token estimate (about 3 characters a token) for trimming."""
+    return len(text) // 3 + 1
 
 
 class SessionStore:
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._db: aiosqlite.Connection | None = None
-        # One operation at a time: interleaving a read cursor with another coroutine's
-        # commit on the shared connection makes sqlite3 fail ("API misuse").
-        self._lock = asyncio.Lock()
+    def __init__(self, db: StateDB, *, count_tokens: Callable[[str], int] = estimate_tokens):
+        self._db = db
+        self._count = count_tokens
 
-    async def open(self) -> SessionStore:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = await aiosqlite.connect(self._path)
-        await self._db.execute("PRAGMA journal_mode=WAL")
-        await self._db.execute("PRAGMA synchronous=NORMAL")
-        await self._db.executescript(_SCHEMA)
-        await self._db.commit()
-        return self
+    @classmethod
+    async def open(
+        cls, db: StateDB, *, count_tokens: Callable[[str], int] = estimate_tokens
+    ) -> SessionStore:
+        """The store on an open state.db (its SCHEMA created), older files migrated."""
+        columns = {row[1] for row in await db.fetchall("PRAGMA table_info(messages)")}
+        if "inbox_id" not in columns:
+            async with db.transaction() as conn:
+                await conn.execute(MIGRATION)
+        return cls(db, count_tokens=count_tokens)
 
-    async def close(self) -> None:
-        if self._db is not None:
-            await self._db.close()
-            self._db = None
+    async def history(
+        self, chat_key: str, max_messages: int, max_tokens: int | None = None
+    ) -> list[Message]:
+        """The newest whole turns of the chat's session: at most `max_messages` messages
+        and, when given, `max_tokens` tokens."""
+        rows = await self._db.fetchall(
+            "SELECT m.turn, m.position, m.message FROM messages m "
+            "WHERE m.chat_key = ? AND m.session = "
+            "  (SELECT COALESCE(MAX(session), 1) FROM chats WHERE chat_key = ?) "
+            "AND (m.position = 0 OR m.inbox_id IS NULL OR NOT EXISTS "
+            "  (SELECT 1 FROM outbox o WHERE o.inbox_id = m.inbox_id AND o.status = 'expired')) "
+            "ORDER BY m.id DESC LIMIT ?",
+            (chat_key, chat_key, max_messages),
+        )
+        turns: list[list[str]] = []
+        current: int | None = None
+        for turn, _position, message in rows:  # newest first
+            if turn != current:
+                turns.append([])
+                current = turn
+            turns[-1].insert(0, message)
+        if rows and rows[-1][1] != 0:  # the oldest turn was cut: drop its remainder
+            turns.pop()
+        kept: list[list[str]] = []
+        spent = 0
+        for messages in turns:
+            cost = sum(self._count(text) for text in messages)
+            if max_tokens is not None and spent + cost > max_tokens:
+                break
+            kept.insert(0, messages)
+            spent += cost
+        return [json.loads(text) for messages in kept for text in messages]
 
-    @property
-    def db(self) -> aiosqlite.Connection:
-        if self._db is None:
-            raise RuntimeError("SessionStore.open() was not awaited")
-        return self._db
+    async def append_turn(
+        self, chat_key: str, messages: Sequence[Message], inbox_id: int | None = None
+    ) -> None:
+        """Store one turn on its own: the user's message first, then what answered it."""
+        async with self._db.transaction() as conn:
+            await self.add_turn(conn, chat_key, messages, inbox_id)
 
-    async def _session(self, chat_key: str) -> int:
-        async with self.db.execute(
-            "SELECT session FROM chats WHERE chat_key = ?", (chat_key,)
-        ) as cursor:
-            row = await cursor.fetchone()
-        return int(row[0]) if row else 1
-
-    async def history(self, chat_key: str, max_messages: int) -> list[Message]:
-        """The last `max_messages` messages of the chat's session, starting at a turn."""
-        async with self._lock:
-            return await self._history(chat_key, max_messages)
-
-    async def _history(self, chat_key: str, max_messages: int) -> list[Message]:
-        session = await self._session(chat_key)
-        async with self.db.execute(
-            "SELECT turn, position, message FROM messages WHERE chat_key = ? AND session = ? "
-            "ORDER BY id DESC LIMIT ?",
-            (chat_key, session, max_messages),
-        ) as cursor:
-            rows = list(reversed(list(await cursor.fetchall())))
-        while rows and rows[0][1] != 0:  # the oldest turn is cut: drop its remainder
-            first_turn = rows[0][0]
-            rows = [row for row in rows if row[0] != first_turn]
-        return [json.loads(row[2]) for row in rows]
-
-    async def append_turn(self, chat_key: str, messages: Sequence[Message]) -> None:
-        """Store one turn: the user's message first, then what answered it."""
-        if messages:
-            async with self._lock:
-                await self._append_turn(chat_key, messages)
-
-    async def _append_turn(self, chat_key: str, messages: Sequence[Message]) -> None:
-        session = await self._session(chat_key)
-        async with self.db.execute(
+    async def add_turn(
+        self,
+        conn: aiosqlite.Connection,
+        chat_key: str,
+        messages: Sequence[Message],
+        inbox_id: int | None = None,
+    ) -> None:
+        """Store one turn inside the caller's transaction."""
+        if not messages:
+            return
+        session = await _session(conn, chat_key)
+        async with conn.execute(
             "SELECT COALESCE(MAX(turn), 0) FROM messages WHERE chat_key = ? AND session = ?",
             (chat_key, session),
         ) as cursor:
             row = await cursor.fetchone()
         turn = (int(row[0]) if row else 0) + 1
         now = time.time()
-        await self.db.executemany(
-            "INSERT INTO messages (chat_key, session, turn, position, role, message, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        await conn.executemany(
+            "INSERT INTO messages (chat_key, session, turn, position, role, message, created_at,"
+            " inbox_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     chat_key,
@@ -118,35 +133,32 @@ class SessionStore:
                     message.get("role", ""),
                     json.dumps(message, ensure_ascii=False),
                     now,
+                    inbox_id,
                 )
                 for position, message in enumerate(messages)
             ],
         )
-        await self.db.commit()
 
     async def new_session(self, chat_key: str) -> None:
         """Start the chat afresh; the old messages stay in the file but leave the history."""
-        async with self._lock:
-            await self._new_session(chat_key)
-
-    async def _new_session(self, chat_key: str) -> None:
-        session = await self._session(chat_key)
-        await self.db.execute(
-            "INSERT INTO chats (chat_key, session) VALUES (?, ?) "
-            "ON CONFLICT(chat_key) DO UPDATE SET session = excluded.session",
-            (chat_key, session + 1),
-        )
-        await self.db.commit()
+        async with self._db.transaction() as conn:
+            session = await _session(conn, chat_key)
+            await conn.execute(
+                "INSERT INTO chats (chat_key, session) VALUES (?, ?) "
+                "ON CONFLICT(chat_key) DO UPDATE SET session = excluded.session",
+                (chat_key, session + 1),
+            )
 
     async def count(self, chat_key: str) -> int:
-        async with self._lock:
-            return await self._count(chat_key)
-
-    async def _count(self, chat_key: str) -> int:
-        session = await self._session(chat_key)
-        async with self.db.execute(
-            "SELECT COUNT(*) FROM messages WHERE chat_key = ? AND session = ?",
-            (chat_key, session),
-        ) as cursor:
-            row = await cursor.fetchone()
+        row = await self._db.fetchone(
+            "SELECT COUNT(*) FROM messages WHERE chat_key = ? AND session = "
+            "(SELECT COALESCE(MAX(session), 1) FROM chats WHERE chat_key = ?)",
+            (chat_key, chat_key),
+        )
         return int(row[0]) if row else 0
+
+
+async def _session(conn: aiosqlite.Connection, chat_key: str) -> int:
+    async with conn.execute("SELECT session FROM chats WHERE chat_key = ?", (chat_key,)) as cursor:
+        row = await cursor.fetchone()
+    return int(row[0]) if row else 1

@@ -1,0 +1,134 @@
+"""The courier: sends one channel's queued replies from the outbox.
+
+Per chat one reply after another, in the order they were queued (so in the order of the
+messages they answer); chats do not wait for each other. A part that fails is retried with
+backoff, honouring the platform's retry_after, until the reply's deadline; then the reply is
+marked expired. A part the platform refuses for good is skipped and logged. Each part is
+marked as it goes, so a restart resumes at the first part not yet sent (a part sent just
+before a crash may be sent again: at least once, never lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from agent.turns.outbox import Outbox, Outgoing
+from channels.base import Channel, OutgoingPart, ReplyStream, SendFailed
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 60.0
+
+
+class Courier:
+    def __init__(self, channel: Channel, outbox: Outbox, *, backoff_s: float = 1.0) -> None:
+        self._channel = channel
+        self._outbox = outbox
+        self._backoff_s = backoff_s
+        self._senders: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()
+        self.streams: dict[int, ReplyStream] = {}  # outbox id -> the preview its reply replaces
+
+    def wake(self, chat_key: str) -> None:
+        """There is something new to send in this chat."""
+        self._again.add(chat_key)
+        if chat_key not in self._senders:
+            task = asyncio.create_task(self._send_all(chat_key), name=f"send {chat_key}")
+            self._senders[chat_key] = task
+
+    async def resume(self) -> None:
+        """Send what an earlier run left in the outbox."""
+        for chat_key in await self._outbox.chats_waiting(self._channel.name):
+            self.wake(chat_key)
+
+    @property
+    def busy(self) -> bool:
+        return any(not task.done() for task in self._senders.values())
+
+    async def drain(self, grace_s: float) -> None:
+        """Let sending go on for `grace_s`; what is left stays queued for the next start."""
+        pending = [task for task in self._senders.values() if not task.done()]
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=grace_s)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+
+    async def _send_all(self, chat_key: str) -> None:
+        try:
+            while True:
+                self._again.discard(chat_key)
+                outgoing = await self._outbox.oldest(chat_key)
+                if outgoing is None:
+                    if chat_key in self._again:
+                        continue
+                    return
+                await self._deliver(outgoing)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the store went away: the reply stays queued for the next start
+            log.exception("%s: delivery stopped", chat_key)
+        finally:
+            self._senders.pop(chat_key, None)
+
+    async def _deliver(self, outgoing: Outgoing) -> None:
+        sent, backoff = outgoing.sent, self._backoff_s
+        stream = self.streams.pop(outgoing.id, None)
+        while sent < len(outgoing.parts):
+            part = outgoing.parts[sent]
+            try:
+                if not (sent == 0 and stream is not None and await _replaced(stream, part)):
+                    await self._channel.send_part(outgoing.chat, part)
+            except SendFailed as exc:
+                if exc.permanent:
+                    log.warning("%s: a part was refused for good: %s", outgoing.chat.key, exc)
+                else:
+                    wait = max(exc.retry_after or 0.0, backoff)
+                    if not await self._wait_or_expire(outgoing, str(exc), wait):
+                        return
+                    backoff = min(backoff * 2, MAX_BACKOFF_S)
+                    continue
+            except Exception as exc:  # unexpected: retried like a network error
+                log.warning(
+                    "%s: sending failed: %s: %s", outgoing.chat.key, type(exc).__name__, exc
+                )
+                if not await self._wait_or_expire(
+                    outgoing, f"{type(exc).__name__}: {exc}", backoff
+                ):
+                    return
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                continue
+            sent += 1
+            await self._outbox.mark_sent(outgoing.id, sent, done=sent == len(outgoing.parts))
+        if not outgoing.parts:
+            await self._outbox.mark_sent(outgoing.id, 0, done=True)
+
+    async def _wait_or_expire(self, outgoing: Outgoing, error: str, wait_s: float) -> bool:
+        """Wait before the next attempt; False (and the reply expired) when the next attempt
+        would come after the reply's deadline."""
+        expired = time.time() + wait_s > outgoing.deliver_by
+        await self._outbox.note_failure(outgoing.id, error, expired=expired)
+        if expired:
+            log.error(
+                "%s: reply %d not delivered by its deadline; last error: %s",
+                outgoing.chat.key,
+                outgoing.id,
+                error,
+            )
+            return False
+        log.info("%s: sending again in %.1f s (%s)", outgoing.chat.key, wait_s, error)
+        await asyncio.sleep(wait_s)
+        return True
+
+
+async def _replaced(stream: ReplyStream, part: OutgoingPart) -> bool:
+    """Put the first part in place of the streamed preview; False: send it normally."""
+    if part.media is not None:
+        return False
+    try:
+        return await stream.finish(part)
+    except Exception as exc:
+        log.info("the streamed preview could not be replaced (%s); sending anew", exc)
+        return False

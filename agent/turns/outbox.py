@@ -1,0 +1,126 @@
+"""The outbox: every reply, stored before it is sent, split into the parts the platform
+takes, with how many parts have gone out. A restart resumes at the first unsent part; a
+reply that cannot be delivered by its deadline is marked "expired" (and its answer leaves
+the chat's history, see sessions.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+
+import aiosqlite
+
+from agent.turns.store import StateDB
+from channels.base import ChatRef, OutgoingMedia, OutgoingPart
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    channel TEXT NOT NULL,
+    chat_key TEXT NOT NULL,
+    chat TEXT NOT NULL,
+    inbox_id INTEGER,
+    parts TEXT NOT NULL,
+    sent INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    deliver_by REAL NOT NULL,
+    last_error TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS outbox_by_status ON outbox (status, chat_key, id);
+"""
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    id: int
+    chat: ChatRef
+    inbox_id: int | None
+    parts: list[OutgoingPart]
+    sent: int
+    deliver_by: float
+
+
+def _encode_parts(parts: list[OutgoingPart]) -> str:
+    return json.dumps([asdict(part) for part in parts], ensure_ascii=False)
+
+
+def _decode_parts(text: str) -> list[OutgoingPart]:
+    parts = []
+    for item in json.loads(text):
+        media = OutgoingMedia(**item["media"]) if item.get("media") else None
+        parts.append(OutgoingPart(text=item["text"], media=media, reply_to=item["reply_to"]))
+    return parts
+
+
+class Outbox:
+    def __init__(self, db: StateDB) -> None:
+        self._db = db
+
+    async def insert(
+        self,
+        conn: aiosqlite.Connection,
+        chat: ChatRef,
+        parts: list[OutgoingPart],
+        *,
+        inbox_id: int | None,
+        deliver_within_s: float,
+    ) -> int:
+        """Queue a reply inside the caller's transaction."""
+        now = time.time()
+        cursor = await conn.execute(
+            "INSERT INTO outbox (channel, chat_key, chat, inbox_id, parts, created_at,"
+            " deliver_by) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                chat.channel,
+                chat.key,
+                json.dumps(asdict(chat)),
+                inbox_id,
+                _encode_parts(parts),
+                now,
+                now + deliver_within_s,
+            ),
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    async def chats_waiting(self, channel: str) -> list[str]:
+        rows = await self._db.fetchall(
+            "SELECT chat_key FROM outbox WHERE status = 'pending' AND channel = ? "
+            "GROUP BY chat_key ORDER BY MIN(id)",
+            (channel,),
+        )
+        return [key for (key,) in rows]
+
+    async def oldest(self, chat_key: str) -> Outgoing | None:
+        row = await self._db.fetchone(
+            "SELECT id, chat, inbox_id, parts, sent, deliver_by FROM outbox"
+            " WHERE status = 'pending' AND chat_key = ? ORDER BY id LIMIT 1",
+            (chat_key,),
+        )
+        if row is None:
+            return None
+        chat = ChatRef(**json.loads(row[1]))
+        return Outgoing(row[0], chat, row[2], _decode_parts(row[3]), row[4], row[5])
+
+    async def mark_sent(self, outgoing_id: int, sent: int, *, done: bool) -> None:
+        """`sent` parts have gone out; with `done`, the whole reply has."""
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "UPDATE outbox SET sent = ?, status = ? WHERE id = ?",
+                (sent, "sent" if done else "pending", outgoing_id),
+            )
+
+    async def note_failure(self, outgoing_id: int, error: str, *, expired: bool) -> None:
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = ?, status = ?"
+                " WHERE id = ?",
+                (error[:500], "expired" if expired else "pending", outgoing_id),
+            )
+
+    async def waiting(self) -> int:
+        row = await self._db.fetchone("SELECT COUNT(*) FROM outbox WHERE status = 'pending'")
+        return int(row[0]) if row else 0

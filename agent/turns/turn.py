@@ -1,0 +1,205 @@
+"""One turn of one channel: the channel's system prompt, the user's envelope, the tool-call
+loop, and what of it is stored. No queueing here: runtime.py decides when a turn runs and
+what happens to its reply."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from agent.llm import LLMClient, LLMError, LLMRequestRejected, Message
+from agent.prompt.context import Dispatch
+from agent.prompt.source import Fingerprint, PromptSource
+from agent.security import ScrubbedStream, Scrubber, scrub_message
+from agent.turns.dispatch import Dispatcher, NativeDispatcher, XmlDispatcher, configured_dispatcher
+from agent.turns.loop import LoopOptions, ToolEvent, TurnResult, run_tool_call_loop
+from agent.turns.state import ProviderQuirks, TurnRecord
+from channels.base import Channel, IncomingMessage
+from channels.markers import marker_for
+from tools.base import ToolCallContext
+
+log = logging.getLogger(__name__)
+
+FAILED_TURN = "Sorry, I could not answer that just now ({})."
+UNREACHABLE = "the model could not be reached"
+
+
+@dataclass
+class TurnOutcome:
+    """`retry`: no model answered; the message should wait and run again."""
+
+    status: Literal["done", "failed", "retry"]
+    text: str  # the reply (scrubbed), or the failure line
+    messages: list[Message]  # what to store: the user's message, then what answered it
+    record: TurnRecord
+
+
+class TurnRunner:
+    def __init__(
+        self,
+        channel: Channel,
+        *,
+        source: PromptSource,
+        llm: LLMClient,
+        quirks: ProviderQuirks,
+        scrub: Scrubber,
+    ) -> None:
+        self.channel = channel
+        self.source = source
+        self.llm = llm
+        self.quirks = quirks
+        self._scrub = scrub
+        self._prompts: dict[tuple[Dispatch, bool], str] = {}
+        self._fingerprint: Fingerprint = ()
+        self.system_prompt = self.prompt("native", merged=False)
+
+    def prompt(self, dispatcher: Dispatch, *, merged: bool) -> str:
+        """The channel's prompt, built once per (dispatcher, delivery placement) and kept
+        until the inputs it was built from change."""
+        fingerprint = self.source.fingerprint()
+        if fingerprint != self._fingerprint:
+            self._prompts.clear()
+            self._fingerprint = fingerprint
+        key = (dispatcher, merged)
+        if key not in self._prompts:
+            ctx = self.source.context(
+                self.channel.name, self.channel.capabilities, dispatcher=dispatcher
+            )
+            text = self.source.build(ctx).text
+            if merged and self.channel.delivery_instructions:
+                text = f"{text}\n\n{self.channel.delivery_instructions}"
+            self._prompts[key] = text
+            if key == ("native", False):
+                self.system_prompt = text
+        return self._prompts[key]
+
+    async def run(
+        self,
+        msg: IncomingMessage,
+        prior: list[Message],
+        context: ToolCallContext,
+        *,
+        deadline_s: float,
+        on_event: Callable[[ToolEvent], None] | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> TurnOutcome:
+        """Run the turn to an outcome; only cancellation escapes."""
+        user: Message = {"role": "user", "content": self.envelope(msg)}
+        try:
+            async with asyncio.timeout(deadline_s):
+                result = await self._loop(prior, user, context, on_event, on_text)
+        except TimeoutError:
+            error = f"the turn took longer than {deadline_s:g} s"
+            log.error("%s %s: %s", self.channel.name, msg.chat.key, error)
+            return TurnOutcome(
+                "retry", FAILED_TURN.format(UNREACHABLE), [user], TurnRecord("error", error=error)
+            )
+        except LLMError as exc:
+            log.error("%s %s: turn failed: %s", self.channel.name, msg.chat.key, exc)
+            record = TurnRecord("error", error=str(exc))
+            if exc.status == 400:
+                return TurnOutcome("failed", FAILED_TURN.format("it was refused"), [user], record)
+            return TurnOutcome("retry", FAILED_TURN.format(UNREACHABLE), [user], record)
+        except Exception as exc:
+            log.exception("%s %s: turn failed", self.channel.name, msg.chat.key)
+            record = TurnRecord("error", error=f"{type(exc).__name__}: {exc}")
+            return TurnOutcome("failed", FAILED_TURN.format("an internal error"), [user], record)
+        record = TurnRecord(
+            result.stop_reason,
+            result.usage.prompt_tokens,
+            result.usage.completion_tokens,
+            result.usage.cost_usd,
+            events=result.events,
+        )
+        stored = [scrub_message(m, self._scrub) for m in [user, *result.new_messages]]
+        return TurnOutcome("done", self._scrub(result.text), stored, record)
+
+    async def _loop(
+        self,
+        prior: list[Message],
+        user: Message,
+        context: ToolCallContext,
+        on_event: Callable[[ToolEvent], None] | None,
+        on_text: Callable[[str], None] | None,
+    ) -> TurnResult:
+        """The loop, re-sent once in a shape the provider accepts when it refuses this one."""
+        dispatch = self._dispatcher()
+        merged = self._merge_delivery()
+        agent = self.source.settings.agent
+        for _attempt in range(3):
+            history = [
+                {"role": "system", "content": self.prompt(dispatch, merged=merged)},
+                *prior,
+                user,
+            ]
+            if self.channel.delivery_instructions and not merged:
+                history.append({"role": "system", "content": self.channel.delivery_instructions})
+            dispatcher: Dispatcher = NativeDispatcher() if dispatch == "native" else XmlDispatcher()
+            try:
+                return await run_tool_call_loop(
+                    history,
+                    self.source.tools,
+                    self.llm,
+                    context=context,
+                    options=LoopOptions(agent.max_tool_iterations, agent.tool_timeout_s),
+                    dispatcher=dispatcher,
+                    scrub=self._scrub,
+                    on_event=on_event,
+                    on_text=ScrubbedStream(on_text, self._scrub) if on_text else None,
+                )
+            except LLMRequestRejected as exc:
+                text = str(exc).lower()
+                if not merged and "system message" in text and self.channel.delivery_instructions:
+                    log.warning(
+                        "%s rejects a non-leading system message; delivery "
+                        "instructions now go in its system prompt",
+                        self.llm.model,
+                    )
+                    self.quirks.merge_delivery.add(self.llm.model)
+                    merged = True
+                elif dispatch == "native" and "tool" in text and agent.tool_dispatcher == "auto":
+                    log.warning("%s rejects tools=; using the xml tool protocol", self.llm.model)
+                    self.quirks.xml_tools.add(self.llm.model)
+                    dispatch = "xml"
+                else:
+                    raise
+        raise LLMError("the provider kept refusing the request", status=400)
+
+    def _merge_delivery(self) -> bool:
+        return (
+            self.source.settings.agent.delivery_instructions == "system_prompt"
+            or self.llm.model in self.quirks.merge_delivery
+        )
+
+    def _dispatcher(self) -> Dispatch:
+        if self.llm.model in self.quirks.xml_tools:
+            return "xml"
+        return configured_dispatcher(self.source.settings.agent.tool_dispatcher, self.llm.model)
+
+    def envelope(self, msg: IncomingMessage) -> str:
+        """The user message as the model sees it: who, where, when, then the text."""
+        zone_name = self.source.timezone
+        try:
+            zone = ZoneInfo(zone_name)
+        except (ZoneInfoNotFoundError, ValueError):
+            zone, zone_name = ZoneInfo("UTC"), "UTC"
+        now = datetime.now(zone).strftime("%a %Y-%m-%d %H:%M")
+        who = msg.sender_name or msg.sender_id
+        if msg.sender_username:
+            who += f" (@{msg.sender_username})"
+        where = f"{self.channel.name} group" if msg.is_group else self.channel.name
+        lines = [f"[{now} {zone_name} | {where} | from {who}]"]
+        if msg.text:
+            lines.append(self._scrub(msg.text))
+        workspace = self.source.workspace
+        for item in msg.attachments:
+            path = item.path
+            if path.is_absolute() and workspace in path.parents:
+                path = path.relative_to(workspace)
+            lines.append(marker_for(item.kind, str(path)) + (f" {item.note}" if item.note else ""))
+        return "\n".join(lines)
