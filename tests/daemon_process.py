@@ -1,0 +1,77 @@
+"""`agent run` as a real subprocess, for tests that kill it: start, wait, SIGTERM, kill -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class DaemonProcess:
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self._env = {**env, "PYTHONUNBUFFERED": "1"}
+        self._log_path = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> DaemonProcess:
+        log = self._log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agent", "run"],
+            cwd=REPO,
+            env=self._env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        return self
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def terminate(self, timeout_s: float = 20) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout_s)
+
+    def ensure_stopped(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    @property
+    def log(self) -> str:
+        return self._log_path.read_text(errors="replace")
+
+
+def wait_until(
+    condition: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    daemon: DaemonProcess | None = None,
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    log = daemon.log[-6000:] if daemon is not None else ""
+    raise AssertionError(f"not within {timeout_s} s: {what}\n--- daemon log ---\n{log}")
+
+
+def rows(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(db) as conn:
+        return list(conn.execute(sql, params).fetchall())
+
+
+def env_of(**extra: str) -> dict[str, str]:
+    return {**os.environ, **extra}
