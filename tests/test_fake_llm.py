@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from typing import Any
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
+import httpx
 import litellm
 import pytest
 from fakes.llm_server import FakeLLM, error, text, tool_calls
@@ -168,3 +170,76 @@ def test_sync_client_sees_retry_after_and_models(llm: FakeLLM) -> None:
     assert json.loads(info.value.read())["error"]["message"] == "slow down"
     with urllib.request.urlopen(llm.base_url + "/models", timeout=5) as resp:
         assert json.loads(resp.read())["data"][0]["id"] == "test-model"
+
+
+async def test_an_outage_answers_500_then_the_script_resumes(llm: FakeLLM) -> None:
+    assert (await ask(llm)).choices[0].message.content == "echo: write a file"  # warm client
+    llm.script(text("after the outage"))
+    outage = llm.outage(1.0)
+    for _ in range(3):
+        with pytest.raises(litellm.InternalServerError, match="the service is unavailable"):
+            await ask(llm)
+    assert outage.active and outage.received == 3
+    await asyncio.sleep(max(0.0, outage.until - time.monotonic()))
+    assert not outage.active
+    assert (await ask(llm)).choices[0].message.content == "after the outage"
+    assert (outage.received, len(llm.requests)) == (3, 5)
+
+
+async def test_an_outage_of_503_ends_early(llm: FakeLLM) -> None:
+    outage = llm.outage(30, mode="503")
+    with pytest.raises(litellm.ServiceUnavailableError):
+        await ask(llm, stream=True)
+    outage.end()
+    assert not outage.active
+    assert (await ask(llm)).choices[0].message.content == "echo: write a file"
+    assert outage.received == 1
+
+
+async def test_a_hanging_outage_holds_requests_without_blocking_the_server(
+    llm: FakeLLM,
+) -> None:
+    llm.script(text("served after"))
+    outage = llm.outage(2.0, mode="hang")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(litellm.Timeout):  # the client gives up first
+        await ask(llm, timeout=0.3)
+    hung = asyncio.create_task(ask(llm, timeout=10))
+    async with httpx.AsyncClient() as client:  # the server answers other routes meanwhile
+        models = await client.get(llm.base_url + "/models")
+    assert models.json()["data"][0]["id"] == "test-model"
+    await asyncio.sleep(0.1)
+    assert loop.time() - started < 1.8 and not hung.done()
+    with pytest.raises(litellm.InternalServerError, match="Connection error"):  # cut off at the end
+        await hung
+    assert loop.time() - started >= 1.9
+    assert outage.received == 2
+    assert (await ask(llm)).choices[0].message.content == "served after"
+
+
+async def test_a_dropping_outage_cuts_connections(llm: FakeLLM) -> None:
+    outage = llm.outage(30, mode="drop")
+    with pytest.raises(litellm.InternalServerError, match="Connection error"):
+        await ask(llm)
+    llm.reset()
+    assert not outage.active and outage.received == 1
+    assert (await ask(llm)).choices[0].message.content == "echo: write a file"
+
+
+def test_an_outage_mode_must_be_known(llm: FakeLLM) -> None:
+    with pytest.raises(ValueError, match="outage mode"):
+        llm.outage(1, mode="slow")
+
+
+async def test_ending_a_hanging_outage_cuts_its_requests_off_at_once(llm: FakeLLM) -> None:
+    outage = llm.outage(30, mode="hang")
+    loop = asyncio.get_running_loop()
+    hung = asyncio.create_task(ask(llm))
+    await asyncio.sleep(0.3)
+    assert not hung.done() and outage.received == 1
+    ended = loop.time()
+    outage.end()
+    with pytest.raises(litellm.InternalServerError, match="Connection error"):
+        await hung
+    assert loop.time() - ended < 0.5

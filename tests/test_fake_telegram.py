@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
-from fakes.telegram_server import BOT_USERNAME, FakeTelegram, SentMessage
+from fakes.telegram_server import BOT_USERNAME, FakeTelegram, SentMessage, generated_bytes
 from telegram import Bot, Update
 from telegram.error import BadRequest, Conflict, InvalidToken, NetworkError, RetryAfter
 from telegram.ext import ApplicationBuilder, ContextTypes, MessageHandler, filters
@@ -249,3 +249,175 @@ async def test_an_application_replies_through_polling(fake: FakeTelegram) -> Non
         await app.stop()
         await app.shutdown()
     assert fake.pending_updates == []
+
+
+# -- fault rules the durability tests lean on ---------------------------------------------------
+
+
+async def test_fail_for_refuses_a_method_for_a_window(
+    bot: Bot, fake: FakeTelegram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+    window = fake.fail_for("sendMessage", 1.0, retry_after=7)
+    for _ in range(3):
+        with pytest.raises(RetryAfter) as caught:
+            await bot.send_message(CHAT, "hello")
+        assert caught.value.retry_after == dtm.timedelta(seconds=7)
+    assert (await bot.get_me()).id == 999  # other methods answer meanwhile
+    assert window.active and window.rejected == 3
+    await asyncio.sleep(max(0.0, window.until - time.monotonic()))
+    assert not window.active
+    await bot.send_message(CHAT, "hello")
+    assert [c.status for c in fake.calls if c.method == "sendMessage"] == [429, 429, 429, 200]
+    assert fake.rejected_calls == {"sendMessage": 3}
+    assert [r.text for r in fake.sent] == ["hello"]
+
+
+async def test_fail_for_429_advises_the_time_left_by_default(
+    bot: Bot, fake: FakeTelegram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+    fake.fail_for("sendChatAction", 2.5)
+    with pytest.raises(RetryAfter) as caught:
+        await bot.send_chat_action(CHAT, "typing")
+    assert caught.value.retry_after == dtm.timedelta(seconds=3)
+    body = fake.calls[-1]
+    assert (body.status, body.description) == (429, "Too Many Requests: retry after 3")
+
+
+@pytest.mark.parametrize(
+    ("status", "message"), [(500, "Internal Server Error"), (502, "Bad Gateway")]
+)
+async def test_fail_for_any_method_spares_polling_until_ended(
+    bot: Bot, fake: FakeTelegram, status: int, message: str
+) -> None:
+    window = fake.fail_for("*", 30, status=status)
+    with pytest.raises(NetworkError, match=message):
+        await bot.send_message(CHAT, "hello")
+    with pytest.raises(NetworkError, match=message):
+        await bot.get_me()
+    fake.inject_message(CHAT, USER, "still polled")
+    [update] = await bot.get_updates(timeout=0)
+    assert update.message is not None and update.message.text == "still polled"
+    window.end()
+    await bot.send_message(CHAT, "hello")
+    assert fake.rejected_calls == {"sendMessage": 1, "getMe": 1}
+    assert window.rejected == 2 and not window.active
+
+
+async def test_fail_for_get_updates_when_named(bot: Bot, fake: FakeTelegram) -> None:
+    fake.fail_for("getUpdates", 30, status=502)
+    fake.inject_message(CHAT, USER, "waiting")
+    with pytest.raises(NetworkError, match="Bad Gateway"):
+        await bot.get_updates(timeout=0)
+    assert fake.rejected_calls == {"getUpdates": 1}
+    assert len(fake.pending_updates) == 1
+
+
+async def test_an_unparseable_update_fails_its_batch_until_confirmed(
+    bot: Bot, fake: FakeTelegram
+) -> None:
+    fake.inject_message(CHAT, USER, "before")
+    poison = fake.inject_unparseable_message(CHAT, USER, "bad date")
+    fake.inject_message(CHAT, USER, "after")
+    with pytest.raises(TypeError):  # Update.de_json of the real library
+        await bot.get_updates(timeout=0)
+    async with httpx.AsyncClient() as client:  # what the wire carried
+        url = f"{fake.api_base}{TOKEN}/getUpdates"
+        raw = (await client.post(url, json={"timeout": 0})).json()["result"]
+    assert [u["update_id"] for u in raw] == [poison - 1, poison, poison + 1]
+    assert raw[1]["message"]["date"] == "yesterday" and raw[1]["message"]["text"] == "bad date"
+    [update] = await bot.get_updates(offset=poison + 1, timeout=0)
+    assert update.message is not None and update.message.text == "after"
+    assert update.message.message_id == raw[1]["message"]["message_id"] + 1
+
+
+async def test_a_raw_update_is_delivered_verbatim(bot: Bot, fake: FakeTelegram) -> None:
+    weird = {"message": {"message_id": 5, "chat": {"type": "private"}, "date": 0}}
+    update_id = fake.inject_raw_update({"update_id": 1, **weird})
+    assert fake.pending_updates == [{"update_id": update_id, **weird}]
+    with pytest.raises(TypeError):  # a chat without an id
+        await bot.get_updates(timeout=0)
+
+
+async def test_polling_offsets_confirm_and_are_recorded(bot: Bot, fake: FakeTelegram) -> None:
+    first = fake.inject_message(CHAT, USER, "one")
+    fake.inject_message(CHAT, USER, "two")
+    updates = await bot.get_updates(timeout=0)
+    assert [u.message.message_id for u in updates if u.message] == [first, first + 1]
+    ids = [u.update_id for u in updates]
+    assert [u.update_id for u in await bot.get_updates(offset=ids[1], timeout=0)] == ids[1:]
+    assert [u["update_id"] for u in fake.pending_updates] == ids[1:]
+    assert await bot.get_updates(offset=ids[1] + 1, timeout=0) == ()
+    assert fake.pending_updates == []
+    assert await bot.get_updates(offset=ids[0], timeout=0) == ()  # confirmed ones are gone
+    assert fake.poll_offsets == [None, ids[1], ids[1] + 1, ids[0]]
+
+
+async def test_a_slow_download_leaves_the_api_responsive(bot: Bot, fake: FakeTelegram) -> None:
+    data = bytes(range(256)) * 24  # 6144 bytes at 4096 B/s: 1.5 s
+    message_id = fake.inject_photo(CHAT, USER, data)
+    file_id = fake.file_id_of(CHAT, message_id)
+    fake.slow_downloads(4096, file_id)
+    file = await bot.get_file(file_id)
+    started = time.monotonic()
+    download = asyncio.create_task(file.download_as_bytearray())
+    await asyncio.sleep(0.3)
+    assert not download.done()
+    sent_at = time.monotonic()
+    await bot.send_message(CHAT, "meanwhile")
+    assert time.monotonic() - sent_at < 0.5
+    [progress] = fake.downloads
+    assert 0 < progress.sent < len(data) and not progress.done
+    assert bytes(await download) == data
+    assert time.monotonic() - started >= 1.2
+    [finished] = fake.downloads
+    assert (finished.file_id, finished.sent, finished.done) == (file_id, len(data), True)
+
+
+async def test_lifting_the_limit_speeds_up_a_running_download(bot: Bot, fake: FakeTelegram) -> None:
+    fake.slow_downloads(1000)  # every file: 5 s for this one
+    fake.inject_document(CHAT, USER, b"x" * 5000)
+    [update] = await bot.get_updates(timeout=0)
+    assert update.message is not None and update.message.document is not None
+    started = time.monotonic()
+    download = asyncio.create_task(
+        (await update.message.document.get_file()).download_as_bytearray()
+    )
+    await asyncio.sleep(0.3)
+    fake.slow_downloads(None)
+    assert bytes(await download) == b"x" * 5000
+    assert time.monotonic() - started < 2
+
+
+async def test_a_generated_document_advertises_its_size(bot: Bot, fake: FakeTelegram) -> None:
+    huge, small = 200 * 1024 * 1024, 3 * 1024 * 1024 + 7
+    fake.inject_generated_document(CHAT, USER, huge, filename="dump.tar", caption="all of it")
+    fake.inject_generated_document(CHAT, USER, small)
+    updates = await bot.get_updates(timeout=0)
+    docs = [u.message.document for u in updates if u.message and u.message.document]
+    assert [(d.file_size, d.file_name) for d in docs] == [(huge, "dump.tar"), (small, "big.bin")]
+    with pytest.raises(BadRequest, match=r"(?i)file is too big"):
+        await docs[0].get_file()
+    file = await docs[1].get_file()
+    assert file.file_size == small
+    data = bytes(await file.download_as_bytearray())
+    assert len(data) == small and data == generated_bytes(0, small)
+    assert data[251:254] == b"\x00\x01\x02"
+
+
+async def test_an_abandoned_download_is_recorded_as_broken(bot: Bot, fake: FakeTelegram) -> None:
+    fake.slow_downloads(2000)
+    fake.inject_photo(CHAT, USER, b"p" * 10_000)
+    [update] = await bot.get_updates(timeout=0)
+    assert update.message is not None
+    file = await update.message.photo[-1].get_file()
+    download = asyncio.create_task(file.download_as_bytearray())
+    await asyncio.sleep(0.3)
+    download.cancel()
+    for _ in range(60):  # the fake's thread notices when it next writes
+        if fake.downloads[0].broken:
+            break
+        await asyncio.sleep(0.05)
+    [abandoned] = fake.downloads
+    assert abandoned.broken and not abandoned.done and 0 < abandoned.sent < 10_000

@@ -3,7 +3,8 @@
 The real LiteLLM client reaches it through ``api_base=llm.base_url``, so tests exercise the
 real wire format (JSON, SSE streaming, HTTP errors) instead of mocking our own code.
 It runs in a daemon thread with its own event loop, so sync tests, async tests, subprocesses
-and benchmarks can all share it.
+and benchmarks can all share it. ``outage`` (from ``llm_faults``) makes it fail, hang or cut
+connections for a time window.
 """
 
 from __future__ import annotations
@@ -20,8 +21,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from fakes.llm_faults import Outage, OutageMode
 
-__all__ = ["Error", "FakeLLM", "Reply", "ToolCall", "delay", "echo", "error", "text", "tool_calls"]
+__all__ = [
+    "Error",
+    "FakeLLM",
+    "Outage",
+    "Reply",
+    "ToolCall",
+    "delay",
+    "echo",
+    "error",
+    "text",
+    "tool_calls",
+]
 
 SYSTEM_NOT_FIRST = "System message must be at the beginning."
 TOOLS_UNSUPPORTED = "tools is not supported for this model"
@@ -146,6 +159,7 @@ class FakeLLM:
         self._lock = threading.Lock()
         self._script: deque[Outcome | str] = deque()
         self._failing: dict[str, int] = {}
+        self._outages: list[Outage] = []
         self._requests: list[dict[str, Any]] = []
         self._headers: list[dict[str, str]] = []
         self._ids = itertools.count(1)
@@ -186,11 +200,24 @@ class FakeLLM:
         with self._lock:
             self._failing.pop(name, None)
 
+    def outage(self, seconds: float, mode: OutageMode = "500") -> Outage:
+        """For the next ``seconds``, every chat request fails: ``mode`` is an HTTP status
+        ("500", "503", "429"...), "hang" (never answered; cut off when the window ends) or
+        "drop" (cut off at once). Requests are still logged; script and responder resume after.
+        The ``Outage`` counts the requests it took and can be ended early."""
+        window = Outage(mode, time.monotonic() + seconds)
+        with self._lock:
+            self._outages = [o for o in self._outages if o.active] + [window]
+        return window
+
     def reset(self) -> None:
-        """Forget script, log and failures, so one server can serve many tests."""
+        """Forget script, log, failures and outages, so one server can serve many tests."""
         with self._lock:
             self._script.clear()
             self._failing.clear()
+            for outage in self._outages:
+                outage.end()
+            self._outages.clear()
             self._requests.clear()
             self._headers.clear()
         self.responder, self.latency_s = echo, 0.0
@@ -294,6 +321,9 @@ class FakeLLM:
         with self._lock:
             self._requests.append(body)
             self._headers.append({k.lower(): v for k, v in request.headers.items()})
+            outage = next((o for o in self._outages if o.take()), None)
+        if outage is not None:
+            return await self._outage_response(request, outage)
         outcome = self._decide(body)
         if isinstance(outcome, str):
             outcome = text(outcome)
@@ -374,6 +404,16 @@ class FakeLLM:
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp
+
+    async def _outage_response(self, request: web.Request, outage: Outage) -> web.Response:
+        """An outage's error, or (hang, drop) a connection closed without an answer."""
+        if outage.status is not None:
+            return self._error_response(Error(outage.status, "the service is unavailable"))
+        if outage.mode == "hang":
+            await outage.wait_out()
+        if request.transport is not None:
+            request.transport.abort()
+        return web.Response()  # not sent: the connection is gone
 
     @staticmethod
     def _error_response(err: Error) -> web.Response:

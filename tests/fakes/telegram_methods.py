@@ -208,7 +208,7 @@ class Methods:
         file = self._state.files.get(str(params.get("file_id") or ""))
         if file is None:
             raise ApiError(400, "Bad Request: invalid file_id")
-        if len(file.data) > 20 * 1024 * 1024:
+        if file.length > 20 * 1024 * 1024:
             raise ApiError(400, "Bad Request: file is too big")
         return {**file_json(file), "file_path": file.path}
 

@@ -10,7 +10,8 @@ can all share it. Lengths are counted in UTF-16 code units, as Telegram counts t
 
 The parts: ``telegram_models`` (records, errors, parameters), ``telegram_files`` (stored files
 and downloads), ``telegram_state`` (chats and messages), ``telegram_methods`` (the Bot API
-methods), ``telegram_updates`` (user messages and long polling); this module serves them.
+methods), ``telegram_updates`` (user messages and long polling), ``telegram_faults`` (refused
+calls, slow downloads); this module serves them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
+from fakes.telegram_faults import FailWindow, Faults, InjectFaults
+from fakes.telegram_files import Download, generated_bytes
 from fakes.telegram_methods import Methods
 from fakes.telegram_models import (
     BOT_ID,
@@ -46,17 +49,21 @@ __all__ = [
     "ApiError",
     "CallbackAnswer",
     "ChatAction",
+    "Download",
+    "FailWindow",
     "FakeTelegram",
     "SentMessage",
     "Upload",
+    "generated_bytes",
 ]
 
 
-class FakeTelegram(InjectUpdates):
+class FakeTelegram(InjectUpdates, InjectFaults):
     """The Bot API for one bot (id 999, @pinclaw_test_bot) and its chats.
 
     ``inject_message``, ``inject_photo``, ``inject_callback_query``... (what users send)
-    come from ``InjectUpdates``.
+    come from ``InjectUpdates``; ``fail_next``, ``fail_for``, ``slow_downloads``... (what
+    goes wrong) from ``InjectFaults``.
     """
 
     def __init__(self, token: str = "123456:TEST") -> None:
@@ -64,7 +71,7 @@ class FakeTelegram(InjectUpdates):
         self._state = TelegramState(lambda: self.token)
         self._queue = UpdateQueue()
         self._methods = Methods(self._state, self._queue.drop_pending)
-        self._failures: list[tuple[str, ApiError]] = []
+        self._faults = Faults()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -216,34 +223,6 @@ class FakeTelegram(InjectUpdates):
             f" sent: {sent or 'nothing'}; rejected calls: {rejected or 'none'}"
         )
 
-    # -- failure injection ----------------------------------------------------------------------
-
-    def fail_next(
-        self,
-        method: str,
-        status: int = 429,
-        retry_after: int = 1,
-        times: int = 1,
-        description: str | None = None,
-    ) -> None:
-        """Answer the next ``times`` calls of ``method`` ("*" for any) with an error."""
-        if status == 429:
-            error = ApiError(429, description or f"Too Many Requests: retry after {retry_after}")
-            error.parameters = {"retry_after": retry_after}
-        else:
-            phrases = {500: "Internal Server Error", 502: "Bad Gateway", 400: "Bad Request"}
-            error = ApiError(status, description or phrases.get(status, "Error"))
-        with self._state.lock:
-            self._failures.extend([(method.lower(), error)] * times)
-
-    def _take_failure(self, method: str) -> ApiError | None:
-        with self._state.lock:
-            for i, (name, error) in enumerate(self._failures):
-                if name in (method.lower(), "*"):
-                    del self._failures[i]
-                    return error
-        return None
-
     # -- the HTTP side ----------------------------------------------------------------------------
 
     async def _handle_api(self, request: web.Request) -> web.Response:
@@ -253,7 +232,7 @@ class FakeTelegram(InjectUpdates):
             params = await _read_params(request)
             if request.match_info["token"] != self.token:
                 raise ApiError(401, "Unauthorized")
-            failure = self._take_failure(method)
+            failure = self._faults.take(method)
             if failure is not None:
                 raise failure
             if method.lower() == "getupdates":

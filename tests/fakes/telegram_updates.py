@@ -2,7 +2,8 @@
 
 ``UpdateQueue`` is the long-polling side (offsets, ``allowed_updates``, 409 Conflict for a
 second poller); ``InjectUpdates`` is the part of ``FakeTelegram``'s API that builds user
-messages (text, photo, document, voice, audio) the way Telegram shapes them.
+messages (text, photo, document, voice, audio) the way Telegram shapes them, and raw updates a
+client may fail to parse.
 """
 
 from __future__ import annotations
@@ -51,10 +52,11 @@ class UpdateQueue:
         self._closing = True
 
     def push(self, update: dict[str, Any]) -> int:
-        """Queue an update (without update_id); returns the update_id it got."""
+        """Queue an update; it gets the next update_id (any it had is replaced)."""
+        rest = {k: v for k, v in update.items() if k != "update_id"}
         with self._lock:
             update_id = next(self._ids)
-            self._updates.append({"update_id": update_id, **update})
+            self._updates.append({"update_id": update_id, **rest})
         return update_id
 
     def pending(self) -> list[dict[str, Any]]:
@@ -100,7 +102,7 @@ class UpdateQueue:
                 await asyncio.wait_for(self._wake.wait(), remaining)
 
     def _wanted(self, update: dict[str, Any]) -> bool:
-        kind = next(k for k in update if k != "update_id")
+        kind = next((k for k in update if k != "update_id"), "")
         return kind in self._allowed if self._allowed else kind not in _NOT_BY_DEFAULT
 
 
@@ -118,6 +120,21 @@ class InjectUpdates:
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._queue.wake)
         return update_id
+
+    def inject_raw_update(self, update: dict[str, Any]) -> int:
+        """Queue ``update`` verbatim, however malformed, with the next update_id (replacing any
+        it has); nothing is checked or stored in the chats. Returns the update_id."""
+        return self.inject_update(dict(update))
+
+    def inject_unparseable_message(self, chat_id: int, user_id: int, text: str = "?") -> int:
+        """A user's text message whose ``date`` is a string, which python-telegram-bot's
+        ``Update.de_json`` raises on (TypeError), failing the whole getUpdates batch it is in.
+        Its message_id is taken in the chat as usual. Returns the update_id."""
+        user = {"id": user_id, "is_bot": False, "first_name": "User"}
+        with self._state.lock:
+            self._state.chats.setdefault(chat_id, {"id": chat_id, "type": "private"})
+            msg = dict(self._state.new_message(chat_id, None, user), text=text)
+        return self.inject_raw_update({"message": {**msg, "date": "yesterday"}})
 
     def inject_message(
         self,
@@ -151,6 +168,34 @@ class InjectUpdates:
     ) -> int:
         content = self._stored_media("document", data, filename, mime_type, {})
         return self._inject(chat_id, user_id, content, caption, **opts)
+
+    def inject_generated_document(
+        self,
+        chat_id: int,
+        user_id: int,
+        size: int,
+        filename: str = "big.bin",
+        caption: str | None = None,
+        mime_type: str = "application/octet-stream",
+        **opts: Any,
+    ) -> int:
+        """A document whose ``file_size`` is ``size`` without holding it: its download streams
+        ``generated_bytes(0, size)``. Over 20 MB, getFile refuses it ("file is too big") as
+        Telegram does. Returns its message_id."""
+        files = self._state.files
+        stored = files.store("document", b"", filename, mime_type, size=size)
+        content = files.media("document", stored, {})
+        return self._inject(chat_id, user_id, content, caption, **opts)
+
+    def file_id_of(self, chat_id: int, message_id: int) -> str:
+        """The file_id of the file in a message (the largest size of a photo)."""
+        with self._state.lock:
+            msg = dict(self._state.messages.get((chat_id, message_id)) or {})
+        for kind in ("photo", "document", "video", "audio", "voice"):
+            media = msg.get(kind)
+            if media:
+                return str((media[-1] if isinstance(media, list) else media)["file_id"])
+        raise ValueError(f"message {(chat_id, message_id)} has no file")
 
     def inject_voice(
         self, chat_id: int, user_id: int, data: bytes, duration: int = 1, **opts: Any
