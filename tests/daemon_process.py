@@ -24,7 +24,7 @@ class DaemonProcess:
     def start(self) -> DaemonProcess:
         log = self._log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agent", "run"],
+            [sys.executable, "-m", "agent", "-v", "run"],
             cwd=REPO,
             env=self._env,
             stdout=log,
