@@ -9,6 +9,8 @@ retry backoff scaled to match); what is exercised is the same code path.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,6 +118,9 @@ def test_sigterm_during_a_turn_longer_than_the_grace_keeps_the_message_for_the_n
     db = state_db(home)
     assert rows(db, "SELECT status FROM inbox") == [("pending",)]
     assert rows(db, "SELECT COUNT(*) FROM messages") == [(0,)]  # no half-stored turn
+    doctor = subprocess.run([sys.executable, "-m", "agent", "doctor"], env=env_of(),
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert "1 message(s) waiting for an answer, 0 repl(ies) waiting" in doctor.stdout
 
     fake_llm.latency_s = 0.0
     again = start(run_daemon, tmp_path)

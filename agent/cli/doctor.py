@@ -4,7 +4,9 @@ call unless asked."""
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 
 from agent.config import Settings
 from agent.workspace import BOOTSTRAP_FILES
@@ -72,6 +74,7 @@ async def run_doctor(settings: Settings, *, check_model: bool = False) -> int:
             if not channel.allowed_users:
                 print(f"note {name}: allowed_users is empty, so nobody can talk to the bot")
     _report_sandbox(settings, report)
+    _note_queues(settings.state_db)
     if settings.hardware.enabled:
         from tools.hardware import Board
 
@@ -118,3 +121,20 @@ def _report_sandbox(settings: Settings, report: Callable[[bool, str, str], None]
     report(not refused, "sandbox", detail)
     rules = AlwaysAllowed(settings.state_db, settings.workspace_dir.resolve()).rules()
     print(f"note approvals: always allowed: {', '.join(rules) if rules else 'none'}")
+
+
+def _note_queues(state_db: Path) -> None:
+    """What a stopped daemon left for its next start (read-only; the daemon may be running)."""
+    if not state_db.exists():
+        return
+    try:
+        with sqlite3.connect(f"file:{state_db}?mode=ro", uri=True, timeout=2) as db:
+            waiting = db.execute("SELECT COUNT(*) FROM inbox WHERE status = 'pending'").fetchone()
+            queued = db.execute("SELECT COUNT(*) FROM outbox WHERE status = 'pending'").fetchone()
+            expired = db.execute("SELECT COUNT(*) FROM outbox WHERE status = 'expired'").fetchone()
+    except sqlite3.Error:
+        return  # an older state.db without the queues
+    print(
+        f"note queues: {waiting[0]} message(s) waiting for an answer, {queued[0]} repl(ies) "
+        f"waiting to be sent, {expired[0]} never delivered"
+    )
