@@ -55,6 +55,10 @@ class ToolCallContext:
     workspace: Path
     chat_key: str = ""
     approve: Approver | None = None
+    # Whose memories: where memory_store writes, and the scopes memory_recall may read
+    # (the runtime resolves them from the chat and the speaker; see agent/turns/scopes.py).
+    memory_scope: str = ""
+    recall_scopes: tuple[str, ...] = ()
 
     async def ask(self, request: ApprovalRequest) -> bool:
         return await self.approve(request) if self.approve is not None else False
