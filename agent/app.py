@@ -51,7 +51,7 @@ class App:
     quirks: ProviderQuirks = field(default_factory=ProviderQuirks)
     slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(16))
     board: Board | None = None
-    history_tokens: int | None = None
+    history_tokens: int = 16_000
 
     def runtime(self, channel: Channel, access: Access) -> ChannelRuntime:
         return ChannelRuntime(

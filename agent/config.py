@@ -13,7 +13,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -83,6 +91,19 @@ class HeartbeatSettings(_Section):
     enabled: bool = False
 
 
+class PersonSettings(_Section):
+    """One person's ids on each channel, so their memories follow them across channels."""
+
+    telegram: str = ""
+    discord: str = ""
+    owner: bool = False  # the owner's private chats get MEMORY.md and USER.md, like the terminal
+
+    @field_validator("telegram", "discord", mode="before")
+    @classmethod
+    def _id_as_text(cls, value: object) -> object:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 class _EnvOnlyKnownKeys(EnvSettingsSource):
     """PINCLAW_HOME and PINCLAW_CONFIG pick the files; they are not settings keys."""
 
@@ -107,6 +128,7 @@ class Settings(BaseSettings):
     skills: SkillsSettings = Field(default_factory=SkillsSettings)
     identity: IdentitySettings = Field(default_factory=IdentitySettings)
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
+    people: dict[str, PersonSettings] = Field(default_factory=dict)
 
     _home: Path = PrivateAttr(default_factory=lambda: default_home(os.environ))
     _config_file: Path | None = PrivateAttr(default=None)

@@ -74,6 +74,9 @@ class PromptContext:
     bootstrap_total_max_chars: int = 60_000
     bootstrap_scale: float = 1.0  # < 1 when the budget cuts the workspace files
     heartbeat_enabled: bool = False
+    # The owner's private conversation (or the terminal): only then do the personal files
+    # (USER.md, MEMORY.md) go in. Groups and other people never see them.
+    private: bool = True
 
 
 class PromptSection(Protocol):

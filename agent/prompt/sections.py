@@ -126,12 +126,15 @@ AIEOS_REPLACES = ("SOUL.md", "IDENTITY.md")
 def _bootstrap_names(ctx: PromptContext) -> list[str]:
     if ctx.mode == "minimal":
         return list(MINIMAL_FILES)
-    names = ["AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md"]
+    names = ["AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md"]
+    if ctx.private:
+        names.append("USER.md")
     if ctx.heartbeat_enabled:
         names.append("HEARTBEAT.md")
     if (ctx.workspace_dir / "BOOTSTRAP.md").exists():
         names.append("BOOTSTRAP.md")
-    names.append("MEMORY.md")
+    if ctx.private:
+        names.append("MEMORY.md")
     return names
 
 

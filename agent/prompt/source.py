@@ -83,6 +83,7 @@ class PromptSource:
         *,
         dispatcher: Dispatch = "native",
         mode: PromptMode | None = None,
+        private: bool = True,
     ) -> PromptContext:
         agent = self.settings.agent
         per_file = self.settings.workspace.bootstrap_max_chars
@@ -109,6 +110,7 @@ class PromptSource:
             bootstrap_max_chars=per_file,
             bootstrap_total_max_chars=self.settings.workspace.bootstrap_total_max_chars,
             heartbeat_enabled=self.settings.heartbeat.enabled,
+            private=private,
         )
 
     def build(self, ctx: PromptContext) -> BuiltPrompt:

@@ -33,6 +33,7 @@ class CommandContext:
     cancel: Callable[[], bool]  # stops the chat's running turn; False when none runs
     inbox: Inbox
     health: ProviderHealth
+    history_budget: int  # tokens of earlier turns a turn may send
 
 
 def parse_command(text: str) -> str | None:
@@ -62,9 +63,13 @@ async def run_command(text: str, ctx: CommandContext) -> str | None:
 async def _status(ctx: CommandContext) -> str:
     count = await ctx.sessions.count(ctx.chat_key)
     waiting = await ctx.inbox.waiting(ctx.chat_key)
+    recent = await ctx.sessions.recent(ctx.chat_key)
+    tokens = sum(ctx.sessions.tokens(m) for turn in recent.turns for m in turn.messages)
+    summary = "; earlier turns summarised" if recent.summary else ""
     lines = [
         f"Model: {ctx.model} ({ctx.health.describe()})",
         f"Conversation: {count} messages; waiting to be answered: {waiting}",
+        f"History: about {tokens:,} of {ctx.history_budget:,} tokens{summary}",
     ]
     last = ctx.last_turn
     if last is None:

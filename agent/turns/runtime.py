@@ -13,30 +13,30 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from agent.config import Settings
 from agent.llm import LLMClient
 from agent.prompt.source import PromptSource
 from agent.security import Scrubber
 from agent.turns.approvals import AlwaysAllowed, chat_approver
+from agent.turns.attachments import Transcriber, fetch_files
 from agent.turns.commands import CommandContext, parse_command, run_command
+from agent.turns.compaction import SUMMARY_INSTRUCTIONS, history_for, transcript
 from agent.turns.delivery import Courier
 from agent.turns.inbox import Inbox, Pending
 from agent.turns.intake import prepared, refusal_text, too_big
 from agent.turns.loop import ToolEvent
 from agent.turns.media import resolve_reply
 from agent.turns.outbox import Outbox
-from agent.turns.sessions import SessionStore
+from agent.turns.scopes import audience_of
+from agent.turns.sessions import SessionStore, Turn
 from agent.turns.state import Access, ProviderQuirks, TurnRecord
 from agent.turns.store import StateDB
 from agent.turns.turn import TurnOutcome, TurnRunner
 from channels.base import (
-    Attachment,
     Channel,
     ChatRef,
     IncomingMessage,
@@ -48,12 +48,10 @@ from tools.paths import PathRules
 
 log = logging.getLogger(__name__)
 
-Transcriber = Callable[[Path], Awaitable[str]]
 MAX_RETRY_WAIT_S = 60.0
 OUTAGE_NOTICE = (
     "The model is unreachable right now. Your message is kept: I'll answer when it's back."
 )
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 @dataclass(frozen=True)
@@ -81,7 +79,7 @@ class ChannelRuntime:
         paths: PathRules | None = None,
         always: AlwaysAllowed | None = None,
         transcribe: Transcriber | None = None,
-        history_tokens: int | None = None,
+        history_tokens: int = 16_000,
     ) -> None:
         self.channel = channel
         self.access = access
@@ -262,37 +260,14 @@ class ChannelRuntime:
         return True
 
     async def _fetch_files(self, msg: IncomingMessage) -> IncomingMessage:
-        """Download the message's files into the workspace inbox, each within a deadline;
-        one that fails becomes a note for the model instead."""
-        saved: list[Attachment] = list(msg.attachments)
-        notes: list[str] = []
-        folder = self.source.workspace / "inbox"
-        for item in msg.files:
-            name = _UNSAFE.sub("_", item.name).strip("._") or "file"
-            dest = folder / f"{msg.chat.channel}-{msg.chat.chat_id}-{msg.message_id}-{name}"
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-                async with asyncio.timeout(self.settings.channels.download_timeout_s):
-                    await self.channel.fetch_file(item, dest)
-            except Exception as exc:  # a timeout, a refused download, a full disk
-                log.warning("%s: %s not downloaded: %s", msg.chat.key, item.name, exc)
-                dest.unlink(missing_ok=True)
-                notes.append(f"[{item.name} could not be downloaded: {type(exc).__name__}]")
-                continue
-            saved.append(Attachment(item.kind, dest, await self._note(item.kind, dest)))
-        text = "\n".join([msg.text, *notes]) if notes else msg.text
-        return dataclasses.replace(msg, text=text, attachments=tuple(saved), files=())
-
-    async def _note(self, kind: str, path: Path) -> str:
-        if kind != "VOICE":
-            return ""
-        if self._transcribe is None:
-            return "(a voice note, saved there; no transcription is configured)"
-        try:
-            return f"(voice note transcript: {self._scrub(await self._transcribe(path))})"
-        except Exception as exc:
-            log.warning("transcription failed: %s", exc)
-            return "(a voice note, saved there; transcription failed)"
+        return await fetch_files(
+            msg,
+            self.channel,
+            self.source.workspace,
+            timeout_s=self.settings.channels.download_timeout_s,
+            transcribe=self._transcribe,
+            scrub=self._scrub,
+        )
 
     # -- turns ----------------------------------------------------------------------------
 
@@ -305,12 +280,19 @@ class ChannelRuntime:
         """Run the turn as a task /stop can cancel; a shutdown cancels it too, and then
         nothing is stored (the message stays pending)."""
         key = msg.chat.key
-        prior = await self.sessions.history(
-            key, self.settings.agent.max_history_messages, self._history_tokens
+        audience = audience_of(msg, self.settings.people)
+        prior = await history_for(
+            self.sessions,
+            key,
+            max_messages=self.settings.agent.max_history_messages,
+            budget_tokens=self._history_tokens,
+            summarise=self._summarise,
         )
         context = ToolCallContext(
             self.source.workspace,
             chat_key=key,
+            memory_scope=audience.scope,
+            recall_scopes=audience.recall,
             approve=chat_approver(
                 self.channel,
                 msg.chat,
@@ -325,6 +307,7 @@ class ChannelRuntime:
                 prior,
                 context,
                 deadline_s=self.settings.agent.turn_deadline_s,
+                private=audience.owner_private,
                 on_event=on_event,
                 on_text=on_text,
             )
@@ -358,6 +341,14 @@ class ChannelRuntime:
         await self.sessions.append_turn(msg.chat.key, outcome.messages)
         return resolve_reply(outcome.text, self._paths, reply_to=msg.message_id)
 
+    async def _summarise(self, summary: str, turns: list[Turn]) -> str:
+        """The model's summary of `turns`, merged with the earlier `summary`."""
+        text = f"Earlier summary:\n{summary or '(none)'}\n\nNew part:\n{transcript(turns)}"
+        response = await self.llm.complete(
+            [{"role": "system", "content": SUMMARY_INSTRUCTIONS}, {"role": "user", "content": text}]
+        )
+        return self._scrub(response.content)
+
     def cancel(self, chat_key: str) -> bool:
         task = self._running.get(chat_key)
         if task is None or task.done():
@@ -374,6 +365,7 @@ class ChannelRuntime:
             lambda: self.cancel(key),
             self.store.inbox,
             self.llm.health,
+            self._history_tokens,
         )
 
     async def drain(self, grace_s: float) -> None:

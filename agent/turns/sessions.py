@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import aiosqlite
@@ -37,9 +38,41 @@ CREATE TABLE IF NOT EXISTS messages (
     created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS messages_by_chat ON messages (chat_key, session, id);
+CREATE TABLE IF NOT EXISTS summaries (
+    chat_key TEXT NOT NULL,
+    session INTEGER NOT NULL,
+    up_to_turn INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (chat_key, session, up_to_turn)
+);
 """
-# Added after the first release; an older state.db gains it on open.
-MIGRATION = "ALTER TABLE messages ADD COLUMN inbox_id INTEGER"
+# Columns added after the first release; an older state.db gains them on open.
+MIGRATIONS = {
+    "inbox_id": "ALTER TABLE messages ADD COLUMN inbox_id INTEGER",
+    "compacted": "ALTER TABLE messages ADD COLUMN compacted INTEGER NOT NULL DEFAULT 0",
+}
+# A turn whose reply expired undelivered keeps only its user message (position 0).
+_DELIVERED = (
+    "(m.position = 0 OR m.inbox_id IS NULL OR NOT EXISTS "
+    "(SELECT 1 FROM outbox o WHERE o.inbox_id = m.inbox_id AND o.status = 'expired'))"
+)
+_SESSION = "(SELECT COALESCE(MAX(session), 1) FROM chats WHERE chat_key = ?)"
+
+
+@dataclass(frozen=True)
+class Turn:
+    number: int
+    messages: list[Message]
+
+
+@dataclass(frozen=True)
+class Recent:
+    """The chat's current session as the model may see it: the summary of what was
+    compacted, and the whole turns since."""
+
+    summary: str
+    turns: list[Turn]
 
 
 def estimate_tokens(text: str) -> int:
@@ -58,10 +91,50 @@ class SessionStore:
     ) -> SessionStore:
         """The store on an open state.db (its SCHEMA created), older files migrated."""
         columns = {row[1] for row in await db.fetchall("PRAGMA table_info(messages)")}
-        if "inbox_id" not in columns:
+        missing = [sql for column, sql in MIGRATIONS.items() if column not in columns]
+        if missing:
             async with db.transaction() as conn:
-                await conn.execute(MIGRATION)
+                for sql in missing:
+                    await conn.execute(sql)
         return cls(db, count_tokens=count_tokens)
+
+    def tokens(self, message: Message) -> int:
+        return self._count(json.dumps(message, ensure_ascii=False))
+
+    async def recent(self, chat_key: str) -> Recent:
+        """The latest summary of the session and every turn after it."""
+        row = await self._db.fetchone(
+            f"SELECT up_to_turn, content FROM summaries WHERE chat_key = ? AND session = "
+            f"{_SESSION} ORDER BY up_to_turn DESC LIMIT 1",
+            (chat_key, chat_key),
+        )
+        up_to, summary = (int(row[0]), str(row[1])) if row else (0, "")
+        rows = await self._db.fetchall(
+            f"SELECT m.turn, m.message FROM messages m WHERE m.chat_key = ? AND m.session = "
+            f"{_SESSION} AND m.turn > ? AND {_DELIVERED} ORDER BY m.id",
+            (chat_key, chat_key, up_to),
+        )
+        turns: list[Turn] = []
+        for number, text in rows:
+            if not turns or turns[-1].number != number:
+                turns.append(Turn(number, []))
+            turns[-1].messages.append(json.loads(text))
+        return Recent(summary, turns)
+
+    async def save_summary(self, chat_key: str, up_to_turn: int, content: str) -> None:
+        """Store the summary of every turn up to `up_to_turn`; the originals stay, marked
+        compacted."""
+        async with self._db.transaction() as conn:
+            session = await _session(conn, chat_key)
+            await conn.execute(
+                "INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?)",
+                (chat_key, session, up_to_turn, content, time.time()),
+            )
+            await conn.execute(
+                "UPDATE messages SET compacted = 1 WHERE chat_key = ? AND session = ? "
+                "AND turn <= ?",
+                (chat_key, session, up_to_turn),
+            )
 
     async def history(
         self, chat_key: str, max_messages: int, max_tokens: int | None = None
@@ -69,12 +142,8 @@ class SessionStore:
         """The newest whole turns of the chat's session: at most `max_messages` messages
         and, when given, `max_tokens` tokens."""
         rows = await self._db.fetchall(
-            "SELECT m.turn, m.position, m.message FROM messages m "
-            "WHERE m.chat_key = ? AND m.session = "
-            "  (SELECT COALESCE(MAX(session), 1) FROM chats WHERE chat_key = ?) "
-            "AND (m.position = 0 OR m.inbox_id IS NULL OR NOT EXISTS "
-            "  (SELECT 1 FROM outbox o WHERE o.inbox_id = m.inbox_id AND o.status = 'expired')) "
-            "ORDER BY m.id DESC LIMIT ?",
+            f"SELECT m.turn, m.position, m.message FROM messages m WHERE m.chat_key = ? "
+            f"AND m.session = {_SESSION} AND {_DELIVERED} ORDER BY m.id DESC LIMIT ?",
             (chat_key, chat_key, max_messages),
         )
         turns: list[list[str]] = []

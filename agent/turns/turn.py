@@ -54,27 +54,30 @@ class TurnRunner:
         self.llm = llm
         self.quirks = quirks
         self._scrub = scrub
-        self._prompts: dict[tuple[Dispatch, bool], str] = {}
+        self._prompts: dict[tuple[Dispatch, bool, bool], str] = {}
         self._fingerprint: Fingerprint = ()
         self.system_prompt = self.prompt("native", merged=False)
 
-    def prompt(self, dispatcher: Dispatch, *, merged: bool) -> str:
-        """The channel's prompt, built once per (dispatcher, delivery placement) and kept
-        until the inputs it was built from change."""
+    def prompt(self, dispatcher: Dispatch, *, merged: bool, private: bool = True) -> str:
+        """The channel's prompt, built once per (dispatcher, delivery placement, audience)
+        and kept until the inputs it was built from change."""
         fingerprint = self.source.fingerprint()
         if fingerprint != self._fingerprint:
             self._prompts.clear()
             self._fingerprint = fingerprint
-        key = (dispatcher, merged)
+        key = (dispatcher, merged, private)
         if key not in self._prompts:
             ctx = self.source.context(
-                self.channel.name, self.channel.capabilities, dispatcher=dispatcher
+                self.channel.name,
+                self.channel.capabilities,
+                dispatcher=dispatcher,
+                private=private,
             )
             text = self.source.build(ctx).text
             if merged and self.channel.delivery_instructions:
                 text = f"{text}\n\n{self.channel.delivery_instructions}"
             self._prompts[key] = text
-            if key == ("native", False):
+            if key == ("native", False, True):
                 self.system_prompt = text
         return self._prompts[key]
 
@@ -85,14 +88,18 @@ class TurnRunner:
         context: ToolCallContext,
         *,
         deadline_s: float,
+        private: bool = True,
+        remembered: str = "",
         on_event: Callable[[ToolEvent], None] | None = None,
         on_text: Callable[[str], None] | None = None,
     ) -> TurnOutcome:
-        """Run the turn to an outcome; only cancellation escapes."""
-        user: Message = {"role": "user", "content": self.envelope(msg)}
+        """Run the turn to an outcome; only cancellation escapes. `private`: the owner's own
+        conversation (the prompt may hold USER.md and MEMORY.md); `remembered`: memories
+        recalled for this message, shown in its envelope (never in the system prompt)."""
+        user: Message = {"role": "user", "content": self.envelope(msg, remembered)}
         try:
             async with asyncio.timeout(deadline_s):
-                result = await self._loop(prior, user, context, on_event, on_text)
+                result = await self._loop(prior, user, context, private, on_event, on_text)
         except TimeoutError:
             error = f"the turn took longer than {deadline_s:g} s"
             log.error("%s %s: %s", self.channel.name, msg.chat.key, error)
@@ -124,6 +131,7 @@ class TurnRunner:
         prior: list[Message],
         user: Message,
         context: ToolCallContext,
+        private: bool,
         on_event: Callable[[ToolEvent], None] | None,
         on_text: Callable[[str], None] | None,
     ) -> TurnResult:
@@ -132,11 +140,8 @@ class TurnRunner:
         merged = self._merge_delivery()
         agent = self.source.settings.agent
         for _attempt in range(3):
-            history = [
-                {"role": "system", "content": self.prompt(dispatch, merged=merged)},
-                *prior,
-                user,
-            ]
+            system = self.prompt(dispatch, merged=merged, private=private)
+            history = [{"role": "system", "content": system}, *prior, user]
             if self.channel.delivery_instructions and not merged:
                 history.append({"role": "system", "content": self.channel.delivery_instructions})
             dispatcher: Dispatcher = NativeDispatcher() if dispatch == "native" else XmlDispatcher()
@@ -181,8 +186,9 @@ class TurnRunner:
             return "xml"
         return configured_dispatcher(self.source.settings.agent.tool_dispatcher, self.llm.model)
 
-    def envelope(self, msg: IncomingMessage) -> str:
-        """The user message as the model sees it: who, where, when, then the text."""
+    def envelope(self, msg: IncomingMessage, remembered: str = "") -> str:
+        """The user message as the model sees it: who, where, when, what is remembered
+        that may bear on it, then the text."""
         zone_name = self.source.timezone
         try:
             zone = ZoneInfo(zone_name)
@@ -194,6 +200,8 @@ class TurnRunner:
             who += f" (@{msg.sender_username})"
         where = f"{self.channel.name} group" if msg.is_group else self.channel.name
         lines = [f"[{now} {zone_name} | {where} | from {who}]"]
+        if remembered:
+            lines.append(remembered)
         if msg.text:
             lines.append(self._scrub(msg.text))
         workspace = self.source.workspace

@@ -1,0 +1,72 @@
+"""Whose conversation a message is: the memory scope it writes to and reads from, and
+whether it is the owner's private conversation (which alone sees MEMORY.md and USER.md).
+
+- The terminal is the owner.
+- A private chat (a Telegram or Discord DM) belongs to the person who writes. `[people.NAME]`
+  maps one person's ids across channels, so what Alice says on Telegram is recalled on
+  Discord; an unmapped sender is their own person ("telegram:123").
+- A group, server channel or thread is a scope of its own. A person's private memories never
+  surface there, and the group's surface in private chats only with
+  `memory.share_group_memories`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from agent.config import PersonSettings
+from channels.base import ChatRef, IncomingMessage
+
+OWNER = "person:owner"
+GROUPS = "group:*"  # every group scope, for share_group_memories
+
+
+@dataclass(frozen=True)
+class Audience:
+    scope: str  # where memory_store writes
+    recall: tuple[str, ...]  # what memory_recall and auto-recall may read
+    owner_private: bool  # the owner alone, privately: MEMORY.md and USER.md may be shown
+
+
+def person_of(people: Mapping[str, PersonSettings], channel: str, sender_id: str) -> str:
+    """The person's scope: their [people] name, or the channel and id when unmapped."""
+    for name, person in people.items():
+        if sender_id and getattr(person, channel, "") == sender_id:
+            return OWNER if person.owner else f"person:{name}"
+    return f"person:{channel}:{sender_id}"
+
+
+def audience_of(
+    msg: IncomingMessage,
+    people: Mapping[str, PersonSettings],
+    *,
+    share_group_memories: bool = False,
+) -> Audience:
+    legacy = f"chat:{msg.chat.key}"  # memories made before scopes, in this very chat
+    if msg.chat.channel == "cli":
+        return Audience(OWNER, (OWNER, legacy), owner_private=True)
+    if msg.is_group:
+        scope = f"group:{msg.chat.key}"
+        return Audience(scope, (scope, legacy), owner_private=False)
+    person = person_of(people, msg.chat.channel, msg.sender_id)
+    recall = (person, legacy, GROUPS) if share_group_memories else (person, legacy)
+    return Audience(person, recall, owner_private=person == OWNER)
+
+
+@dataclass(frozen=True)
+class LegacyScope:
+    """Where a memory made before scopes goes, from the chat key it was stored under: the
+    terminal's to the owner, a Telegram DM's (its chat id is the user's id) to that person,
+    anything else stays readable only in its own chat."""
+
+    people: Mapping[str, PersonSettings]
+
+    def __call__(self, chat_key: str) -> str:
+        channel, _, rest = chat_key.partition(":")
+        chat_id, _, thread = rest.partition(":")
+        if channel == "cli":
+            return OWNER
+        if channel == "telegram" and chat_id.isdigit() and not thread:
+            return person_of(self.people, "telegram", chat_id)
+        return f"chat:{ChatRef(channel, chat_id, thread).key}"
