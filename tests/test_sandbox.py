@@ -279,6 +279,41 @@ async def test_a_masked_system_file_is_hidden(
     assert first_line not in output and output.endswith("system-ok\n")
 
 
+@pytest.fixture
+def hashes() -> list[str]:
+    """The lines of /etc/shadow and /etc/gshadow, which root can read (as the runtime)."""
+    if os.geteuid() != 0:
+        pytest.skip("not root: a command could not read /etc/shadow anyway")
+    found = [Path(name) for name in ("/etc/shadow", "/etc/gshadow") if Path(name).is_file()]
+    lines = [line for path in found for line in path.read_text().splitlines() if line.strip()]
+    if not lines:
+        pytest.skip("no /etc/shadow here")
+    return lines
+
+
+SHADOW = "cat /etc/shadow /etc/gshadow; head -n 1 /etc/passwd"
+
+
+def first_passwd_line() -> str:
+    return Path("/etc/passwd").read_text().splitlines()[0]
+
+
+async def test_a_root_runtime_does_not_show_the_password_hashes(
+    sandbox: Sandbox, world: World, hashes: list[str]
+) -> None:
+    _, output = await run(sandbox, SandboxSpec(world.workspace), SHADOW)
+    assert not [line for line in hashes if line in output]
+    assert output.endswith(f"{first_passwd_line()}\n"), output  # the rest of /etc still reads
+
+
+async def test_without_a_sandbox_root_reads_the_password_hashes(
+    world: World, hashes: list[str]
+) -> None:
+    """The control: the command above does find the hashes when nothing masks them."""
+    _, output = await run(NoSandbox("test"), SandboxSpec(world.workspace), SHADOW)
+    assert all(line in output for line in hashes)
+
+
 @pytest.mark.parametrize("network", [True, False])
 async def test_network_off_blocks_tcp_to_localhost(
     sandbox: Sandbox, world: World, network: bool

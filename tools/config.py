@@ -100,6 +100,7 @@ class HardwareSettings(_Section):
     connect_timeout_s: float = Field(default=10.0, gt=0, le=120)
     sampling_interval_ms: int = Field(default=100, ge=1, le=16_383)
     connect_on_start: bool = False
+    require_approval: bool = False  # supervised: every pin write asks the owner in the chat
     allowed_pins: list[int | str] = Field(default_factory=list)
     pins: dict[str, PinSettings] = Field(default_factory=dict)
 

@@ -35,7 +35,7 @@ class FileTools:
     def _write(self, raw: str, content: str) -> None:
         if not self._policy.can_write:
             raise PolicyError("writing files is not allowed: autonomy is read_only")
-        target = self._policy.resolve_path(raw)
+        target = self._policy.paths.resolve_for_write(raw)
         if target.is_dir():
             raise IsADirectoryError(raw)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,8 @@
 
 A pin arrives as a number (13), an analog name ("A0") or a configured name ("fan"); a level as
 0/1, true/false or "low"/"high". Every argument is checked before the board is touched, and a
-refusal names the valid choices, so the model can correct itself in one step.
+refusal names the valid choices, so the model can correct itself in one step. With
+`[hardware] require_approval` under supervised autonomy, each write then waits for the owner.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from tools.base import FunctionTool, Tool, ToolCallContext, ToolResult
-from tools.config import HardwareSettings, pin_token
+from tools.base import ApprovalRequest, FunctionTool, Tool, ToolCallContext, ToolResult
+from tools.config import Autonomy, HardwareSettings, pin_token
 from tools.hardware import Board, BoardError, BoardInfo, PinInfo
 
 Pattern = Literal["blink", "pulse", "heartbeat"]
@@ -149,9 +150,22 @@ async def _attempt(action: Callable[[], Awaitable[str]]) -> ToolResult:
 class _HardwareTools:
     """The tool functions; each docstring becomes the tool's description and argument help."""
 
-    def __init__(self, settings: HardwareSettings, board: Board) -> None:
+    def __init__(self, settings: HardwareSettings, board: Board, *, ask_first: bool) -> None:
         self.policy = PinPolicy(settings)
         self.board = board
+        self.ask_first = ask_first  # every pin write waits for the owner's yes
+
+    async def _approved(self, call: ToolCallContext, tool: str, ref: PinRef, what: str) -> None:
+        """Ask the owner before a checked write reaches the board; a no is a PinError."""
+        if not self.ask_first:
+            return
+        action = f"{what} on {ref.label}"
+        reason = "[hardware] require_approval: every pin write asks first"
+        if not await call.ask(ApprovalRequest(tool, action, reason, (f"{tool}:{ref.token}",))):
+            raise PinError(
+                f"Not done: the owner did not approve {tool} ({action}); the pin is unchanged. "
+                "Say what you wanted to do instead of retrying."
+            )
 
     async def gpio_write(
         self, call: ToolCallContext, pin: int | str, value: bool | int | str
@@ -167,6 +181,7 @@ class _HardwareTools:
         async def act() -> str:
             ref = self.policy.resolve(pin, "output")
             level = parse_level(value)
+            await self._approved(call, "gpio_write", ref, f"set {'high' if level else 'low'}")
             await self.board.digital_write(ref.token, level)
             return f"{ref.label} is now {'high' if level else 'low'}."
 
@@ -205,6 +220,7 @@ class _HardwareTools:
             ref = self.policy.resolve(pin, "pwm")
             if not 0.0 <= duty <= 1.0:
                 raise PinError(f"Duty {duty:g} is out of range: give 0.0 (off) to 1.0 (full on).")
+            await self._approved(call, "pwm_write", ref, f"PWM duty {duty:.0%}")
             await self.board.pwm_write(ref.token, duty)
             return f"{ref.label}: PWM duty {duty:.0%}."
 
@@ -238,6 +254,7 @@ class _HardwareTools:
             ref = self.policy.resolve(pin, "servo")
             if not 0 <= angle <= 180:
                 raise PinError(f"Angle {angle:g} is out of range: give 0 to 180 degrees.")
+            await self._approved(call, "servo_write", ref, f"servo to {round(angle)}°")
             await self.board.servo_write(ref.token, round(angle))
             return f"{ref.label}: servo at {round(angle)}°."
 
@@ -275,6 +292,8 @@ class _HardwareTools:
                     "until stopped."
                 )
             steps = [(level, share * period_ms / 1000) for level, share in PATTERNS[pattern]]
+            what = f"{pattern} every {period_ms} ms" + (f", {repeat} times" if repeat else "")
+            await self._approved(call, "gpio_pattern", ref, what)
             await self.board.start_pattern(ref.token, pattern, steps, repeat)
             if repeat:
                 span = f"{repeat} times (about {repeat * period_ms / 1000:g} s)"
@@ -342,9 +361,14 @@ def _headline(info: BoardInfo) -> str:
     )
 
 
-def hardware_tools(settings: HardwareSettings, board: Board) -> list[Tool]:
-    """The eight hardware tools; the pin tools' descriptions carry the configured pin names."""
-    tools = _HardwareTools(settings, board)
+def hardware_tools(
+    settings: HardwareSettings, board: Board, *, autonomy: Autonomy = "supervised"
+) -> list[Tool]:
+    """The eight hardware tools; the pin tools' descriptions carry the configured pin names.
+    Pin writes ask the owner when `require_approval` is on and autonomy is supervised
+    (read_only refuses them outright through tools.base.read_only; full never asks)."""
+    ask_first = settings.require_approval and autonomy == "supervised"
+    tools = _HardwareTools(settings, board, ask_first=ask_first)
     guide = tools.policy.guide()
     functions = (
         tools.gpio_read, tools.gpio_write, tools.pwm_write, tools.analog_read, tools.servo_write,

@@ -189,7 +189,8 @@ class Ruleset:
         folders on the way to a hidden path keep READ_DIR only (names stay listable)."""
         if root in hidden:
             return
-        inner = [path for path in hidden if root in path.parents]
+        below = str(root).rstrip("/") + "/"  # resolved paths: a prefix is a subtree
+        inner = [path for path in hidden if str(path).startswith(below)]
         if not inner:
             self.allow(root, access, follow=False)
             return

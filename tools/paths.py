@@ -4,6 +4,11 @@ A path is allowed when its real location (symlinks followed) is inside the works
 outside every forbidden path, and — for an existing regular file — when each of its names
 (hard links) is inside the workspace too: a hard link made from outside would otherwise let
 a tool read or upload a file that lives elsewhere.
+
+Writing has one more rule: nothing is written inside a git repository's own folder (`.git`,
+or any folder holding HEAD, objects/ and refs/, as `git init --separate-git-dir` or `--bare`
+make). Git runs the hooks and settings it finds there (hooks/pre-commit, core.fsmonitor,
+aliases) when the owner next runs git — outside the sandbox.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from pathlib import Path
 
 # How many workspace entries the hard-link check may walk before it gives up (and refuses).
 _LINK_SCAN_LIMIT = 20_000
+GIT_DIR_NAME = ".git"  # compared case-insensitively: .GIT is .git on macOS and Windows
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
 class PolicyError(Exception):
@@ -49,6 +56,29 @@ class PathRules:
         resolved = self._locate(raw)
         self._check_links(raw, resolved)
         return resolved
+
+    def resolve_for_write(self, raw: str) -> Path:
+        """`resolve`, and refused inside a git repository's own folder."""
+        resolved = self.resolve(raw)
+        self.check_write(raw, resolved)
+        return resolved
+
+    def check_write(self, raw: str, resolved: Path) -> None:
+        """Refuse writing to `resolved` (already confined) when it is, or is inside, a git
+        folder of the workspace: `.git` by name, or a folder that git would use as one."""
+        if resolved == self.workspace:
+            return
+        parts = resolved.relative_to(self.workspace).parts
+        folder = self.workspace
+        for part in parts:
+            folder = folder / part
+            if part.lower() == GIT_DIR_NAME or _is_git_dir(folder):
+                shown = folder.relative_to(self.workspace)
+                raise PolicyError(
+                    f"{raw!r} is inside {shown}/, a git repository's own folder: nothing may "
+                    "be written there, since git runs the hooks and settings it finds in it",
+                    short="it is inside a git repository's own folder",
+                )
 
     def _locate(self, raw: str) -> Path:
         if not raw or "\x00" in raw:
@@ -112,8 +142,9 @@ class PathRules:
 
     def open_checked(self, raw: str, flags: int) -> tuple[int, Path]:
         """Resolve, then open without following a last-moment symlink, and check the links
-        of what was actually opened (a file swapped in between is caught here)."""
-        resolved = self.resolve(raw)
+        of what was actually opened (a file swapped in between is caught here). Opening
+        to write also checks the git folders (`check_write`)."""
+        resolved = self.resolve_for_write(raw) if flags & _WRITE_FLAGS else self.resolve(raw)
         try:
             fd = os.open(resolved, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
         except OSError as exc:
@@ -128,3 +159,10 @@ class PathRules:
             os.close(fd)
             raise
         return fd, resolved
+
+
+def _is_git_dir(folder: Path) -> bool:
+    """What git itself takes for a repository folder: HEAD, objects/ and refs/."""
+    return (
+        (folder / "HEAD").is_file() and (folder / "objects").is_dir() and (folder / "refs").is_dir()
+    )

@@ -21,7 +21,7 @@ for a file). Landlock cannot take a subtree out of a granted tree, so a tree hol
 masked path is granted child by child, skipping masked ones; the folders on the way to
 a masked path (the workspace itself, if it holds one) become list-only: their entries
 keep their rights, but nothing can be created, deleted or renamed directly in them,
-and masked entries' names (not contents) stay listable.
+and masked entries' names (not contents) stay listable. As root, ROOT_SECRETS are masked too.
 
 Integration: pass `Launch.preexec_fn` to `asyncio.create_subprocess_exec` (rlimits and,
 for Landlock, the confinement itself) and call `Launch.cleanup` once the process has
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import glob
 import os
 import resource
 import shutil
@@ -51,6 +52,11 @@ SandboxKind = Literal["bubblewrap", "landlock", "none"]
 
 # The system a command may read and execute (those that exist; merged-/usr symlinks kept).
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
+# Readable by root alone (globs), and uid 0 reads them without capabilities: masked for root.
+ROOT_SECRETS = (
+    "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
+    "/etc/ssl/private", "/etc/ssh/ssh_host_*_key",
+)  # fmt: skip
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _MIB = 1024 * 1024
 _PROBE_TIMEOUT_S = 10
@@ -300,11 +306,12 @@ def _system_roots() -> list[Path]:
 
 
 def _hidden(spec: SandboxSpec, workspace: Path, roots: list[Path]) -> set[Path]:
-    """Masked paths to hide: existing, resolved, inside a tree the sandbox exposes.
-    One that holds the workspace is already out of reach, as is one outside every tree."""
+    """Masked paths to hide (and ROOT_SECRETS as root): existing, resolved, inside a tree
+    the sandbox exposes. One holding the workspace or outside every tree is out of reach."""
     trees = [workspace, *roots]
     hidden = set()
-    for raw in spec.masked:
+    secrets = [Path(p) for g in ROOT_SECRETS for p in glob.glob(g)] if os.geteuid() == 0 else []
+    for raw in (*spec.masked, *secrets):
         path = Path(raw).resolve()
         if path == workspace or path in workspace.parents or not path.exists():
             continue
@@ -331,11 +338,8 @@ def _remove(ruleset: Ruleset | None, tmpdir: Path) -> None:
 
 
 def _child_env(env: Mapping[str, str], workspace: Path, tmpdir: str) -> dict[str, str]:
-    result = dict(env)
-    result.setdefault("PATH", DEFAULT_PATH)
-    result["HOME"] = str(workspace)
-    result["TMPDIR"] = tmpdir
-    return result
+    result = {"PATH": DEFAULT_PATH, **env}
+    return result | {"HOME": str(workspace), "TMPDIR": tmpdir}
 
 
 _RlimitPlan = tuple[tuple[int, int, int], ...]
@@ -361,11 +365,9 @@ def _rlimit_plan(limits: Limits) -> _RlimitPlan:
 
 
 _PRLIMIT_OPTIONS = {
-    resource.RLIMIT_CPU: "--cpu",
-    resource.RLIMIT_FSIZE: "--fsize",
-    resource.RLIMIT_CORE: "--core",
-    resource.RLIMIT_NPROC: "--nproc",
-}
+    resource.RLIMIT_CPU: "--cpu", resource.RLIMIT_FSIZE: "--fsize",
+    resource.RLIMIT_CORE: "--core", resource.RLIMIT_NPROC: "--nproc",
+}  # fmt: skip
 
 
 @functools.cache

@@ -67,6 +67,12 @@ class _Planner:
         except PolicyError as exc:
             raise PolicyError(f"{what} {exc}", short=exc.short) from None
 
+    def check_writable(self, raw: str, path: Path, what: str) -> None:
+        try:
+            self.policy.paths.check_write(raw, path)
+        except PolicyError as exc:
+            raise PolicyError(f"{what} {exc}", short=exc.short) from None
+
     def check_command(self, argv: list[str]) -> None:
         program, args = argv[0], argv[1:]
         name = os.path.basename(program)
@@ -94,6 +100,8 @@ class _Planner:
         for raw in verdict.paths:
             if raw not in _DEVICES:
                 path = self.check_path(raw, f"{name}: the path")
+                if verdict.writes:  # which of its paths it writes is not known: all count
+                    self.check_writable(raw, path, f"{name} writes, and")
                 if name in _DELETERS and not self._scratch(path) and allowed:
                     self.asks[f"shell:{name}"] = f"{name} deletes {raw}"
 
@@ -110,6 +118,7 @@ class _Planner:
             raise PolicyError(
                 f"writing to {raw} with {redirect.op} is refused: autonomy is read_only"
             )
+        self.check_writable(raw, path, f"the redirection {redirect.op}")
         if redirect.op == ">" and path.is_file() and not self._scratch(path):
             self.asks["shell:overwrite"] = f"> overwrites the existing file {raw}"
 

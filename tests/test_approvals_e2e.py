@@ -1,0 +1,477 @@
+"""Approvals end to end: the daemon (or `agent run -m`) with the real channel adapters, the
+fake chat services and the fake LLM. The model asks for a command outside the allow-list;
+the owner answers where the chat is; the tests assert the workspace and what the model and
+the people in the chat were shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Daemon
+from fakes.discord_server import FakeDiscord
+from fakes.discord_server import SentMessage as DiscordMessage
+from fakes.llm_server import FakeLLM, text, tool_calls
+from fakes.telegram_server import BOT_USERNAME, FakeTelegram, SentMessage
+
+from agent.turns.approvals import AlwaysAllowed
+
+REPO = Path(__file__).resolve().parent.parent
+OWNER, STRANGER = 42, 777
+COMMAND = "rm keep.txt"  # rm is not in the default allowed commands: supervised asks
+QUESTION = "Approve shell: rm keep.txt\n(Why I ask: rm is not in the allowed commands)"
+NOT_RUN = "Error: Not run: the owner did not approve it (rm is not in the allowed commands)."
+
+
+@pytest.fixture
+def keep(home: Path) -> Path:
+    """The file the command would delete, in the workspace the daemon will use."""
+    workspace = home / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    return plant(workspace / "keep.txt")
+
+
+def plant(path: Path) -> Path:
+    path.write_text("precious\n")
+    return path
+
+
+def content(path: Path) -> str | None:
+    """The file's text, None once it is gone (a quick local read, fine inside a test)."""
+    return path.read_text() if path.exists() else None
+
+
+async def agent(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`agent ARGS` as the user runs it, off the event loop."""
+    return await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "agent", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        cwd=REPO,
+        timeout=120,
+    )
+
+
+def answer_timeout(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    monkeypatch.setenv("PINCLAW_SECURITY__APPROVAL_TIMEOUT_S", str(seconds))
+
+
+def script_delete(fake_llm: FakeLLM, command: str = COMMAND) -> None:
+    fake_llm.script(tool_calls(("shell", {"command": command})), text("done"))
+
+
+def tool_results(request: dict[str, Any]) -> list[str]:
+    return [str(m["content"]) for m in request["messages"] if m["role"] == "tool"]
+
+
+# -- Telegram ----------------------------------------------------------------------------------
+
+
+def buttons(message: SentMessage) -> dict[str, str]:
+    rows = (message.reply_markup or {}).get("inline_keyboard", [])
+    return {button["text"]: button["callback_data"] for row in rows for button in row}
+
+
+def questions(fake: FakeTelegram) -> list[SentMessage]:
+    return [m for m in fake.sent if (m.plain or "").startswith("Approve shell:")]
+
+
+async def telegram_question(fake: FakeTelegram) -> SentMessage:
+    (message,) = await fake.await_for(lambda m: bool(buttons(m)), timeout=10)
+    assert message.plain == QUESTION
+    assert list(buttons(message)) == ["Approve", "Deny", "Always allow"]
+    return message
+
+
+async def telegram_reply(fake: FakeTelegram, body: str = "done", count: int = 1) -> None:
+    await fake.await_for(lambda m: m.plain == body and not buttons(m), count=count, timeout=10)
+
+
+async def toast(fake: FakeTelegram, query_id: str) -> str | None:
+    """What the presser of `query_id` was shown, once the bot answered the press."""
+    deadline = time.monotonic() + 5
+    while not (found := [a for a in fake.callback_answers if a.callback_query_id == query_id]):
+        assert time.monotonic() < deadline, "the press was never answered"
+        await asyncio.sleep(0.01)
+    return found[0].text
+
+
+async def test_telegram_approve_runs_the_command_and_the_model_gets_its_result(
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
+    keep: Path,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answer_timeout(monkeypatch, 30)
+    script_delete(fake_llm)
+    async with daemon():
+        fake_telegram.inject_message(OWNER, OWNER, "delete keep.txt")
+        question = await telegram_question(fake_telegram)
+        assert content(keep) == "precious\n"  # nothing runs before the answer
+        pressed = fake_telegram.inject_callback_query(OWNER, question, buttons(question)["Approve"])
+        await telegram_reply(fake_telegram)
+    assert content(keep) is None
+    assert await toast(fake_telegram, pressed) == "✅ Approved"
+    (after,) = questions(fake_telegram)
+    assert after.plain == f"{QUESTION}\n\n✅ Approved" and not buttons(after)
+    assert tool_results(fake_llm.requests[1]) == ["exit code: 0 (no output)"]
+
+
+async def test_telegram_deny_leaves_the_file_and_the_model_is_told(
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
+    keep: Path,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answer_timeout(monkeypatch, 30)
+    script_delete(fake_llm)
+    async with daemon():
+        fake_telegram.inject_message(OWNER, OWNER, "delete keep.txt")
+        question = await telegram_question(fake_telegram)
+        fake_telegram.inject_callback_query(OWNER, question, buttons(question)["Deny"])
+        await telegram_reply(fake_telegram)
+    assert content(keep) == "precious\n"
+    [result] = tool_results(fake_llm.requests[1])
+    assert result.startswith(NOT_RUN)
+    assert questions(fake_telegram)[0].plain == f"{QUESTION}\n\n❌ Denied"
+
+
+async def test_telegram_no_answer_in_time_is_a_denial(
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
+    keep: Path,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answer_timeout(monkeypatch, 1)
+    script_delete(fake_llm)
+    async with daemon():
+        started = time.monotonic()
+        fake_telegram.inject_message(OWNER, OWNER, "delete keep.txt")
+        question = await telegram_question(fake_telegram)
+        await telegram_reply(fake_telegram)
+        waited = time.monotonic() - started
+    assert content(keep) == "precious\n"
+    assert 0.9 < waited < 8
+    assert tool_results(fake_llm.requests[1])[0].startswith(NOT_RUN)
+    (after,) = [m for m in fake_telegram.sent if m.message_id == question.message_id]
+    assert after.plain == f"{QUESTION}\n\n⌛ No answer in time: denied" and not buttons(after)
+
+
+async def test_telegram_a_stranger_cannot_answer_and_the_owner_still_decides(
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
+    keep: Path,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a group everyone sees the buttons: a press by someone not in allowed_users is
+    refused to them alone, and the command waits for the owner."""
+    answer_timeout(monkeypatch, 30)
+    group = -500
+    script_delete(fake_llm)
+    async with daemon():
+        fake_telegram.inject_message(
+            group, OWNER, f"@{BOT_USERNAME} delete keep.txt", chat_type="group"
+        )
+        question = await telegram_question(fake_telegram)
+        assert question.chat_id == group
+        pressed = fake_telegram.inject_callback_query(
+            STRANGER, question, buttons(question)["Approve"], username="mallory"
+        )
+        assert await toast(fake_telegram, pressed) == "Only the owner can answer this."
+        await asyncio.sleep(0.5)
+        assert content(keep) == "precious\n"
+        assert len(fake_llm.requests) == 1  # the turn still waits on the question
+        (still,) = questions(fake_telegram)
+        assert still.plain == QUESTION and list(buttons(still)) == list(buttons(question))
+        fake_telegram.inject_callback_query(OWNER, question, buttons(question)["Approve"])
+        await telegram_reply(fake_telegram)
+    assert content(keep) is None
+    assert tool_results(fake_llm.requests[1]) == ["exit code: 0 (no output)"]
+
+
+async def test_telegram_always_allow_is_remembered_listed_and_not_asked_again(
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
+    keep: Path,
+    home: Path,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answer_timeout(monkeypatch, 30)
+    other = plant(keep.with_name("other.txt"))
+    script_delete(fake_llm)
+    async with daemon():
+        fake_telegram.inject_message(OWNER, OWNER, "delete keep.txt")
+        question = await telegram_question(fake_telegram)
+        fake_telegram.inject_callback_query(OWNER, question, buttons(question)["Always allow"])
+        await telegram_reply(fake_telegram)
+    assert content(keep) is None
+    workspace = (home / "workspace").resolve()
+    assert AlwaysAllowed(home / "state.db", workspace).rules() == ["shell:rm"]
+
+    fake_llm.script(tool_calls(("shell", {"command": "rm other.txt"})), text("gone too"))
+    async with daemon():  # a restart: the rule lives in state.db, not in memory
+        fake_telegram.inject_message(OWNER, OWNER, "delete other.txt as well")
+        await telegram_reply(fake_telegram, "gone too")
+    assert content(other) is None
+    assert len(questions(fake_telegram)) == 1
+    assert tool_results(fake_llm.requests[-1])[-1] == "exit code: 0 (no output)"
+
+    doctor = await agent("doctor", env=telegram_env)
+    assert "note approvals: always allowed: shell:rm\n" in doctor.stdout, doctor.stdout
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="agent/turns/loop.py run_tool wraps tool.run, approval wait included, in "
+    "asyncio.wait_for(tool_timeout_s): the question is cancelled (shown as 'No answer in time') "
+    "and the model gets 'shell timed out' once tool_timeout_s passes",
+)
+async def test_telegram_the_owner_has_the_whole_approval_timeout_to_answer(
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
+    keep: Path,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """approval_timeout_s is the owner's time to answer, even when it is longer than the
+    time a tool may run (agent.tool_timeout_s; by default 120 s against 60 s)."""
+    answer_timeout(monkeypatch, 10)
+    monkeypatch.setenv("PINCLAW_AGENT__TOOL_TIMEOUT_S", "1")
+    script_delete(fake_llm)
+    async with daemon():
+        fake_telegram.inject_message(OWNER, OWNER, "delete keep.txt")
+        question = await telegram_question(fake_telegram)
+        await asyncio.sleep(1.5)  # the owner reads the question first
+        with contextlib.suppress(ValueError):  # no button left to press: the test fails below
+            fake_telegram.inject_callback_query(OWNER, question, buttons(question)["Approve"])
+        await telegram_reply(fake_telegram)
+    assert tool_results(fake_llm.requests[1]) == ["exit code: 0 (no output)"]
+    assert content(keep) is None
+
+
+def make_linked_home(real: Path, linked: Path) -> None:
+    (real / "workspace").mkdir(parents=True)
+    plant(real / "workspace" / "keep.txt")
+    linked.symlink_to(real)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="agent/turns/runtime.py keys the rules by source.workspace (unresolved) while "
+    "agent/cli/doctor.py reads them by workspace_dir.resolve(): through a symlinked "
+    "PINCLAW_HOME the rule is stored but doctor lists none",
+)
+async def test_telegram_always_allow_is_listed_by_doctor_through_a_symlinked_home(
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
+    tmp_path: Path,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A home reached through a symlink (~/.pinclaw on another disk) keeps one set of rules."""
+    answer_timeout(monkeypatch, 30)
+    real = tmp_path / "disk" / "pinclaw"
+    linked = tmp_path / "linked-home"
+    make_linked_home(real, linked)
+    monkeypatch.setenv("PINCLAW_HOME", str(linked))
+    script_delete(fake_llm)
+    async with daemon():
+        fake_telegram.inject_message(OWNER, OWNER, "delete keep.txt")
+        question = await telegram_question(fake_telegram)
+        fake_telegram.inject_callback_query(OWNER, question, buttons(question)["Always allow"])
+        await telegram_reply(fake_telegram)
+    assert content(real / "workspace" / "keep.txt") is None
+    doctor = await agent("doctor", env={**telegram_env, "PINCLAW_HOME": str(linked)})
+    assert "note approvals: always allowed: shell:rm\n" in doctor.stdout, doctor.stdout
+
+
+# -- Discord -----------------------------------------------------------------------------------
+
+DISCORD_OWNER, DISCORD_BOT = "111", "1000"
+
+
+@pytest.fixture
+def fake_discord() -> Iterator[FakeDiscord]:
+    with FakeDiscord(bot_id=DISCORD_BOT) as server:
+        server.add_guild("5000", "test-guild", channels=[{"id": "5001", "name": "general"}])
+        yield server
+
+
+@pytest.fixture
+def discord_env(
+    llm_env: dict[str, str], fake_discord: FakeDiscord, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    values = {
+        "PINCLAW_CHANNELS__DISCORD__ENABLED": "true",
+        "PINCLAW_CHANNELS__DISCORD__BOT_TOKEN": fake_discord.token,
+        "PINCLAW_CHANNELS__DISCORD__ALLOWED_USERS": f'["{DISCORD_OWNER}"]',
+        "PINCLAW_CHANNELS__DISCORD__API_BASE": fake_discord.api_base,
+        "PINCLAW_CHANNELS__DISCORD__GATEWAY_URL": fake_discord.gateway_url,
+        "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "2",
+        "PINCLAW_SECURITY__APPROVAL_TIMEOUT_S": "30",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return {**llm_env, **values}
+
+
+@contextlib.asynccontextmanager
+async def discord_daemon(
+    fake: FakeDiscord, caplog: pytest.LogCaptureFixture
+) -> AsyncIterator[Daemon]:
+    """The daemon, once it reports the Discord channel started."""
+    caplog.set_level(logging.INFO, logger="agent.cli.daemon")
+    async with Daemon() as running:
+        await fake.await_for(
+            lambda: any(r.getMessage() == "discord started" for r in caplog.records), 15
+        )
+        yield running
+
+
+async def discord_question(fake: FakeDiscord) -> DiscordMessage:
+    (message,) = await fake.await_for(lambda: [m for m in fake.messages if m.buttons], 10)
+    assert message.content == QUESTION
+    assert list(message.buttons) == ["Approve", "Deny", "Always allow"]
+    return message
+
+
+@pytest.mark.parametrize(
+    ("label", "outcome", "deleted", "result"),
+    [
+        ("Approve", "✅ Approved", True, "exit code: 0 (no output)"),
+        ("Deny", "❌ Denied", False, NOT_RUN),
+    ],
+)
+async def test_discord_the_owner_answers_with_a_button(
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
+    keep: Path,
+    caplog: pytest.LogCaptureFixture,
+    label: str,
+    outcome: str,
+    deleted: bool,
+    result: str,
+) -> None:
+    dm = fake_discord.dm_channel_id(DISCORD_OWNER)
+    script_delete(fake_llm)
+    async with discord_daemon(fake_discord, caplog):
+        fake_discord.inject_dm(DISCORD_OWNER, "delete keep.txt")
+        question = await discord_question(fake_discord)
+        assert question.channel_id == dm and content(keep) == "precious\n"
+        fake_discord.inject_button_press(
+            DISCORD_OWNER, question.message_id, question.buttons[label]
+        )
+        await fake_discord.await_for(
+            lambda: [m for m in fake_discord.messages if m.content == "done"], 10
+        )
+    assert (content(keep) is None) is deleted
+    assert tool_results(fake_llm.requests[1])[0].startswith(result)
+    (after,) = [m for m in fake_discord.messages if m.message_id == question.message_id]
+    assert after.content == f"{QUESTION}\n\n{outcome}" and after.buttons == {}
+
+
+# -- the terminal ------------------------------------------------------------------------------
+
+
+def one_shot_on_a_terminal(env: dict[str, str], answer: bytes) -> tuple[int, str, str]:
+    """`agent run -m` with a pseudo-terminal as stdin and stderr (where the question is
+    asked), typing `answer` once the question is shown. Exit code, stdout, the terminal."""
+    main, child = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent", "run", "-m", "delete keep.txt"],
+        stdin=child,
+        stdout=subprocess.PIPE,
+        stderr=child,
+        env={**os.environ, **env},
+        cwd=REPO,
+    )
+    os.close(child)
+    screen, answered = b"", False
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([main], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(main, 4096)
+                except OSError:  # EIO: every process holding the terminal is gone
+                    break
+                if not chunk:
+                    break
+                screen += chunk
+            if not answered and b"Allow? [y/N/a(lways)]" in screen:
+                os.write(main, answer)
+                answered = True
+            if process.poll() is not None and not ready:
+                break
+        assert process.stdout is not None
+        out = process.stdout.read().decode()
+        code = process.wait(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(main)
+    return code, out, screen.decode(errors="replace")
+
+
+@pytest.mark.parametrize(("typed", "deleted"), [(b"y\n", True), (b"n\n", False)])
+def test_terminal_asks_on_the_tty_and_the_answer_decides(
+    llm_env: dict[str, str], fake_llm: FakeLLM, keep: Path, typed: bytes, deleted: bool
+) -> None:
+    script_delete(fake_llm)
+    code, out, screen = one_shot_on_a_terminal(llm_env, typed)
+    assert code == 0, screen
+    assert f"{QUESTION}\nAllow? [y/N/a(lways)]" in screen.replace("\r\n", "\n")
+    assert out == "done\n"
+    assert (content(keep) is None) is deleted
+    [result] = tool_results(fake_llm.requests[1])
+    assert result.startswith("exit code: 0" if deleted else NOT_RUN)
+
+
+def test_terminal_without_a_tty_denies_without_waiting(
+    llm_env: dict[str, str], fake_llm: FakeLLM, keep: Path
+) -> None:
+    script_delete(fake_llm)
+    env = {**os.environ, **llm_env, "PINCLAW_SECURITY__APPROVAL_TIMEOUT_S": "600"}
+    result = subprocess.run(  # waiting for an answer would outlast the timeout and fail
+        [sys.executable, "-m", "agent", "run", "-m", "delete keep.txt"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"{QUESTION}\nDenied: no terminal to ask on." in result.stderr
+    assert result.stdout == "done\n"
+    assert content(keep) == "precious\n"
+    assert tool_results(fake_llm.requests[1])[0].startswith(NOT_RUN)
