@@ -244,12 +244,6 @@ async def test_telegram_always_allow_is_remembered_listed_and_not_asked_again(
     assert "note approvals: always allowed: shell:rm\n" in doctor.stdout, doctor.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="agent/turns/loop.py run_tool wraps tool.run, approval wait included, in "
-    "asyncio.wait_for(tool_timeout_s): the question is cancelled (shown as 'No answer in time') "
-    "and the model gets 'shell timed out' once tool_timeout_s passes",
-)
 async def test_telegram_the_owner_has_the_whole_approval_timeout_to_answer(
     telegram_env: dict[str, str],
     fake_llm: FakeLLM,
@@ -280,12 +274,6 @@ def make_linked_home(real: Path, linked: Path) -> None:
     linked.symlink_to(real)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="agent/turns/runtime.py keys the rules by source.workspace (unresolved) while "
-    "agent/cli/doctor.py reads them by workspace_dir.resolve(): through a symlinked "
-    "PINCLAW_HOME the rule is stored but doctor lists none",
-)
 async def test_telegram_always_allow_is_listed_by_doctor_through_a_symlinked_home(
     telegram_env: dict[str, str],
     fake_llm: FakeLLM,

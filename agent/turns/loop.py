@@ -8,6 +8,7 @@ the model can read, never an exception out of the loop.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -18,7 +19,7 @@ from typing import Literal
 
 from agent.llm import LLMClient, Message, ToolCall, Usage
 from agent.turns.dispatch import Dispatcher, NativeDispatcher, visible_text
-from tools.base import ToolCallContext, ToolRegistry, ToolResult
+from tools.base import ApprovalRequest, ToolCallContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -166,9 +167,32 @@ async def run_tool(
     if not isinstance(args, dict):
         return ToolResult.error(f"The arguments for {call.name} must be a JSON object")
     try:
-        return await asyncio.wait_for(tool.run(args, context), timeout_s)
+        async with asyncio.timeout(timeout_s) as deadline:
+            return await tool.run(args, _approval_time_not_counted(context, deadline))
     except TimeoutError:
         return ToolResult.error(f"{call.name} timed out after {timeout_s:g} s and was stopped")
     except Exception as exc:
         log.exception("tool %s raised", call.name)
         return ToolResult.error(f"{call.name} failed: {type(exc).__name__}: {exc}")
+
+
+def _approval_time_not_counted(
+    context: ToolCallContext, deadline: asyncio.Timeout
+) -> ToolCallContext:
+    """The tool's time limit stops while the owner is asked: they get the whole approval
+    timeout, and a denial reaches the model as a denial, not as a tool timeout."""
+    approve = context.approve
+    if approve is None:
+        return context
+
+    async def paused(request: ApprovalRequest) -> bool:
+        loop = asyncio.get_running_loop()
+        when = deadline.when()
+        left = None if when is None else max(0.0, when - loop.time())
+        deadline.reschedule(None)
+        try:
+            return await approve(request)
+        finally:
+            deadline.reschedule(None if left is None else loop.time() + left)
+
+    return dataclasses.replace(context, approve=paused)

@@ -90,7 +90,7 @@ class ChannelRuntime:
         self._slots = turn_slots
         self._scrub = scrub or Scrubber()
         self._paths = paths or PathRules.build(source.workspace, ())
-        self.always = always or AlwaysAllowed(source.settings.state_db, source.workspace)
+        self.always = always or AlwaysAllowed(source.settings.state_db, source.workspace.resolve())
         self._transcribe = transcribe
         self._history_tokens = history_tokens
         self.runner = TurnRunner(
