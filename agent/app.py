@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from agent.config import Settings, secret_values
 from agent.llm import LLMClient, context_window, count_tokens, transcribe
 from agent.prompt.builder import SystemPromptBuilder
+from agent.prompt.skills import SkillCatalog
 from agent.prompt.source import PromptSource, default_budget, host_info
 from agent.security import Scrubber
 from agent.turns.inbox import SCHEMA as INBOX_SCHEMA
@@ -32,6 +33,7 @@ from tools.memory import MemoryTools
 from tools.policy import SecurityPolicy
 from tools.sandbox import choose_sandbox
 from tools.shell import ShellTool
+from tools.skill_tools import ReadSkillTool, SkillDoc, SkillTool
 
 if TYPE_CHECKING:
     from tools.hardware import Board
@@ -106,7 +108,10 @@ def make_board(settings: Settings) -> Board | None:
 
 
 def build_tools(
-    settings: Settings, policy: SecurityPolicy, board: Board | None = None
+    settings: Settings,
+    policy: SecurityPolicy,
+    board: Board | None = None,
+    skills: SkillCatalog | None = None,
 ) -> ToolRegistry:
     security = settings.security
     shell = ShellTool(
@@ -124,6 +129,7 @@ def build_tools(
         from tools.gpio import hardware_tools
 
         tools += hardware_tools(settings.hardware, board, autonomy=policy.autonomy)
+    tools += skill_tools(skills or SkillCatalog.from_settings(settings), shell, policy, tools)
     return ToolRegistry(read_only(tools) if policy.autonomy == "read_only" else tools)
 
 
@@ -133,6 +139,7 @@ def prompt_source(
     policy: SecurityPolicy,
     *,
     budget_tokens: int | None = None,
+    skills: SkillCatalog | None = None,
 ) -> PromptSource:
     model = settings.llm.model
     budget = budget_tokens or default_budget(
@@ -147,7 +154,36 @@ def prompt_source(
         host=host_info(),
         count_tokens=lambda text: count_tokens(model, text),
         budget_tokens=budget,
+        skills=skills,
     )
+
+
+def skill_tools(
+    skills: SkillCatalog, shell: ShellTool, policy: SecurityPolicy, taken: Sequence[Tool]
+) -> list[Tool]:
+    """read_skill, and the tools the active skills declare (fixed at start-up). One whose
+    name is taken, or whose script the sandbox cannot see, is left out with a log line."""
+    if not skills.enabled:
+        return []
+
+    def docs() -> list[SkillDoc]:
+        return [SkillDoc(s.name, s.folder, s.info.instructions) for s in skills.active()]
+
+    found: list[Tool] = [ReadSkillTool(docs, policy.forbidden_paths)]
+    names = {t.name for t in taken} | {"read_skill"}
+    for skill in skills.active():
+        for spec in skill.tools:
+            script = spec.script
+            if spec.name in names:
+                problem = "the name is taken by another tool"
+            elif script is not None and policy.workspace not in script.parents:
+                problem = "its script is outside the workspace, where commands cannot see it"
+            else:
+                names.add(spec.name)
+                found.append(SkillTool(spec, shell, policy))
+                continue
+            log.warning("skill %s: tool %s left out: %s", skill.info.location, spec.name, problem)
+    return found
 
 
 def build_channels(app: App) -> list[tuple[Channel, Access]]:
@@ -184,14 +220,15 @@ async def build_app(settings: Settings) -> App:
     ensure_workspace(workspace)
     policy = SecurityPolicy.from_settings(settings.security, workspace, home=settings.home)
     board = make_board(settings)
-    tools = build_tools(settings, policy, board)
+    skills = SkillCatalog.from_settings(settings)
+    tools = build_tools(settings, policy, board, skills)
     store = await open_store(settings.state_db)
     return App(
         settings=settings,
         tools=tools,
         llm=LLMClient(settings.llm),
         store=store,
-        source=prompt_source(settings, tools, policy),
+        source=prompt_source(settings, tools, policy, skills=skills),
         scrub=make_scrubber(settings),
         policy=policy,
         slots=asyncio.Semaphore(settings.agent.max_concurrent_turns),

@@ -45,15 +45,12 @@ def init_home(home: Path, workspace: Path, config_file: Path | None) -> InitRepo
 def init_workspace(workspace: Path, report: InitReport | None = None) -> InitReport:
     report = report or InitReport()
     (workspace / INBOX).mkdir(parents=True, exist_ok=True)
+    # The owner's skills go here; the bundled ones are read where they ship, not copied,
+    # so an upgrade brings their new versions (a folder here of the same name wins).
+    (workspace / SKILLS).mkdir(exist_ok=True)
     for name in BOOTSTRAP_FILES:
         _copy_if_missing(
             (TEMPLATES_DIR / name).read_text(encoding="utf-8"), workspace / name, report
-        )
-    for skill in sorted(BUNDLED_SKILLS_DIR.glob("*/SKILL.md")):
-        _copy_if_missing(
-            skill.read_text(encoding="utf-8"),
-            workspace / SKILLS / skill.parent.name / skill.name,
-            report,
         )
     return report
 

@@ -8,11 +8,19 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_prompt_kit import build, count, file_block, fresh_workspace, make_ctx, real_tools, section
+from test_prompt_kit import (
+    build,
+    count,
+    file_block,
+    fresh_workspace,
+    make_ctx,
+    real_tools,
+    section,
+    skills_of,
+)
 
 from agent.prompt.builder import BuiltPrompt, SystemPromptBuilder
 from agent.prompt.context import IDENTITY_LINE, IdentityInfo, PromptContext
-from agent.prompt.skills import load_skills
 
 DEFAULT_NAMES = [
     "tools", "hardware", "task", "tool_honesty", "safety", "skills", "workspace",
@@ -122,20 +130,12 @@ def test_skills_are_sorted_by_name(workspace: Path) -> None:
         folder = workspace / "skills" / name
         folder.mkdir()
         (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: The {name} job.\n---\n")
-    skills = load_skills(workspace / "skills")
+    skills = skills_of(workspace)
     names = [s.name for s in skills]
     assert names == sorted(names)
     prompt = build(make_ctx(workspace, skills=tuple(reversed(skills))))
     shown = re.findall(r"<name>(.+)</name>", prompt)
     assert shown == sorted(shown) == ["alpha", "arduino", "daily-notes", "mid", "zeta"]
-
-
-def test_skill_without_front_matter_is_named_after_its_folder(workspace: Path) -> None:
-    folder = workspace / "skills" / "plain"
-    folder.mkdir()
-    (folder / "SKILL.md").write_text("# Plain\n\nWater the plants when the soil is dry.\n")
-    plain = {s.name: s for s in load_skills(workspace / "skills")}["plain"]
-    assert plain.description == "Water the plants when the soil is dry."
 
 
 # -- the token budget ----------------------------------------------------------------------
@@ -151,7 +151,7 @@ def heavy(workspace: Path) -> PromptContext:
     (folder / "SKILL.md").write_text(
         "---\nname: garden\ndescription: Gardening.\n---\n" + "g" * 3_000
     )
-    return make_ctx(workspace, skills=load_skills(workspace / "skills"), skills_mode="full")
+    return make_ctx(workspace, skills=skills_of(workspace), skills_mode="full")
 
 
 def within(

@@ -1,5 +1,5 @@
 """Shared helpers of the prompt tests: a fixed host, zone and tool list, a workspace made
-from the real templates and bundled skills, and a context built from them.
+from the real templates, the bundled skills, and a context built from them.
 
 The other test_prompt_* modules import it as `from test_prompt_kit import ...`. Its own
 tests check the fixture workspace is what `agent init` makes.
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from agent.prompt.builder import SystemPromptBuilder
-from agent.prompt.context import HostInfo, PromptContext, ToolInfo
-from agent.prompt.skills import load_skills
+from agent.prompt.context import HostInfo, PromptContext, SkillInfo, ToolInfo
+from agent.prompt.skills import SkillCatalog
 from agent.prompt.source import tool_infos
 from agent.workspace import BOOTSTRAP_FILES, BUNDLED_SKILLS_DIR, TEMPLATES_DIR, init_workspace
 from channels.capabilities import BY_NAME
@@ -27,11 +27,13 @@ from tools.files import FileTools
 from tools.policy import SecurityPolicy
 from tools.sandbox import choose_sandbox
 from tools.shell import ShellTool
+from tools.skill_tools import ReadSkillTool
 
 HOST = HostInfo(host="testhost", os="Linux 6.1.0 (x86_64)", python="3.11.9")
 ZONE = "Europe/Berlin"
 MODEL = "openai/gpt-4o-mini"
 WORKSPACE_PLACEHOLDER = "<WORKSPACE>"
+BUNDLED_PLACEHOLDER = "<BUNDLED_SKILLS>"
 SECURITY = SecuritySettings(
     allowed_commands=["ls", "cat", "git"], forbidden_paths=["/etc", "/proc"]
 )
@@ -47,17 +49,23 @@ def count(text: str) -> int:
 
 
 def fresh_workspace(root: Path) -> Path:
-    """A workspace as `agent init` makes it: the templates and the bundled skills."""
+    """A workspace as `agent init` makes it: the templates and an empty skills folder."""
     workspace = root / "workspace"
     init_workspace(workspace)
     return workspace
 
 
+def skills_of(workspace: Path) -> tuple[SkillInfo, ...]:
+    """The skills a runtime with the board enabled offers: the workspace's and the bundled."""
+    return SkillCatalog(workspace / "skills", hardware=True).infos()
+
+
 def real_tools(workspace: Path, *, hardware: bool = False) -> tuple[ToolInfo, ...]:
-    """The shell and file tools as the prompt shows them, plus hardware names if asked."""
+    """The shell, file and read_skill tools as the prompt shows them, plus hardware names if
+    asked."""
     policy = SecurityPolicy.from_settings(SECURITY, workspace)
     shell = ShellTool(policy, ShellSettings(), choose_sandbox("off"))
-    found = tool_infos([shell, *FileTools(policy).tools()])
+    found = tool_infos([shell, *FileTools(policy).tools(), ReadSkillTool(list)])
     return found + HARDWARE if hardware else found
 
 
@@ -72,7 +80,7 @@ def make_ctx(workspace: Path, channel: str = "telegram", **changes: Any) -> Prom
         host=HOST,
         timezone=ZONE,
         tools=real_tools(workspace),
-        skills=load_skills(workspace / "skills"),
+        skills=skills_of(workspace),
         security_summary=policy.summary(),
     )
     return replace(base, **changes)
@@ -157,12 +165,17 @@ def _frozen_date(day: dt.date) -> type[dt.date]:
     return Frozen
 
 
-def test_fresh_workspace_holds_every_template_and_bundled_skill(tmp_path: Path) -> None:
+def test_fresh_workspace_holds_every_template_and_offers_every_bundled_skill(
+    tmp_path: Path,
+) -> None:
     workspace = fresh_workspace(tmp_path)
     for name in BOOTSTRAP_FILES:
         assert (workspace / name).read_text() == (TEMPLATES_DIR / name).read_text()
+    assert list((workspace / "skills").iterdir()) == []  # read where they ship, not copied
     bundled = sorted(p.parent.name for p in BUNDLED_SKILLS_DIR.glob("*/SKILL.md"))
-    assert [s.location.parent.name for s in make_ctx(workspace).skills] == bundled
+    skills = make_ctx(workspace).skills
+    assert [s.name for s in skills] == bundled
+    assert {s.location.parent.parent for s in skills} == {BUNDLED_SKILLS_DIR}
 
 
 def test_section_helpers_find_headings(tmp_path: Path) -> None:

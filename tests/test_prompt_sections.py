@@ -21,6 +21,7 @@ from test_prompt_kit import (
 
 from agent.prompt.context import ToolInfo
 from agent.prompt.sections import HARDWARE_TOOLS
+from agent.workspace import BUNDLED_SKILLS_DIR
 
 
 @pytest.fixture
@@ -116,7 +117,8 @@ def test_no_security_summary_no_subsection(workspace: Path) -> None:
 
 def test_skills_section_lists_location_in_compact_mode(workspace: Path) -> None:
     skills = section(build(make_ctx(workspace)), "Skills")
-    assert "<location>skills/arduino/SKILL.md</location>" in skills
+    assert f"<location>{BUNDLED_SKILLS_DIR}/arduino/SKILL.md</location>" in skills
+    assert "read_skill(name)" in skills
     assert "<instructions>" not in skills
 
 

@@ -1,10 +1,11 @@
 """Golden files: the whole system prompt for each channel and mode.
 
-The workspace is made in a temporary folder from the real templates (`workspace/*.md`)
-and bundled skills (`skills/*/SKILL.md`), so a change to a template, a skill, a tool's
+The workspace is made in a temporary folder from the real templates (`workspace/*.md`),
+with the bundled skills (`skills/*/SKILL.md`), so a change to a template, a skill, a tool's
 description or a section's wording shows here as a unified diff. The host, zone, model,
-tools and security policy are fixed (see test_prompt_kit.py); the workspace path is
-replaced by `<WORKSPACE>` before comparing.
+tools and security policy are fixed (see test_prompt_kit.py); the workspace path and the
+bundled skills' folder are replaced by `<WORKSPACE>` and `<BUNDLED_SKILLS>` before
+comparing.
 
 When a change is intended, regenerate the snapshots and review them with `git diff`:
 
@@ -18,7 +19,16 @@ import os
 from pathlib import Path
 
 import pytest
-from test_prompt_kit import WORKSPACE_PLACEHOLDER, build, fresh_workspace, make_ctx, real_tools
+from test_prompt_kit import (
+    BUNDLED_PLACEHOLDER,
+    WORKSPACE_PLACEHOLDER,
+    build,
+    fresh_workspace,
+    make_ctx,
+    real_tools,
+)
+
+from agent.workspace import BUNDLED_SKILLS_DIR
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("UPDATE_SNAPSHOTS") == "1"
@@ -50,7 +60,9 @@ def check_snapshot(name: str, actual: str) -> None:
 
 
 def stable(prompt: str, workspace: Path) -> str:
-    """The prompt with this run's workspace path replaced by a fixed placeholder."""
+    """The prompt with this run's workspace path and this checkout's bundled skills
+    replaced by fixed placeholders."""
+    prompt = prompt.replace(str(BUNDLED_SKILLS_DIR), BUNDLED_PLACEHOLDER)
     return prompt.replace(str(workspace), WORKSPACE_PLACEHOLDER) + "\n"
 
 
@@ -70,7 +82,7 @@ def test_xml_dispatcher_prompt_matches_snapshot(tmp_path: Path) -> None:
 
 def test_snapshot_folder_holds_no_stale_files() -> None:
     expected = {f"prompt_{c}_{m}.md" for c in CHANNELS for m in MODES}
-    expected.add("prompt_telegram_full_xml.md")
+    expected |= {"prompt_telegram_full_xml.md", "skills_compact.md", "skills_full.md"}
     if UPDATE:
         for path in SNAPSHOTS.glob("prompt_*.md"):
             if path.name not in expected:

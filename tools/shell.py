@@ -13,6 +13,7 @@ import contextlib
 import math
 import os
 import signal
+from collections.abc import Sequence
 
 from tools.base import ApprovalRequest, FunctionTool, ToolCallContext, ToolResult
 from tools.config import ShellSettings
@@ -63,13 +64,9 @@ class ShellTool(FunctionTool):
         Args:
             command: The command line, e.g. `ls -la` or `grep -n TODO notes.md`.
         """
-        unconfined = self._sandbox.kind == "none" and not self._unsandboxed_ok
-        if self._policy.autonomy == "full" and unconfined:
-            return ToolResult.error(
-                "Refused: autonomy is full but no OS sandbox is available "
-                f"({self._sandbox.reason}); the owner can install bubblewrap, or set "
-                '[security] sandbox = "off" to accept running commands unconfined'
-            )
+        refusal = self.unconfined_refusal()
+        if refusal:
+            return ToolResult.error(refusal)
         try:
             plan = plan_command(command, self._policy)
         except PolicyError as exc:
@@ -82,9 +79,29 @@ class ShellTool(FunctionTool):
                     f"Not run: the owner did not approve it ({reasons}). Say what you wanted "
                     "to do, or do it with the allowed commands."
                 )
-        return await self._run(self._launch(plan.script))
+        return await self.execute(["/bin/sh", "-c", plan.script])
 
-    def _launch(self, script: str) -> Launch:
+    @property
+    def sandbox_kind(self) -> str:
+        return self._sandbox.kind
+
+    def unconfined_refusal(self) -> str | None:
+        """Why nothing may run (autonomy full without an OS sandbox the owner accepted)."""
+        unconfined = self._sandbox.kind == "none" and not self._unsandboxed_ok
+        if self._policy.autonomy == "full" and unconfined:
+            return (
+                "Refused: autonomy is full but no OS sandbox is available "
+                f"({self._sandbox.reason}); the owner can install bubblewrap, or set "
+                '[security] sandbox = "off" to accept running commands unconfined'
+            )
+        return None
+
+    async def execute(self, argv: Sequence[str]) -> ToolResult:
+        """Run `argv` as it is, no shell, in the sandbox with the shell's limits: the
+        shell's checked script, or a skill tool's words."""
+        return await self._run(self._launch(argv))
+
+    def _launch(self, argv: Sequence[str]) -> Launch:
         env = {key: os.environ[key] for key in _PASSED_ENV if key in os.environ}
         inside = tuple(
             p for p in self._policy.forbidden_paths if self._policy.workspace in p.parents
@@ -96,7 +113,7 @@ class ShellTool(FunctionTool):
             masked=inside,
             limits=Limits(cpu_s=math.ceil(self._settings.timeout_s) + 1),
         )
-        return self._sandbox.launch(["/bin/sh", "-c", script], spec, env)
+        return self._sandbox.launch(list(argv), spec, env)
 
     async def _run(self, launch: Launch) -> ToolResult:
         try:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import glob
 import os
+import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -146,3 +148,13 @@ def plan_command(command: str, policy: SecurityPolicy) -> ShellPlan:
                 planner.check_redirect(redirect)
     script = render(line, planner.expand)
     return ShellPlan(script, tuple(planner.asks.values()), tuple(planner.asks))
+
+
+def check_argv(argv: Sequence[str], policy: SecurityPolicy) -> ShellPlan:
+    """One program's words as given (a skill tool's, never parsed from text), checked as
+    the shell checks a simple command: allow-list, the program's options, every path."""
+    if policy.autonomy == "full":
+        return ShellPlan(shlex.join(argv))
+    planner = _Planner(policy)
+    planner.check_command(list(argv))
+    return ShellPlan(shlex.join(argv), tuple(planner.asks.values()), tuple(planner.asks))

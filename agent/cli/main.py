@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from agent import __version__
+from agent.cli.skills import skills
 
 if TYPE_CHECKING:
     from agent.config import Settings
@@ -72,7 +73,7 @@ def cli(ctx: click.Context, config: Path | None, verbose: int) -> None:
 
     Talk to it on Telegram, Discord or here in the terminal.
     """
-    ctx.obj = {"config": config, "verbose": verbose}
+    ctx.obj = {"config": config, "verbose": verbose, "load": _load}
 
 
 @cli.command()
@@ -152,6 +153,9 @@ def prompt_show(ctx: click.Context, channel: str, mode: str | None, stats: bool)
     else:
         sys.stdout.write(prompt_text(settings, channel, mode))
         sys.stdout.flush()
+
+
+cli.add_command(skills)
 
 
 def main(argv: Any = None) -> None:

@@ -8,6 +8,7 @@ from typing import cast
 from agent.app import build_tools, make_board, prompt_source
 from agent.config import Settings
 from agent.prompt.context import PromptMode, SectionText
+from agent.prompt.skills import SkillCatalog
 from agent.turns.dispatch import configured_dispatcher
 from agent.workspace import ensure_workspace
 from channels.capabilities import BY_NAME, DELIVERY_BY_NAME
@@ -33,8 +34,9 @@ def inspect_prompt(settings: Settings, channel: str, mode: str | None) -> Inspec
     policy = SecurityPolicy.from_settings(
         settings.security, settings.workspace_dir, home=settings.home
     )
-    tools = build_tools(settings, policy, make_board(settings))
-    source = prompt_source(settings, tools, policy)
+    skills = SkillCatalog.from_settings(settings)  # one catalog: each skipped skill logged once
+    tools = build_tools(settings, policy, make_board(settings), skills)
+    source = prompt_source(settings, tools, policy, skills=skills)
     ctx = source.context(
         channel,
         BY_NAME[channel],

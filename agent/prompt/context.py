@@ -29,12 +29,17 @@ class ToolInfo:
     parameters_json: str = ""  # shown only with the xml dispatcher, which has no tools=
 
 
+SkillOrigin = Literal["workspace", "bundled"]
+
+
 @dataclass(frozen=True)
 class SkillInfo:
     name: str
     description: str
-    location: Path
+    location: Path  # its SKILL.md
     instructions: str
+    origin: SkillOrigin = "workspace"
+    always: bool = False  # inlined in compact mode too
 
 
 @dataclass(frozen=True)

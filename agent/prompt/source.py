@@ -25,7 +25,7 @@ from agent.prompt.context import (
     TokenCounter,
     ToolInfo,
 )
-from agent.prompt.skills import load_skills
+from agent.prompt.skills import SkillCatalog
 from agent.workspace import BOOTSTRAP_FILES, SKILLS
 from channels.base import ChannelCapabilities
 from tools.base import Tool, ToolRegistry
@@ -67,6 +67,11 @@ class PromptSource:
     host: HostInfo
     count_tokens: TokenCounter
     budget_tokens: int
+    skills: SkillCatalog | None = None  # None: the settings' skills
+
+    def __post_init__(self) -> None:
+        if self.skills is None:
+            self.skills = SkillCatalog.from_settings(self.settings)
 
     @property
     def workspace(self) -> Path:
@@ -90,7 +95,7 @@ class PromptSource:
         if agent.compact_context:
             per_file = min(per_file, COMPACT_BOOTSTRAP_CHARS)
         identity = self.settings.identity
-        skills = load_skills(self.workspace / SKILLS) if self.settings.skills.enabled else ()
+        skills = self.skills.infos() if self.skills is not None else ()
         return PromptContext(
             workspace_dir=self.workspace,
             model_name=self.settings.llm.model,
