@@ -20,10 +20,11 @@ from agent.turns.inbox import SCHEMA as INBOX_SCHEMA
 from agent.turns.inbox import Inbox
 from agent.turns.outbox import SCHEMA as OUTBOX_SCHEMA
 from agent.turns.outbox import Outbox
+from agent.turns.quirks import ProviderQuirks
 from agent.turns.runtime import ChannelRuntime, Store
 from agent.turns.sessions import SCHEMA as SESSIONS_SCHEMA
 from agent.turns.sessions import SessionStore
-from agent.turns.state import Access, ProviderQuirks
+from agent.turns.state import Access
 from agent.turns.store import StateDB
 from agent.workspace import ensure_workspace
 from channels.base import Channel
@@ -66,7 +67,7 @@ class App:
             quirks=self.quirks,
             scrub=self.scrub,
             paths=self.policy.paths,
-            transcribe=voice_transcriber(self.settings),
+            transcribe=voice_transcriber(self.settings, channel.name),
             history_tokens=self.history_tokens,
         )
 
@@ -82,9 +83,9 @@ async def open_store(path: Path) -> Store:
     return Store(db, await SessionStore.open(db), Inbox(db), Outbox(db))
 
 
-def voice_transcriber(settings: Settings) -> Callable[[Path], Awaitable[str]] | None:
-    """Speech to text for voice notes, when a transcription model is configured."""
-    model = settings.channels.telegram.transcription_model
+def voice_transcriber(settings: Settings, channel: str) -> Callable[[Path], Awaitable[str]] | None:
+    """Speech to text for the channel's voice notes and audio, when it names a model."""
+    model = getattr(getattr(settings.channels, channel, None), "transcription_model", "")
     if not model:
         return None
 
@@ -234,6 +235,7 @@ async def build_app(settings: Settings) -> App:
         slots=asyncio.Semaphore(settings.agent.max_concurrent_turns),
         board=board,
         history_tokens=history_budget(settings),
+        quirks=ProviderQuirks(settings.state_db),
     )
 
 

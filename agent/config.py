@@ -41,6 +41,8 @@ class _Section(BaseModel):
 
 class LLMSettings(_Section):
     model: str = ""
+    vision: Literal["auto", "on", "off"] = "auto"  # auto: as LiteLLM knows the model
+    vision_max_px: int = Field(default=1568, ge=64)
     api_base: str = ""
     api_key: SecretStr | None = None
     temperature: float = Field(default=0.7, ge=0, le=2)
@@ -59,7 +61,7 @@ class AgentSettings(_Section):
     prompt_budget_tokens: int = Field(default=0, ge=0)
     tool_dispatcher: Literal["auto", "native", "xml"] = "auto"
     timezone: str = ""
-    delivery_instructions: Literal["after_user", "system_prompt"] = "after_user"
+    delivery_instructions: Literal["after_user", "in_user", "system_prompt"] = "after_user"
     max_concurrent_turns: int = Field(default=16, ge=1)
     max_history_messages: int = Field(default=40, ge=2)
     history_budget_tokens: int = Field(default=0, ge=0)  # 0: half the model's window

@@ -312,3 +312,13 @@ def supports_native_tools(model: str) -> bool:
         return bool(litellm.supports_function_calling(model=model))
     except Exception:
         return True
+
+
+@functools.cache
+def supports_vision(model: str) -> bool:
+    """True when LiteLLM knows the model takes images; unknown models are assumed not to."""
+    litellm = load_litellm()
+    try:
+        return bool(litellm.supports_vision(model=model))
+    except Exception:
+        return False

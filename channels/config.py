@@ -43,6 +43,7 @@ class DiscordSettings(_Section):
     guild_mode: Literal["mention", "all"] = "mention"
     stream_replies: bool = False
     register_slash_commands: bool = False
+    transcription_model: str = ""
     api_base: str = "https://discord.com/api/v10"
     gateway_url: str = "wss://gateway.discord.gg"
 

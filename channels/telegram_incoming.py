@@ -59,7 +59,9 @@ def remote_files(message: Message) -> tuple[RemoteFile, ...]:
     if message.photo:
         found.append(("IMAGE", message.photo[-1], "photo.jpg"))
     if message.document:
-        found.append(("DOCUMENT", message.document, message.document.file_name or "file"))
+        image = (message.document.mime_type or "").startswith("image/")
+        found.append(("IMAGE" if image else "DOCUMENT", message.document,
+                      message.document.file_name or "file"))  # fmt: skip
     if message.audio:
         found.append(("AUDIO", message.audio, message.audio.file_name or "audio.mp3"))
     if message.video:

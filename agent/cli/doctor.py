@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.config import Settings
+from agent.turns.quirks import ProviderQuirks
 from agent.workspace import BOOTSTRAP_FILES
 
 # The environment variable LiteLLM reads for each provider prefix of a model name.
@@ -75,6 +76,8 @@ async def run_doctor(settings: Settings, *, check_model: bool = False) -> int:
                 print(f"note {name}: allowed_users is empty, so nobody can talk to the bot")
     _report_sandbox(settings, report)
     _note_queues(settings.state_db)
+    for line in ProviderQuirks(settings.state_db).lines():
+        print(f"note provider: {line}")
     if settings.hardware.enabled:
         from tools.hardware import Board
 

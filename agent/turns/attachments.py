@@ -1,7 +1,7 @@
 """A message's files, fetched when its turn runs (not in the channel's update handler, so a
 slow download holds up only its own chat), each within a deadline, into the workspace's
-inbox/ folder; a voice note gets its transcript. A file that cannot be fetched becomes a
-note for the model instead of a failed turn."""
+inbox/ folder; a voice note or audio file gets its transcript. A file that cannot be
+fetched becomes a note for the model instead of a failed turn."""
 
 from __future__ import annotations
 
@@ -45,19 +45,21 @@ async def fetch_files(
             dest.unlink(missing_ok=True)
             notes.append(f"[{item.name} could not be downloaded: {type(exc).__name__}]")
             continue
-        note = await _voice_note(dest, transcribe, scrub) if item.kind == "VOICE" else ""
+        spoken = item.kind in ("VOICE", "AUDIO")
+        note = await _transcript(item.kind, dest, transcribe, scrub) if spoken else ""
         saved.append(Attachment(item.kind, dest, note))
     text = "\n".join([msg.text, *notes]) if notes else msg.text
     return dataclasses.replace(msg, text=text, attachments=tuple(saved), files=())
 
 
-async def _voice_note(
-    path: Path, transcribe: Transcriber | None, scrub: Callable[[str], str]
+async def _transcript(
+    kind: str, path: Path, transcribe: Transcriber | None, scrub: Callable[[str], str]
 ) -> str:
+    what = "voice note" if kind == "VOICE" else "recording"
     if transcribe is None:
-        return "(a voice note, saved there; no transcription is configured)"
+        return f"(a {what}, saved there; no transcription is configured)"
     try:
-        return f"(voice note transcript: {scrub(await transcribe(path))})"
+        return f"({what} transcript: {scrub(await transcribe(path))})"
     except Exception as exc:
         log.warning("transcription failed: %s", exc)
-        return "(a voice note, saved there; transcription failed)"
+        return f"(a {what}, saved there; transcription failed)"

@@ -31,9 +31,10 @@ from agent.turns.intake import prepared, refusal_text, too_big
 from agent.turns.loop import ToolEvent
 from agent.turns.media import resolve_reply
 from agent.turns.outbox import Outbox
+from agent.turns.quirks import ProviderQuirks
 from agent.turns.scopes import audience_of
 from agent.turns.sessions import SessionStore, Turn
-from agent.turns.state import Access, ProviderQuirks, TurnRecord
+from agent.turns.state import Access, TurnRecord
 from agent.turns.store import StateDB
 from agent.turns.turn import TurnOutcome, TurnRunner
 from channels.base import (

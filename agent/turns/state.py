@@ -1,19 +1,11 @@
-"""What the turn machinery remembers between turns: provider quirks, the last turn of each
-chat, and who may talk. Plain data, so commands and the runtime can both read it."""
+"""What the turn machinery remembers between turns: the last turn of each chat, and who may
+talk. Plain data, so commands and the runtime can both read it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from agent.turns.loop import ToolEvent
-
-
-@dataclass
-class ProviderQuirks:
-    """What providers taught us at run time, shared by every channel of the process."""
-
-    merge_delivery: set[str] = field(default_factory=set)  # reject a non-leading system message
-    xml_tools: set[str] = field(default_factory=set)  # reject `tools=`
 
 
 @dataclass

@@ -12,13 +12,15 @@ from datetime import datetime
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agent.llm import LLMClient, LLMError, LLMRequestRejected, Message
+from agent.llm import LLMClient, LLMError, LLMRequestRejected, Message, supports_vision
 from agent.prompt.context import Dispatch
 from agent.prompt.source import Fingerprint, PromptSource
 from agent.security import ScrubbedStream, Scrubber, scrub_message
 from agent.turns.dispatch import Dispatcher, NativeDispatcher, XmlDispatcher, configured_dispatcher
 from agent.turns.loop import LoopOptions, ToolEvent, TurnResult, run_tool_call_loop
-from agent.turns.state import ProviderQuirks, TurnRecord
+from agent.turns.quirks import Placement, ProviderQuirks
+from agent.turns.state import TurnRecord
+from agent.turns.vision import image_part
 from channels.base import Channel, IncomingMessage
 from channels.markers import marker_for
 from tools.base import ToolCallContext
@@ -99,7 +101,8 @@ class TurnRunner:
         user: Message = {"role": "user", "content": self.envelope(msg, remembered)}
         try:
             async with asyncio.timeout(deadline_s):
-                result = await self._loop(prior, user, context, private, on_event, on_text)
+                asked = await self._with_images(user, msg)
+                result = await self._loop(prior, asked, context, private, on_event, on_text)
         except TimeoutError:
             error = f"the turn took longer than {deadline_s:g} s"
             log.error("%s %s: %s", self.channel.name, msg.chat.key, error)
@@ -135,15 +138,20 @@ class TurnRunner:
         on_event: Callable[[ToolEvent], None] | None,
         on_text: Callable[[str], None] | None,
     ) -> TurnResult:
-        """The loop, re-sent once in a shape the provider accepts when it refuses this one."""
+        """The loop, sent again in a shape the provider takes when it refuses this one: see
+        agent/turns/quirks.py."""
         dispatch = self._dispatcher()
-        merged = self._merge_delivery()
+        placement = self._placement()
         agent = self.source.settings.agent
+        model = self.llm.model
+        instructions = self.channel.delivery_instructions
         for _attempt in range(3):
+            merged = placement == "system_prompt"
             system = self.prompt(dispatch, merged=merged, private=private)
-            history = [{"role": "system", "content": system}, *prior, user]
-            if self.channel.delivery_instructions and not merged:
-                history.append({"role": "system", "content": self.channel.delivery_instructions})
+            asked = with_operator_note(user, instructions) if placement == "in_user" else user
+            history = [{"role": "system", "content": system}, *prior, asked]
+            if instructions and placement == "after_user":
+                history.append({"role": "system", "content": instructions})
             dispatcher: Dispatcher = NativeDispatcher() if dispatch == "native" else XmlDispatcher()
             try:
                 return await run_tool_call_loop(
@@ -159,27 +167,37 @@ class TurnRunner:
                 )
             except LLMRequestRejected as exc:
                 text = str(exc).lower()
-                if not merged and "system message" in text and self.channel.delivery_instructions:
-                    log.warning(
-                        "%s rejects a non-leading system message; delivery "
-                        "instructions now go in its system prompt",
-                        self.llm.model,
-                    )
-                    self.quirks.merge_delivery.add(self.llm.model)
-                    merged = True
-                elif dispatch == "native" and "tool" in text and agent.tool_dispatcher == "auto":
-                    log.warning("%s rejects tools=; using the xml tool protocol", self.llm.model)
-                    self.quirks.xml_tools.add(self.llm.model)
+                names_tools = "tool" in text or "function" in text
+                if dispatch == "native" and names_tools and agent.tool_dispatcher == "auto":
+                    self.quirks.learn_xml_tools(model)
                     dispatch = "xml"
+                elif instructions and placement == "after_user":
+                    self.quirks.learn_placement(model, "in_user")
+                    placement = "in_user"
                 else:
                     raise
         raise LLMError("the provider kept refusing the request", status=400)
 
-    def _merge_delivery(self) -> bool:
-        return (
-            self.source.settings.agent.delivery_instructions == "system_prompt"
-            or self.llm.model in self.quirks.merge_delivery
-        )
+    async def _with_images(self, user: Message, msg: IncomingMessage) -> Message:
+        """With vision, this turn's photos go along as image parts (the stored turn keeps
+        only the text, so history does not carry them)."""
+        photos = [item.path for item in msg.attachments if item.kind == "IMAGE"]
+        llm = self.source.settings.llm
+        if not photos or llm.vision == "off":
+            return user
+        if llm.vision == "auto" and not supports_vision(self.llm.model):
+            return user
+        parts = [await asyncio.to_thread(image_part, path, llm.vision_max_px) for path in photos]
+        images = [part for part in parts if part is not None]
+        if not images:
+            return user
+        return {**user, "content": [{"type": "text", "text": user["content"]}, *images]}
+
+    def _placement(self) -> Placement:
+        configured = self.source.settings.agent.delivery_instructions
+        if configured != "after_user":
+            return configured
+        return self.quirks.placement.get(self.llm.model, "after_user")
 
     def _dispatcher(self) -> Dispatch:
         if self.llm.model in self.quirks.xml_tools:
@@ -211,3 +229,15 @@ class TurnRunner:
                 path = path.relative_to(workspace)
             lines.append(marker_for(item.kind, str(path)) + (f" {item.note}" if item.note else ""))
         return "\n".join(lines)
+
+
+def with_operator_note(user: Message, instructions: str | None) -> Message:
+    """The user turn with the channel's delivery instructions inside it, marked as not the
+    user's words: for models whose template takes no system message after the user."""
+    if not instructions:
+        return user
+    note = f"\n\n[Operator note, not from the user: {instructions}]"
+    content = user["content"]
+    if isinstance(content, list):
+        return {**user, "content": [*content, {"type": "text", "text": note.strip()}]}
+    return {**user, "content": f"{content}{note}"}

@@ -1,0 +1,147 @@
+"""What reaches the model: photos as images for models that see, recordings as transcripts on
+Discord too, and strict providers answered after one refusal, with the lesson remembered."""
+
+from __future__ import annotations
+
+import base64
+import io
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Daemon
+from fakes.llm_server import FakeLLM, echo, error
+from fakes.telegram_server import FakeTelegram
+from PIL import Image
+from test_discord import OWNER as DISCORD_OWNER
+from test_discord import discord_env, fake_discord, replies, serving  # noqa: F401 (fixtures)
+
+OWNER = 42
+
+
+def jpeg(width: int, height: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 30, 30)).save(buffer, "JPEG")
+    return buffer.getvalue()
+
+
+def user_parts(request: dict[str, Any]) -> Any:
+    return next(m["content"] for m in reversed(request["messages"]) if m["role"] == "user")
+
+
+def images_in(content: Any) -> list[Image.Image]:
+    if not isinstance(content, list):
+        return []
+    found = []
+    for part in content:
+        if part.get("type") == "image_url":
+            header, data = part["image_url"]["url"].split(",", 1)
+            assert header.startswith("data:image/") and header.endswith(";base64")
+            found.append(Image.open(io.BytesIO(base64.b64decode(data))))
+    return found
+
+
+async def test_a_photo_reaches_a_vision_model_as_an_image_downsized_and_only_once(
+    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
+    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("PINCLAW_LLM__VISION", "on")
+    async with daemon():
+        fake_telegram.inject_photo(OWNER, OWNER, jpeg(3000, 1000), caption="which pin is it?")
+        await fake_telegram.await_for(lambda m: m.method == "sendMessage")
+        fake_telegram.inject_message(OWNER, OWNER, "and now?")
+        await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=2)
+    first, second = fake_llm.requests
+    content = user_parts(first)
+    [image] = images_in(content)
+    assert image.size == (1568, 523)  # the long side cut to vision_max_px
+    assert (
+        "which pin is it?" in content[0]["text"] and "[IMAGE:inbox/telegram-" in content[0]["text"]
+    )
+    assert list((home / "workspace" / "inbox").glob("telegram-*photo.jpg"))  # still saved
+    # the next turn's history carries the marker text, not the picture
+    assert not any(images_in(m.get("content")) for m in second["messages"])
+    assert "[IMAGE:inbox/telegram-" in str(second["messages"])
+
+
+async def test_an_image_document_counts_as_a_photo_and_auto_vision_asks_litellm(
+    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon],
+) -> None:  # fmt: skip
+    async with daemon():  # vision "auto": LiteLLM does not know the fake model to see
+        fake_telegram.inject_document(OWNER, OWNER, jpeg(40, 30), filename="wiring.jpg",
+                                      mime_type="image/jpeg", caption="look")  # fmt: skip
+        await fake_telegram.await_for(lambda m: m.method == "sendMessage")
+    content = user_parts(fake_llm.requests[0])
+    assert isinstance(content, str) and "[IMAGE:inbox/telegram-" in content
+
+
+async def test_a_discord_recording_is_transcribed_like_a_telegram_voice_note(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: Any, serving: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__TRANSCRIPTION_MODEL", "openai/whisper-1")
+    fake_llm.transcript = "switch the fan off"
+    async with serving():
+        fake_discord.inject_dm(DISCORD_OWNER, "", attachments=[("memo.ogg", b"OggS fake audio")])
+        await replies(fake_discord, fake_discord.dm_channel_id(DISCORD_OWNER))
+    [(model, audio)] = fake_llm.transcriptions
+    assert model == "whisper-1" and audio == b"OggS fake audio"
+    assert "(recording transcript: switch the fan off)" in str(user_parts(fake_llm.requests[0]))
+
+
+STRICT_REFUSALS = [
+    "Conversation roles must alternate user/assistant/user/assistant/...",
+    "System role not supported",
+    "Unexpected message role 'system' at position 2",
+]
+
+
+@pytest.mark.parametrize("refusal", STRICT_REFUSALS)
+async def test_a_strict_template_is_answered_after_one_refusal_and_remembered(
+    refusal: str, telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    home: Path, daemon: Callable[[], Daemon],
+) -> None:  # fmt: skip
+    def strict(body: dict[str, Any]) -> Any:
+        if any(m["role"] == "system" for m in body["messages"][1:]):
+            return error(400, refusal, type="invalid_request_error")
+        return echo(body)
+
+    fake_llm.responder = strict
+    async with daemon():
+        fake_telegram.inject_message(OWNER, OWNER, "first")
+        await fake_telegram.await_for(lambda m: m.method == "sendMessage")
+        fake_telegram.inject_message(OWNER, OWNER, "second")
+        replies = await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=2)
+    assert "]\nsecond" in (replies[1].plain or "")  # the echo of the second message
+    assert len(fake_llm.requests) == 3  # one refusal, then both answered at once
+    asked = user_parts(fake_llm.requests[-1])
+    assert "Operator note, not from the user" in asked and "Telegram" in asked
+    with sqlite3.connect(home / "state.db") as db:
+        assert db.execute("SELECT quirk, value FROM provider_quirks").fetchall() == [
+            ("delivery", "in_user")
+        ]
+
+
+async def test_a_refusal_that_names_functions_moves_the_model_to_the_text_protocol(
+    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    home: Path, daemon: Callable[[], Daemon],
+) -> None:  # fmt: skip
+    def no_tools(body: dict[str, Any]) -> Any:
+        if body.get("tools"):
+            return error(400, "This model does not support function calling.")
+        return echo(body)
+
+    fake_llm.responder = no_tools
+    async with daemon():
+        fake_telegram.inject_message(OWNER, OWNER, "hello")
+        await fake_telegram.await_for(lambda m: m.method == "sendMessage")
+    assert "tools" not in fake_llm.requests[-1]
+    assert "<tool_call>" in fake_llm.requests[-1]["messages"][0]["content"]
+    from agent.turns.quirks import ProviderQuirks
+
+    assert ProviderQuirks(home / "state.db").lines() == [
+        "openai/test-model: tools through the <tool_call> text protocol"
+    ]
