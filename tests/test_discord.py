@@ -605,3 +605,17 @@ async def test_bad_discord_token_leaves_telegram_running(
     assert running.exit_code == 0
     assert reply.plain and reply.plain.endswith("still there?")
     assert any("discord did not start" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_discord_recording_is_transcribed_like_a_telegram_voice_note(
+    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord, serving: Serving,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__TRANSCRIPTION_MODEL", "openai/whisper-1")
+    fake_llm.transcript = "switch the fan off"
+    async with serving():
+        fake_discord.inject_dm(OWNER, "", attachments=[("memo.ogg", b"OggS fake audio")])
+        await replies(fake_discord, fake_discord.dm_channel_id(OWNER))
+    [(model, audio)] = fake_llm.transcriptions
+    assert model == "whisper-1" and audio == b"OggS fake audio"
+    assert "(recording transcript: switch the fan off)" in user_content(fake_llm.requests[0])

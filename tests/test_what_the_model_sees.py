@@ -1,5 +1,5 @@
-"""What reaches the model: photos as images for models that see, recordings as transcripts on
-Discord too, and strict providers answered after one refusal, with the lesson remembered."""
+"""What reaches the model: photos as images for models that see, and strict providers
+answered after one refusal, with the lesson remembered. (Discord recordings: test_discord.)"""
 
 from __future__ import annotations
 
@@ -15,8 +15,6 @@ from conftest import Daemon
 from fakes.llm_server import FakeLLM, echo, error
 from fakes.telegram_server import FakeTelegram
 from PIL import Image
-from test_discord import OWNER as DISCORD_OWNER
-from test_discord import discord_env, fake_discord, replies, serving  # noqa: F401 (fixtures)
 
 OWNER = 42
 
@@ -76,20 +74,6 @@ async def test_an_image_document_counts_as_a_photo_and_auto_vision_asks_litellm(
         await fake_telegram.await_for(lambda m: m.method == "sendMessage")
     content = user_parts(fake_llm.requests[0])
     assert isinstance(content, str) and "[IMAGE:inbox/telegram-" in content
-
-
-async def test_a_discord_recording_is_transcribed_like_a_telegram_voice_note(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: Any, serving: Any,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
-    monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__TRANSCRIPTION_MODEL", "openai/whisper-1")
-    fake_llm.transcript = "switch the fan off"
-    async with serving():
-        fake_discord.inject_dm(DISCORD_OWNER, "", attachments=[("memo.ogg", b"OggS fake audio")])
-        await replies(fake_discord, fake_discord.dm_channel_id(DISCORD_OWNER))
-    [(model, audio)] = fake_llm.transcriptions
-    assert model == "whisper-1" and audio == b"OggS fake audio"
-    assert "(recording transcript: switch the fan off)" in str(user_parts(fake_llm.requests[0]))
 
 
 STRICT_REFUSALS = [
