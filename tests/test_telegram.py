@@ -180,11 +180,12 @@ async def test_provider_refusing_late_system_message_still_answers(
         fake_telegram.inject_message(OWNER, OWNER, "again")
         replies = await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=2)
     assert all((r.plain or "").startswith("echo: ") for r in replies)
-    refused, merged, remembered = fake_llm.requests
+    refused, moved, remembered = fake_llm.requests
     assert refused["messages"][-1]["role"] == "system"
-    for request in (merged, remembered):
+    for request in (moved, remembered):  # the instructions now ride in the user turn
         assert [m["role"] for m in request["messages"]].count("system") == 1
-        assert "[IMAGE:<path-or-url>]" in request["messages"][0]["content"]
+        note = request["messages"][-1]["content"]
+        assert "Operator note" in note and "[IMAGE:<path-or-url>]" in note
 
 
 async def test_history_survives_a_restart_and_new_clears_it(
