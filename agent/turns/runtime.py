@@ -130,15 +130,15 @@ class ChannelRuntime:
         msg = dataclasses.replace(msg, text=self._scrub(msg.text))
         if parse_command(msg.text) is not None:
             return await self._command(msg)
+        nothing_left = not msg.text.strip() and not msg.files and not msg.attachments
+        if await self.store.inbox.add(msg, status="done" if nothing_left else "pending") is None:
+            log.info("%s: message %s seen before; not taken twice", msg.chat.key, msg.message_id)
+            return False
         if refused:
             text = refusal_text(refused, limits.max_attachment_mb)
             await self._queue_reply(msg.chat, Reply(text, reply_to=msg.message_id))
-        if not msg.text.strip() and not msg.files and not msg.attachments:
-            return True  # nothing left to answer
-        if await self.store.inbox.add(msg) is None:
-            log.info("%s: message %s seen before; not taken twice", msg.chat.key, msg.message_id)
-            return False
-        self._wake(msg.chat.key)
+        if not nothing_left:
+            self._wake(msg.chat.key)
         return True
 
     async def _command(self, msg: IncomingMessage) -> bool:
