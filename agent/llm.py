@@ -248,16 +248,11 @@ async def embed(
     timeout_s: float = 30.0,
 ) -> list[list[float]]:
     """Embeddings of `texts` through LiteLLM (e.g. model "openai/text-embedding-3-small"),
-    in the order of `texts`: what the memory store compares by meaning. No retries: the
-    store searches by words when this fails, and embeds what it missed on a later search."""
+    in the order of `texts`: what the memory store compares by meaning. No retries of our
+    own (the provider's client may retry a 5xx twice): the store's timeout bounds the wait,
+    it then searches by words and embeds what it missed on a later search."""
     litellm = load_litellm()
-    kwargs: dict[str, Any] = {
-        "model": model,
-        "input": texts,
-        "timeout": timeout_s,
-        "num_retries": 0,
-        "max_retries": 0,
-    }
+    kwargs: dict[str, Any] = {"model": model, "input": texts, "timeout": timeout_s}
     if api_base:
         kwargs["api_base"] = api_base
     if api_key is not None:

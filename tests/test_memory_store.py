@@ -126,7 +126,8 @@ async def test_forget_by_id_and_by_query(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="exactly one"):
         await store.forget([OWNER], id=2, query="dentist")
     assert rows(tmp_path / "state.db") == [
-        (2, OWNER, "Dentist is Dr. Kim on Main Street"), (4, "person:alice", "Alice plays the piano")]
+        (2, OWNER, "Dentist is Dr. Kim on Main Street"),
+        (4, "person:alice", "Alice plays the piano")]
     assert await store.get(2) is not None and await store.get(1) is None
     assert rows(tmp_path / "state.db", "SELECT count(*) FROM memories_words") == [(2,)]
 
@@ -256,7 +257,8 @@ async def test_memories_stored_without_embeddings_get_them_at_search(
     assert rows(db, "SELECT count(*) FROM memories WHERE embedding IS NULL") == [(len(FACTS),)]
     hybrid = MemoryStore(db, embed=fake_embedder(fake_llm))
     assert sorted(await best(hybrid, "my feline's name")) == [
-        "The user's cat is called Miso.", "うちの猫はミソという名前です", "우리 고양이 이름은 미소야"]
+        "The user's cat is called Miso.", "うちの猫はミソという名前です",
+        "우리 고양이 이름은 미소야"]
     assert rows(db, "SELECT count(*) FROM memories WHERE embedding IS NULL") == [(0,)]
     assert fake_llm.embedding_inputs[0][0] == "my feline's name"
 

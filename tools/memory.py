@@ -122,7 +122,9 @@ class MemoryTools:
         scopes = tuple(dict.fromkeys((scope, *readable)))
         result = await self.store.forget(scopes, id=id, query=query if id is None else None)
         if result.deleted is not None:
-            return ToolResult.success(f"Forgot memory #{result.deleted.id}: {result.deleted.content}")
+            return ToolResult.success(
+                f"Forgot memory #{result.deleted.id}: {result.deleted.content}"
+            )
         if result.candidates:
             return ToolResult.success(
                 f"Several memories match {query!r}; nothing was deleted. Which one? "

@@ -250,6 +250,11 @@ class MemoryStore:
         sql = f"SELECT {schema.COLUMNS} FROM memories {where} ORDER BY id DESC LIMIT ?"
         return await self._run(lambda db: [from_row(r) for r in db.execute(sql, (*params, limit))])
 
+    async def scopes(self) -> Texts:
+        """Every scope that holds a memory, sorted (for the owner, who sees them all)."""
+        sql = "SELECT DISTINCT scope FROM memories ORDER BY scope"
+        return await self._run(lambda db: [row[0] for row in db.execute(sql)])
+
     async def export(self, scopes: Sequence[str] | None = None) -> Rows:
         """Every memory of `scopes` (None: all), oldest first, as plain JSON-ready dicts:
         id, scope, content, tags, source, created_at and updated_at (ISO 8601, UTC).

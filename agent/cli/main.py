@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from agent import __version__
+from agent.cli.memory import memory
 
 if TYPE_CHECKING:
     from agent.config import Settings
@@ -152,6 +153,9 @@ def prompt_show(ctx: click.Context, channel: str, mode: str | None, stats: bool)
     else:
         sys.stdout.write(prompt_text(settings, channel, mode))
         sys.stdout.flush()
+
+
+cli.add_command(memory)
 
 
 def main(argv: Any = None) -> None:

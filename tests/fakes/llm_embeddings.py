@@ -21,7 +21,7 @@ DIMS = 256
 CONCEPTS: dict[str, str] = {
     "cat": "cat cats kitten kittens kitty feline 猫 ねこ 고양이",
     "dog": "dog dogs puppy puppies hound canine 犬 강아지",
-    "love": "love loves loved adore adores like likes enjoy enjoys fond favourite favorite 好き 좋아",
+    "love": "love loves loved adore adores like likes enjoy enjoys fond favourite 好き 좋아",
     "fish": "fish salmon tuna seafood sushi 魚 寿司 생선 🍣",
     "food": "food eat eats eating meal meals dinner lunch breakfast cook cooking 食べ 음식",
     "birthday": "birthday birthdays born anniversary 誕生日 생일",
@@ -33,10 +33,9 @@ CONCEPTS: dict[str, str] = {
     "weather": "weather rain sunny snow forecast 天気 날씨",
     "name": "name named called 名前 이름",
 }
-STOPWORDS = frozenset(
-    "a an the is are was were be my your our i you we he she it its of to in on at for and or"
-    " what how when where who which does do did with me his her this that user user's s".split()
-)
+_FUNCTION_WORDS = """a an the is are was were be my your our i you we he she it its of to in on
+    at for and or what how when where who which does do did with me his her this that user s"""
+STOPWORDS = frozenset(_FUNCTION_WORDS.split())
 _WORD = re.compile(r"[^\W_]+|[^\w\s]", re.UNICODE)
 _CONCEPT_OF = {word: i for i, words in enumerate(CONCEPTS.values()) for word in words.split()}
 _SUBSTRING_WORDS = [(w, i) for w, i in _CONCEPT_OF.items() if not w.isascii()]
