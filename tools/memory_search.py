@@ -14,9 +14,10 @@ other. A term the words index does not know as a whole word ("birth", a compound
 without spaces) counts as held when it is a substring of the memory: that is what the
 trigram index finds.
 
-BM25 picks the candidates and breaks ties. A term found in thousands of memories is not
-ranked by BM25 (that would read its whole posting list): the newest memories holding it are
-the candidates, and its rarity weight is small anyway. This keeps a recall over 100,000
+BM25 picks the candidates and breaks ties, over the rarest terms of the question while
+their memories number RANK_BUDGET or fewer. A more common term is not ranked by BM25 (that
+would read its whole posting list): the newest memories holding it are its candidates, and
+its rarity weight is small anyway. This keeps a recall over 100,000
 memories within milliseconds (bench/memory.py).
 """
 
@@ -33,6 +34,7 @@ from tools.memory_schema import searchable
 from tools.memory_text import content_terms, fts_query, index_terms, query_terms
 
 PROBE_CAP = 2_000  # count a term's memories up to this many; past it, the term is common
+RANK_BUDGET = 5_000  # postings BM25 ranks per search at most; other terms: newest first
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,7 @@ def lexical(
     terms = query_terms(query)
     if not terms or (scopes is not None and not scopes):
         return []
-    total = db.execute("SELECT count(*) FROM memories").fetchone()[0]
+    total = db.execute("SELECT max(id) FROM memories").fetchone()[0] or 0  # ~ the count
     counts = {term: _doc_count(db, term) for term in terms}
     rarity = {t: math.log(1 + (total + 1) / (counts[t] + 0.5)) for t in terms}
     question = _Question(
@@ -109,8 +111,12 @@ def lexical(
         unknown=frozenset(t for t in terms if counts[t] == 0 and len(t) >= 3),
         words=frozenset(index_terms(query)),
     )
-    rare = [t for t in terms if 0 < counts[t] < PROBE_CAP]
-    common = [t for t in terms if counts[t] >= PROBE_CAP]
+    rare: list[str] = []  # ranked by BM25, rarest first, within RANK_BUDGET postings
+    for term in sorted((t for t in terms if 0 < counts[t] < PROBE_CAP), key=counts.__getitem__):
+        if rare and sum(counts[t] for t in rare) + counts[term] > RANK_BUDGET:
+            break
+        rare.append(term)
+    common = [t for t in terms if counts[t] > 0 and t not in rare]
     ranked = _candidates(db, "memories_words", rare, scopes, k, ranked=True) if rare else []
     found = dict.fromkeys(ranked)
     if common and len(found) < k:

@@ -28,7 +28,7 @@ from typing import Any, TypeVar, cast
 from tools import memory_schema as schema
 from tools.memory_rows import ForgetResult, Memory, Source, from_row, parse_row, to_row
 from tools.memory_search import lexical
-from tools.memory_text import near_duplicate, normalise
+from tools.memory_text import near_duplicate, normalise, query_terms
 from tools.memory_vectors import best, pack, reciprocal_rank_fusion, similarities, unit
 
 __all__ = ["RECALL_THRESHOLD", "Embedder", "ForgetResult", "Memory", "MemoryStore", "Source"]
@@ -39,6 +39,7 @@ Vectors = list[list[float]]
 Embedder = Callable[[list[str]], Awaitable[Vectors]]
 Rows = list[dict[str, Any]]
 Texts = list[str]
+New = tuple[str, str, tuple[str, ...], Source]  # scope, content, tags, source
 Memories = list[Memory]  # (inside MemoryStore, `list` is the method)
 T = TypeVar("T")
 
@@ -92,45 +93,10 @@ class MemoryStore:
 
         def add(db: sqlite3.Connection) -> tuple[Memory, bool]:
             with _transaction(db):  # the twin check and the write under one lock
-                return self._add(db, scope, content, clean_tags, source, blob, time.time())
+                new = (scope, content, clean_tags, source)
+                return _write(db, _twin(db, scope, content), new, blob, time.time())
 
         return await self._run(add)
-
-    def _add(
-        self,
-        db: sqlite3.Connection,
-        scope: str,
-        content: str,
-        tags: tuple[str, ...],
-        source: Source,
-        blob: bytes | None,
-        now: float,
-        created: float | None = None,
-    ) -> tuple[Memory, bool]:
-        twin = _twin(db, scope, content)
-        if twin is not None:
-            merged = _clean_tags([*twin.tags, *tags])
-            if blob is None and normalise(twin.content) != normalise(content):
-                db.execute("UPDATE memories SET embedding = NULL WHERE id = ?", (twin.id,))
-            elif blob is not None:
-                db.execute("UPDATE memories SET embedding = ? WHERE id = ?", (blob, twin.id))
-            updated = max(now, twin.updated_at)
-            db.execute(
-                "UPDATE memories SET content = ?, tags = ?, updated_at = ? WHERE id = ?",
-                (content, json.dumps(merged, ensure_ascii=False), updated, twin.id),
-            )
-            schema.unindex(db, twin.id)
-            schema.index(db, twin.id, content, list(merged))
-            return replace(twin, content=content, tags=merged, updated_at=updated), True
-        created = now if created is None else created
-        cursor = db.execute(
-            "INSERT INTO memories (scope, content, tags, source, created_at, updated_at, "
-            "embedding) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (scope, content, json.dumps(tags, ensure_ascii=False), source, created, now, blob),
-        )
-        ident = cast(int, cursor.lastrowid)
-        schema.index(db, ident, content, list(tags))
-        return Memory(ident, scope, content, tags, source, created, now), False
 
     async def forget(
         self, scopes: Sequence[str] | None, *, id: int | None = None, query: str | None = None
@@ -175,21 +141,34 @@ class MemoryStore:
 
         Every row is checked first (a ValueError names the first bad one and nothing is
         written), then all are added in one transaction, each like add() with source
-        "import": a row almost identical to a memory of its scope updates that memory, so
-        importing the same file twice adds nothing the second time. Ids in the rows are
-        ignored; dates are kept. Embeddings are computed later, on the next search.
+        "import": a row almost identical to a memory of its scope that was there before
+        updates that memory, and so does a row whose normalised text repeats an earlier row
+        of the same scope; importing the same file twice adds nothing the second time. Ids
+        in the rows are ignored; dates are kept. Embeddings are computed on later searches.
         """
         now = time.time()
         parsed = [parse_row(row, n, now) for n, row in enumerate(rows, start=1)]
 
         def import_all(db: sqlite3.Connection) -> int:
-            added = 0
+            # Look every twin up before writing anything: FTS5 flushes its pending writes
+            # at each query, and interleaving them makes a large import crawl.
+            first: dict[tuple[str, str], int] = {}
+            twins: dict[int, Memory | None] = {}
             with _transaction(db):
-                for row in parsed:
-                    _, updated = self._add(
-                        db, row.scope, row.content, _clean_tags(row.tags), "import", None,
-                        row.updated_at, row.created_at,
-                    )  # fmt: skip
+                for i, row in enumerate(parsed):
+                    key = (row.scope, normalise(row.content))
+                    if key not in first:
+                        first[key] = i
+                        twins[i] = _twin(db, row.scope, row.content)
+                written: dict[int, Memory] = {}
+                added = 0
+                for i, row in enumerate(parsed):
+                    j = first[(row.scope, normalise(row.content))]
+                    twin = twins[i] if i == j else written[j]  # a repeat within the file
+                    new: New = (row.scope, row.content, _clean_tags(row.tags), "import")
+                    written[j], updated = _write(
+                        db, twin, new, None, row.updated_at, row.created_at
+                    )
                     added += not updated
             return added
 
@@ -344,10 +323,45 @@ def _scope_clause(scopes: Sequence[str] | None) -> tuple[str, tuple[str, ...]]:
     return f"WHERE scope IN ({','.join('?' * len(scope_list))})", scope_list
 
 
+def _write(
+    db: sqlite3.Connection,
+    twin: Memory | None,
+    new: New,
+    blob: bytes | None,
+    now: float,
+    created: float | None = None,
+) -> tuple[Memory, bool]:
+    """Insert the memory `new` (scope, content, tags, source), or update its `twin`."""
+    scope, content, tags, source = new
+    if twin is not None:
+        merged = _clean_tags([*twin.tags, *tags])
+        if blob is None and normalise(twin.content) != normalise(content):
+            db.execute("UPDATE memories SET embedding = NULL WHERE id = ?", (twin.id,))
+        elif blob is not None:
+            db.execute("UPDATE memories SET embedding = ? WHERE id = ?", (blob, twin.id))
+        updated = max(now, twin.updated_at)
+        db.execute(
+            "UPDATE memories SET content = ?, tags = ?, updated_at = ? WHERE id = ?",
+            (content, json.dumps(merged, ensure_ascii=False), updated, twin.id),
+        )
+        schema.unindex(db, twin.id)
+        schema.index(db, twin.id, content, list(merged))
+        return replace(twin, content=content, tags=merged, updated_at=updated), True
+    created = now if created is None else created
+    cursor = db.execute(
+        "INSERT INTO memories (scope, content, tags, source, created_at, updated_at, "
+        "embedding) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (scope, content, json.dumps(tags, ensure_ascii=False), source, created, now, blob),
+    )
+    ident = cast(int, cursor.lastrowid)
+    schema.index(db, ident, content, list(tags))
+    return Memory(ident, scope, content, tags, source, created, now), False
+
+
 def _twin(db: sqlite3.Connection, scope: str, content: str) -> Memory | None:
     """A memory of `scope` that `content` only rewords (near_duplicate), if there is one."""
     ids = [hit.id for hit in lexical(db, [scope], content, k=5)]
-    if len(content) >= 3:  # the same text, even one of function words only
+    if not ids and not query_terms(content) and len(content) >= 3:  # function words only
         phrase = '"' + content.replace('"', '""') + '"'
         ids += [
             row[0]
