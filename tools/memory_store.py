@@ -383,7 +383,7 @@ def _unembedded(
 ) -> list[tuple[int, str]]:
     """Memories of `scopes` without an embedding of the current length, a batch of them."""
     marks = ",".join("?" * len(scopes))
-    length = "" if dim is None else " OR length(embedding) != ?"
+    length = "" if dim is None else " OR (length(embedding) NOT IN (0, ?))"
     params = (*scopes, *(() if dim is None else (dim * 4,)), BACKFILL_BATCH)
     rows = db.execute(
         f"SELECT id, content FROM memories WHERE scope IN ({marks}) "
