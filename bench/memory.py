@@ -22,7 +22,6 @@ import statistics
 import sys
 import tempfile
 import time
-from array import array
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +34,21 @@ from fakes.llm_embeddings import embed_text  # noqa: E402
 from tools.memory_store import RECALL_THRESHOLD, Embedder, MemoryStore  # noqa: E402
 from tools.memory_vectors import pack  # noqa: E402
 
-NAMES = "Hana Miso Tofu Ken Yuna Minji Sora Riku Aiko Jonas Lena Omar Priya Mateo Zoe".split()
-THINGS = (
+
+def words(text: str) -> list[str]:
+    return text.split()
+
+
+NAMES = words("Hana Miso Tofu Ken Yuna Minji Sora Riku Aiko Jonas Lena Omar Priya Mateo Zoe")
+THINGS = words(
     "ramen sushi kimchi pasta coffee tea jazz piano guitar cello tennis chess hiking yoga "
     "dentist doctor gym office garden bakery library museum beach river train bus bike car "
     "laptop phone camera novel podcast movie recipe soup curry salad cake bread wine beer"
-).split()
-PLACES = "Seoul Tokyo Berlin Lisbon Oslo Busan Osaka Paris Rome Vienna Prague Madrid".split()
-DAYS = "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
-KO = ["고양이 이름은 {n}야", "{n}는 매주 {d}에 치과에 가", "좋아하는 음식은 김치찌개", "{n}의 생일은 5월"]
+)
+PLACES = words("Seoul Tokyo Berlin Lisbon Oslo Busan Osaka Paris Rome Vienna Prague Madrid")
+DAYS = words("Monday Tuesday Wednesday Thursday Friday Saturday Sunday")
+KO = ["고양이 이름은 {n}야", "{n}는 매주 {d}에 치과에 가", "좋아하는 음식은 김치찌개",
+      "{n}의 생일은 5월"]  # fmt: skip
 JA = ["猫の名前は{n}です", "毎朝コーヒーを飲む", "{n}は東京に住んでいる", "週末は公園で散歩する"]
 TEMPLATES = [
     "{n} likes {t} and {u}",

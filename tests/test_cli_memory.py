@@ -80,8 +80,8 @@ def test_export_then_import_into_another_home(home: Path, tmp_path: Path,
     exported = agent("export")
     assert exported.returncode == 0, exported.stderr
     rows = [json.loads(line) for line in exported.stdout.splitlines()]
-    assert [r["content"] for r in rows][-1] == "우리 모임은 목요일에 만나요"  # UTF-8, not \\u escapes
-    assert "우리" in exported.stdout and rows[0]["tags"] == ["pets"]
+    assert rows[-1]["content"] == "우리 모임은 목요일에 만나요"
+    assert "우리" in exported.stdout and rows[0]["tags"] == ["pets"]  # UTF-8, no \\u escapes
     dump = tmp_path / "owner.jsonl"
     assert agent("export", "--scope", "person:owner", "-o", str(dump)).returncode == 0
     assert len(dump.read_text(encoding="utf-8").splitlines()) == 2
