@@ -222,9 +222,14 @@ async def test_export_then_import_round_trips_and_twice_adds_nothing(tmp_path: P
     keys = ("scope", "content", "tags", "created_at", "updated_at")
     assert [{k: r[k] for k in keys} for r in again] == [{k: r[k] for k in keys} for r in exported]
     assert {r["source"] for r in again} == {"import"}
+    repeated = [{"scope": "a", "content": "Parks on level 3", "tags": ["car"]},
+                {"scope": "a", "content": "parks on level 3.", "tags": ["parking"]}]
+    assert await target.import_rows(repeated) == 1
+    [row] = await target.export(["a"])
+    assert (row["content"], row["tags"]) == ("parks on level 3.", ["car", "parking"])
     with pytest.raises(ValueError, match="row 2: content: missing or empty"):
-        await target.import_rows([{"scope": "a", "content": "ok"}, {"scope": "a"}])
-    assert len(await target.export(["a"])) == 0
+        await target.import_rows([{"scope": "b", "content": "ok"}, {"scope": "b"}])
+    assert len(await target.export(["b"])) == 0
 
 
 def fake_embedder(fake: FakeLLM) -> functools.partial:  # type: ignore[type-arg]

@@ -96,4 +96,4 @@ def parse_row(row: Mapping[str, Any], number: int, now: float) -> ImportRow:
         updated = _time(row.get("updated_at", created), "updated_at")
     except ValueError as exc:
         raise ValueError(f"row {number}: {exc}") from None
-    return ImportRow(scope.strip(), content.strip(), tuple(cast(list[str], tags)), created, updated)
+    return ImportRow(scope, content.strip(), tuple(cast(list[str], tags)), created, updated)

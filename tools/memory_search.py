@@ -30,8 +30,9 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tools.memory_schema import searchable
-from tools.memory_text import content_terms, fts_query, index_terms, query_terms
+from tools.memory_rows import Memory, from_row
+from tools.memory_schema import COLUMNS, searchable
+from tools.memory_text import content_terms, fts_query, index_terms, near_duplicate, query_terms
 
 PROBE_CAP = 2_000  # count a term's memories up to this many; past it, the term is common
 RANK_BUDGET = 5_000  # postings BM25 ranks per search at most; other terms: newest first
@@ -141,3 +142,21 @@ def lexical(
     ]
     scored.sort(key=lambda s: (-s[0], position.get(s[1], len(position)), -s[1]))
     return [Hit(ident, score) for score, ident in scored[:k] if score > 0]
+
+
+def twin(db: sqlite3.Connection, scope: str, content: str) -> Memory | None:
+    """A memory of `scope` that `content` only rewords (near_duplicate), if there is one:
+    among the best word matches, or (a text of function words only) the same text."""
+    ids = [hit.id for hit in lexical(db, [scope], content, k=5)]
+    if not ids and not query_terms(content) and len(content) >= 3:
+        phrase = '"' + content.replace('"', '""') + '"'
+        sql = (
+            "SELECT f.rowid FROM memories_trigram f JOIN memories m ON m.id = f.rowid "
+            "WHERE memories_trigram MATCH ? AND m.scope = ? LIMIT 5"
+        )
+        ids = [row[0] for row in db.execute(sql, (phrase, scope))]
+    for ident in ids:
+        row = db.execute(f"SELECT {COLUMNS} FROM memories WHERE id = ?", (ident,)).fetchone()
+        if row is not None and near_duplicate(row[2], content):
+            return from_row(row)
+    return None

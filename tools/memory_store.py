@@ -27,11 +27,19 @@ from typing import Any, TypeVar, cast
 
 from tools import memory_schema as schema
 from tools.memory_rows import ForgetResult, Memory, Source, from_row, parse_row, to_row
-from tools.memory_search import lexical
-from tools.memory_text import near_duplicate, normalise, query_terms
+from tools.memory_search import lexical, twin
+from tools.memory_text import normalise
 from tools.memory_vectors import best, pack, reciprocal_rank_fusion, similarities, unit
 
-__all__ = ["RECALL_THRESHOLD", "Embedder", "ForgetResult", "Memory", "MemoryStore", "Source"]
+__all__ = [
+    "RECALL_THRESHOLD",
+    "Embedder",
+    "ForgetResult",
+    "Memory",
+    "MemoryStore",
+    "Source",
+    "chat_scope",
+]
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +90,8 @@ class MemoryStore:
         duplicated: its text becomes the new wording, its tags gain the new ones, its
         creation date stays. ValueError for an empty scope or content.
         """
-        content, scope = content.strip(), scope.strip()
-        if not content or not scope:
+        content = content.strip()
+        if not content or not scope.strip():  # a scope is opaque: used exactly as given
             raise ValueError("a memory needs a scope and some content")
         clean_tags = _clean_tags(tags)
         blob = None
@@ -94,7 +102,7 @@ class MemoryStore:
         def add(db: sqlite3.Connection) -> tuple[Memory, bool]:
             with _transaction(db):  # the twin check and the write under one lock
                 new = (scope, content, clean_tags, source)
-                return _write(db, _twin(db, scope, content), new, blob, time.time())
+                return _write(db, twin(db, scope, content), new, blob, time.time())
 
         return await self._run(add)
 
@@ -159,15 +167,15 @@ class MemoryStore:
                     key = (row.scope, normalise(row.content))
                     if key not in first:
                         first[key] = i
-                        twins[i] = _twin(db, row.scope, row.content)
+                        twins[i] = twin(db, row.scope, row.content)
                 written: dict[int, Memory] = {}
                 added = 0
                 for i, row in enumerate(parsed):
                     j = first[(row.scope, normalise(row.content))]
-                    twin = twins[i] if i == j else written[j]  # a repeat within the file
+                    earlier = twins[i] if i == j else written[j]  # a repeat within the file
                     new: New = (row.scope, row.content, _clean_tags(row.tags), "import")
                     written[j], updated = _write(
-                        db, twin, new, None, row.updated_at, row.created_at
+                        db, earlier, new, None, row.updated_at, row.created_at
                     )
                     added += not updated
             return added
@@ -356,26 +364,6 @@ def _write(
     ident = cast(int, cursor.lastrowid)
     schema.index(db, ident, content, list(tags))
     return Memory(ident, scope, content, tags, source, created, now), False
-
-
-def _twin(db: sqlite3.Connection, scope: str, content: str) -> Memory | None:
-    """A memory of `scope` that `content` only rewords (near_duplicate), if there is one."""
-    ids = [hit.id for hit in lexical(db, [scope], content, k=5)]
-    if not ids and not query_terms(content) and len(content) >= 3:  # function words only
-        phrase = '"' + content.replace('"', '""') + '"'
-        ids += [
-            row[0]
-            for row in db.execute(
-                "SELECT f.rowid FROM memories_trigram f JOIN memories m ON m.id = f.rowid "
-                "WHERE memories_trigram MATCH ? AND m.scope = ? LIMIT 5",
-                (phrase, scope),
-            )
-        ]
-    for ident in dict.fromkeys(ids):
-        found = _get(db, ident)
-        if found is not None and near_duplicate(found.content, content):
-            return found
-    return None
 
 
 def _unembedded(
