@@ -4,7 +4,8 @@ The score of a memory for a question is the larger of two shares:
 
 - how much of the question it answers: the weight of the question's terms the memory holds
   over the weight of all of them, each term weighted by its rarity among all memories
-  (inverse document frequency: "miso" counts more than "user");
+  (inverse document frequency: "miso" counts more than "cat" when many memories are about
+  the cat);
 - how much of the memory the question touches: the share of the memory's own terms that the
   question holds (so "the cat is called Miso" still surfaces for a long message that
   mentions the cat once).
@@ -17,8 +18,8 @@ trigram index finds.
 BM25 picks the candidates and breaks ties, over the rarest terms of the question while
 their memories number RANK_BUDGET or fewer. A more common term is not ranked by BM25 (that
 would read its whole posting list): the newest memories holding it are its candidates, and
-its rarity weight is small anyway. This keeps a recall over 100,000
-memories within milliseconds (bench/memory.py).
+its rarity weight is small anyway. This keeps a recall over 100,000 memories within
+milliseconds (bench/memory.py).
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ _STOPWORDS = """
     through to too under until up very was we were what when where which while who whom why
     will with would you your yours yourself hey hi hello please thanks thank ok okay yes tell
     know remember recall think want like get got im ive dont does doesn isn wasn aren s t d ll
+    user
     re ve m
     이 가 은 는 을 를 의 에 와 과 도 로 뭐 뭐야 뭐지 무엇 어떤 어디 언제 누구 나 내 너 네 저 제 그
     です ます した して する こと もの これ それ あれ どこ なに なん 何 ない ある いる の は が を
