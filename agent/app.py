@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.config import Settings, secret_values
-from agent.llm import LLMClient, context_window, count_tokens, transcribe
+from agent.llm import LLMClient, context_window, count_tokens, embed, transcribe
 from agent.prompt.builder import SystemPromptBuilder
 from agent.prompt.skills import SkillCatalog
 from agent.prompt.source import PromptSource, default_budget, host_info
@@ -31,6 +31,7 @@ from channels.base import Channel
 from tools.base import Tool, ToolRegistry, read_only
 from tools.files import FileTools
 from tools.memory import MemoryTools
+from tools.memory_store import Embedder, MemoryStore
 from tools.policy import SecurityPolicy
 from tools.sandbox import choose_sandbox
 from tools.shell import ShellTool
@@ -95,6 +96,26 @@ def voice_transcriber(settings: Settings, channel: str) -> Callable[[Path], Awai
     return transcribe_voice
 
 
+def memory_embedder(settings: Settings) -> Embedder | None:
+    """Embeddings for the memory store, when `memory.embedding_model` is set (same provider
+    endpoint and key as the chat model)."""
+    model = settings.memory.embedding_model
+    if not model:
+        return None
+    key = settings.llm.api_key
+
+    async def embed_texts(texts: list[str]) -> list[list[float]]:
+        secret = key.get_secret_value() if key is not None else None
+        return await embed(texts, model, settings.llm.api_base, api_key=secret)
+
+    return embed_texts
+
+
+def memory_store(settings: Settings) -> MemoryStore:
+    """The memories in state.db, searched by meaning too when an embedding model is set."""
+    return MemoryStore(settings.state_db, embed=memory_embedder(settings))
+
+
 def make_scrubber(settings: Settings) -> Scrubber:
     return Scrubber.from_environment(extra=secret_values(settings))
 
@@ -125,7 +146,10 @@ def build_tools(
     tools: list[Tool] = [shell, *FileTools(policy).tools()]
     if settings.memory.enabled:
         scrub = make_scrubber(settings)
-        tools += MemoryTools(settings.state_db, settings.memory, scrub=scrub).tools()
+        memory = MemoryTools(
+            settings.state_db, settings.memory, scrub=scrub, embed=memory_embedder(settings)
+        )
+        tools += memory.tools()
     if board is not None:
         from tools.gpio import hardware_tools
 

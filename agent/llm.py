@@ -239,6 +239,30 @@ async def transcribe(path: Path, model: str, *, api_base: str = "") -> str:
     return str(response.text).strip()
 
 
+async def embed(
+    texts: list[str],
+    model: str,
+    api_base: str = "",
+    *,
+    api_key: str | None = None,
+    timeout_s: float = 30.0,
+) -> list[list[float]]:
+    """Embeddings of `texts` through LiteLLM (e.g. model "openai/text-embedding-3-small"),
+    in the order of `texts`: what the memory store compares by meaning. No retries of our
+    own (the provider's client may retry a 5xx twice): the store's timeout bounds the wait,
+    it then searches by words and embeds what it missed on a later search."""
+    litellm = load_litellm()
+    kwargs: dict[str, Any] = {"model": model, "input": texts, "timeout": timeout_s}
+    if api_base:
+        kwargs["api_base"] = api_base
+    if api_key is not None:
+        kwargs["api_key"] = api_key
+    response = await litellm.aembedding(**kwargs)
+    items = [item if isinstance(item, dict) else vars(item) for item in response.data]
+    items.sort(key=lambda item: int(item.get("index", 0)))
+    return [[float(x) for x in item["embedding"]] for item in items]
+
+
 def _to_response(litellm: ModuleType, response: Any, model: str) -> LLMResponse:
     message = response.choices[0].message
     calls = tuple(

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from tools.memory_store import RECALL_THRESHOLD
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -44,8 +46,15 @@ class ShellSettings(_Section):
 
 
 class MemorySettings(_Section):
+    """Long-term memory (tools/memory_store.py): the tools, embeddings, recall per turn."""
+
     enabled: bool = True
-    max_recall: int = Field(default=5, ge=1, le=100)
+    max_recall: int = Field(default=5, ge=1, le=100)  # memory_recall's results by default
+    embedding_model: str = ""  # LiteLLM model; "" = search by words only
+    auto_recall: bool = True  # relevant memories added to each user message
+    recall_limit: int = Field(default=3, ge=1, le=20)
+    recall_threshold: float = Field(default=RECALL_THRESHOLD, ge=0.0, le=1.0)
+    share_group_memories: bool = False
 
 
 PinMode = Literal["output", "input", "input_pullup", "pwm", "analog", "servo"]

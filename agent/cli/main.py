@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from agent import __version__
+from agent.cli.memory import memory
 from agent.cli.skills import skills
 
 if TYPE_CHECKING:
@@ -156,6 +157,7 @@ def prompt_show(ctx: click.Context, channel: str, mode: str | None, stats: bool)
 
 
 cli.add_command(skills)
+cli.add_command(memory)
 
 
 def main(argv: Any = None) -> None:

@@ -4,15 +4,18 @@ The real LiteLLM client reaches it through ``api_base=llm.base_url``, so tests e
 real wire format (JSON, SSE streaming, HTTP errors) instead of mocking our own code.
 It runs in a daemon thread with its own event loop, so sync tests, async tests, subprocesses
 and benchmarks can all share it. ``outage`` (from ``llm_faults``) makes it fail, hang or cut
-connections for a time window.
+connections for a time window. ``/v1/embeddings`` answers with the deterministic vectors of
+``llm_embeddings`` (paraphrases close, unrelated texts apart).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import itertools
 import json
+import struct
 import threading
 import time
 from collections import deque
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from fakes.llm_embeddings import embed_text
 from fakes.llm_faults import Outage, OutageMode
 
 __all__ = [
@@ -156,6 +160,8 @@ class FakeLLM:
         self.models: list[str] = ["test-model"]
         self.transcript = "transcribed words"  # what /audio/transcriptions answers
         self.transcriptions: list[tuple[str, bytes]] = []  # (model, audio bytes) received
+        self.embedding_inputs: list[list[str]] = []  # the texts of each embeddings request
+        self.embeddings_status: int | None = None  # set: /embeddings fails with this status
         self._lock = threading.Lock()
         self._script: deque[Outcome | str] = deque()
         self._failing: dict[str, int] = {}
@@ -221,6 +227,8 @@ class FakeLLM:
             self._requests.clear()
             self._headers.clear()
         self.responder, self.latency_s = echo, 0.0
+        self.embeddings_status = None
+        self.embedding_inputs.clear()
         self.reject_non_leading_system = self.reject_tools = False
 
     def start(self) -> FakeLLM:
@@ -274,6 +282,8 @@ class FakeLLM:
         for path in ("/v1/models", "/models"):
             app.router.add_get(path, self._list_models)
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
+        for path in ("/v1/embeddings", "/embeddings"):
+            app.router.add_post(path, self._embeddings)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=4096)
@@ -288,6 +298,30 @@ class FakeLLM:
         with self._lock:
             self.transcriptions.append((str(form.get("model", "")), audio))
         return web.json_response({"text": self.transcript})
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        """OpenAI's embeddings: ``input`` a string or a list of them; ``encoding_format``
+        "float" (lists of numbers) or "base64" (little-endian float32, as the openai SDK asks)."""
+        body = await request.json()
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            return self._error_response(Error(400, "input must be a string or a list of strings"))
+        with self._lock:
+            self.embedding_inputs.append(list(texts))
+            status = self.embeddings_status
+        if status is not None:
+            return self._error_response(Error(status, "embeddings are unavailable"))
+        data = []
+        for index, text_in in enumerate(texts):
+            vector: Any = embed_text(text_in)
+            if body.get("encoding_format") == "base64":
+                vector = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+            data.append({"object": "embedding", "index": index, "embedding": vector})
+        tokens = sum(max(1, len(t) // 4) for t in texts)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        model = body.get("model", "")
+        return web.json_response({"object": "list", "data": data, "model": model, "usage": usage})
 
     async def _list_models(self, _: web.Request) -> web.Response:
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
