@@ -22,6 +22,7 @@ from agent.turns.outbox import SCHEMA as OUTBOX_SCHEMA
 from agent.turns.outbox import Outbox
 from agent.turns.quirks import ProviderQuirks
 from agent.turns.runtime import ChannelRuntime, Store
+from agent.turns.scopes import LegacyScope
 from agent.turns.sessions import SCHEMA as SESSIONS_SCHEMA
 from agent.turns.sessions import SessionStore
 from agent.turns.state import Access
@@ -56,6 +57,7 @@ class App:
     slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(16))
     board: Board | None = None
     history_tokens: int = 16_000
+    memory: MemoryStore | None = None  # for auto-recall
 
     def runtime(self, channel: Channel, access: Access) -> ChannelRuntime:
         return ChannelRuntime(
@@ -70,6 +72,7 @@ class App:
             paths=self.policy.paths,
             transcribe=voice_transcriber(self.settings, channel.name),
             history_tokens=self.history_tokens,
+            memory=self.memory,
         )
 
     async def close(self) -> None:
@@ -112,8 +115,13 @@ def memory_embedder(settings: Settings) -> Embedder | None:
 
 
 def memory_store(settings: Settings) -> MemoryStore:
-    """The memories in state.db, searched by meaning too when an embedding model is set."""
-    return MemoryStore(settings.state_db, embed=memory_embedder(settings))
+    """The memories in state.db, searched by meaning too when an embedding model is set;
+    memories from before scopes go to the person their chat can be traced to."""
+    return MemoryStore(
+        settings.state_db,
+        embed=memory_embedder(settings),
+        legacy_scope=LegacyScope(settings.people),
+    )
 
 
 def make_scrubber(settings: Settings) -> Scrubber:
@@ -147,7 +155,11 @@ def build_tools(
     if settings.memory.enabled:
         scrub = make_scrubber(settings)
         memory = MemoryTools(
-            settings.state_db, settings.memory, scrub=scrub, embed=memory_embedder(settings)
+            settings.state_db,
+            settings.memory,
+            scrub=scrub,
+            embed=memory_embedder(settings),
+            legacy_scope=LegacyScope(settings.people),
         )
         tools += memory.tools()
     if board is not None:
@@ -260,6 +272,7 @@ async def build_app(settings: Settings) -> App:
         board=board,
         history_tokens=history_budget(settings),
         quirks=ProviderQuirks(settings.state_db),
+        memory=memory_store(settings) if settings.memory.enabled else None,
     )
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -619,3 +621,45 @@ async def test_a_discord_recording_is_transcribed_like_a_telegram_voice_note(
     [(model, audio)] = fake_llm.transcriptions
     assert model == "whisper-1" and audio == b"OggS fake audio"
     assert "(recording transcript: switch the fan off)" in user_content(fake_llm.requests[0])
+
+
+async def test_a_fact_told_on_telegram_follows_the_person_but_not_into_groups_or_other_dms(
+    telegram_env: dict[str, str], discord_env: dict[str, str], fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram, fake_discord: FakeDiscord, serving: Serving,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from fakes.llm_server import tool_calls
+
+    alice, bob, group = 42, 43, -100777
+    monkeypatch.setenv("PINCLAW_PEOPLE__ALICE__TELEGRAM", str(alice))
+    monkeypatch.setenv("PINCLAW_PEOPLE__ALICE__DISCORD", OWNER)
+    monkeypatch.setenv("PINCLAW_PEOPLE__ALICE__OWNER", "true")
+    monkeypatch.setenv("PINCLAW_CHANNELS__TELEGRAM__ALLOWED_USERS", f'["{alice}", "{bob}"]')
+    fake_llm.script(
+        tool_calls(("memory_store", {"content": "Alice's boat is called Wavecrest."})),
+        text("Noted."),
+    )
+    question = "what is my boat called?"
+    async with serving():
+        fake_telegram.inject_message(alice, alice, "my boat is called Wavecrest, remember it")
+        await fake_telegram.await_for(lambda m: "Noted" in (m.plain or ""))
+        fake_discord.inject_dm(OWNER, question)
+        await replies(fake_discord, fake_discord.dm_channel_id(OWNER))
+        fake_telegram.inject_message(group, alice, f"@pinclaw_test_bot {question}",
+                                     chat_type="group")  # fmt: skip
+        await fake_telegram.await_for(lambda m: m.chat_id == group)
+        fake_telegram.inject_message(bob, bob, question)
+        await fake_telegram.await_for(lambda m: m.chat_id == bob)
+    asked = {where: user_content(r) for r in fake_llm.requests[2:]
+             for where in ("discord", "telegram group", "telegram")
+             if f"| {where} |" in user_content(r)}  # fmt: skip
+    assert "Wavecrest" in asked["discord"]  # Alice on Discord: recalled before the turn
+    assert "[Remembered" in asked["discord"]
+    assert "Wavecrest" not in asked["telegram group"]  # a group never sees a private memory
+    assert "Wavecrest" not in asked["telegram"]  # nor does Bob
+    one_shot = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "agent", "run", "-m", question],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert one_shot.returncode == 0, one_shot.stderr
+    assert "Wavecrest" in user_content(fake_llm.requests[-1])  # the terminal is the owner

@@ -13,7 +13,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 
-from agent.llm import Message
+from agent.llm import LLMClient, Message
 from agent.turns.sessions import SessionStore, Turn
 
 log = logging.getLogger(__name__)
@@ -124,3 +124,16 @@ SUMMARY_INSTRUCTIONS = (
     "matter later, and drops small talk. Write it in the conversation's language, as short "
     "notes, with no preamble."
 )
+
+
+def model_summariser(llm: LLMClient, scrub: Callable[[str], str]) -> Summariser:
+    """Summaries written by the chat's own model."""
+
+    async def summarise(summary: str, turns: list[Turn]) -> str:
+        text = f"Earlier summary:\n{summary or '(none)'}\n\nNew part:\n{transcript(turns)}"
+        response = await llm.complete(
+            [{"role": "system", "content": SUMMARY_INSTRUCTIONS}, {"role": "user", "content": text}]
+        )
+        return scrub(response.content)
+
+    return summarise

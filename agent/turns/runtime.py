@@ -24,7 +24,7 @@ from agent.security import Scrubber
 from agent.turns.approvals import AlwaysAllowed, chat_approver
 from agent.turns.attachments import Transcriber, fetch_files
 from agent.turns.commands import CommandContext, parse_command, run_command
-from agent.turns.compaction import SUMMARY_INSTRUCTIONS, history_for, transcript
+from agent.turns.compaction import history_for, model_summariser
 from agent.turns.delivery import Courier
 from agent.turns.inbox import Inbox, Pending
 from agent.turns.intake import prepared, refusal_text, too_big
@@ -32,8 +32,9 @@ from agent.turns.loop import ToolEvent
 from agent.turns.media import resolve_reply
 from agent.turns.outbox import Outbox
 from agent.turns.quirks import ProviderQuirks
+from agent.turns.recall import readable_scopes, remembered_block
 from agent.turns.scopes import audience_of
-from agent.turns.sessions import SessionStore, Turn
+from agent.turns.sessions import SessionStore
 from agent.turns.state import Access, TurnRecord
 from agent.turns.store import StateDB
 from agent.turns.turn import TurnOutcome, TurnRunner
@@ -45,6 +46,7 @@ from channels.base import (
     sender_allowed,
 )
 from tools.base import ToolCallContext
+from tools.memory_store import MemoryStore
 from tools.paths import PathRules
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,7 @@ class ChannelRuntime:
         always: AlwaysAllowed | None = None,
         transcribe: Transcriber | None = None,
         history_tokens: int = 16_000,
+        memory: MemoryStore | None = None,
     ) -> None:
         self.channel = channel
         self.access = access
@@ -94,6 +97,7 @@ class ChannelRuntime:
         self.always = always or AlwaysAllowed(source.settings.state_db, source.workspace.resolve())
         self._transcribe = transcribe
         self._history_tokens = history_tokens
+        self._memory = memory
         self.runner = TurnRunner(
             channel, source=source, llm=llm, quirks=quirks or ProviderQuirks(), scrub=self._scrub
         )
@@ -281,19 +285,26 @@ class ChannelRuntime:
         """Run the turn as a task /stop can cancel; a shutdown cancels it too, and then
         nothing is stored (the message stays pending)."""
         key = msg.chat.key
-        audience = audience_of(msg, self.settings.people)
+        memory = self.settings.memory
+        audience = audience_of(
+            msg, self.settings.people, share_group_memories=memory.share_group_memories
+        )
+        recall = await readable_scopes(self._memory, audience.recall)
+        remembered = ""
+        if self._memory is not None:
+            remembered = await remembered_block(self._memory, recall, msg.text, memory)
         prior = await history_for(
             self.sessions,
             key,
             max_messages=self.settings.agent.max_history_messages,
             budget_tokens=self._history_tokens,
-            summarise=self._summarise,
+            summarise=model_summariser(self.llm, self._scrub),
         )
         context = ToolCallContext(
             self.source.workspace,
             chat_key=key,
             memory_scope=audience.scope,
-            recall_scopes=audience.recall,
+            recall_scopes=recall,
             approve=chat_approver(
                 self.channel,
                 msg.chat,
@@ -309,6 +320,7 @@ class ChannelRuntime:
                 context,
                 deadline_s=self.settings.agent.turn_deadline_s,
                 private=audience.owner_private,
+                remembered=remembered,
                 on_event=on_event,
                 on_text=on_text,
             )
@@ -341,14 +353,6 @@ class ChannelRuntime:
             outcome = await self._turn(await self._fetch_files(msg), on_event=on_event)
         await self.sessions.append_turn(msg.chat.key, outcome.messages)
         return resolve_reply(outcome.text, self._paths, reply_to=msg.message_id)
-
-    async def _summarise(self, summary: str, turns: list[Turn]) -> str:
-        """The model's summary of `turns`, merged with the earlier `summary`."""
-        text = f"Earlier summary:\n{summary or '(none)'}\n\nNew part:\n{transcript(turns)}"
-        response = await self.llm.complete(
-            [{"role": "system", "content": SUMMARY_INSTRUCTIONS}, {"role": "user", "content": text}]
-        )
-        return self._scrub(response.content)
 
     def cancel(self, chat_key: str) -> bool:
         task = self._running.get(chat_key)
