@@ -24,7 +24,7 @@ from agent.prompt.context import IDENTITY_LINE, IdentityInfo, PromptContext
 
 DEFAULT_NAMES = [
     "tools", "hardware", "task", "tool_honesty", "safety", "skills", "workspace",
-    "project_context", "date_time", "runtime", "channel_capabilities",
+    "project_context", "date_time", "runtime", "channel_capabilities", "silent_replies",
 ]  # fmt: skip
 
 
@@ -71,10 +71,28 @@ def test_none_mode_is_one_identity_line(workspace: Path) -> None:
     assert "\n" not in prompt
 
 
+def test_none_mode_with_the_xml_dispatcher_keeps_the_tools_and_their_protocol(
+    workspace: Path,
+) -> None:
+    tools = real_tools(workspace, hardware=True)
+    prompt = build(make_ctx(workspace, mode="none", dispatcher="xml", tools=tools))
+    full = build(make_ctx(workspace, dispatcher="xml", tools=tools))
+    assert prompt.startswith(f"{IDENTITY_LINE}\n\n## Tools\n")
+    assert re.findall(r"^## (.+)$", prompt, flags=re.M) == ["Tools", "Tool Use Protocol"]
+    assert section(prompt, "Tools") == section(full, "Tools")  # each tool's parameters too
+    assert section(prompt, "Tool Use Protocol") == section(full, "Tool Use Protocol") != ""
+
+
+def test_none_mode_with_the_xml_dispatcher_and_no_tools_is_the_identity_line(
+    workspace: Path,
+) -> None:
+    assert build(make_ctx(workspace, mode="none", dispatcher="xml", tools=())) == IDENTITY_LINE
+
+
 # -- custom sections -----------------------------------------------------------------------
 
 
-def test_with_defaults_has_the_eleven_sections_in_order() -> None:
+def test_with_defaults_has_the_twelve_sections_in_order() -> None:
     assert SystemPromptBuilder.with_defaults().names == DEFAULT_NAMES
 
 
@@ -193,6 +211,9 @@ def test_workspace_files_are_cut_first_and_proportionally(
     )
     assert file_block(built.text, "USER.md").startswith("u" * 3_000 + "\n\n[... truncated at 3000")
     assert "<instructions>" in section(built.text, "Skills")  # skills untouched
+    context = section(built.text, "Project Context")
+    assert "(AGENTS.md is cut: 6,000 of 8,000 characters shown; read the rest" in context
+    assert "(USER.md is cut: 3,000 of 4,000 characters shown; read the rest" in context
 
 
 def test_then_skills_become_compact(heavy: PromptContext, caplog: pytest.LogCaptureFixture) -> None:

@@ -13,6 +13,7 @@ import pytest
 from test_prompt_kit import count
 
 from agent.app import build_tools, prompt_source
+from agent.cli.prompt_show import prompt_text
 from agent.config import load_settings
 from agent.prompt.context import IDENTITY_LINE
 from agent.workspace import ensure_workspace
@@ -66,6 +67,21 @@ def test_prompt_show_mode_none_prints_the_identity_line(env: dict[str, str]) -> 
     assert result.stdout == IDENTITY_LINE
 
 
+def test_prompt_show_mode_none_with_the_xml_dispatcher_keeps_the_tool_protocol(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In process: the text `agent prompt show --mode none` writes, without a second start.
+    monkeypatch.setenv("PINCLAW_AGENT__TOOL_DISPATCHER", "xml")
+    shown = prompt_text(load_settings(), "cli", "none")
+    assert shown.startswith(f"{IDENTITY_LINE}\n\n## Tools\n")
+    assert "- **file_read**: " in shown
+    protocol = shown[shown.index("## Tool Use Protocol") :]
+    assert '<tool_call>{"name": "tool_name", "arguments": {"param": "value"}}</tool_call>' in (
+        protocol
+    )
+    assert "## Safety" not in shown and "## Project Context" not in shown
+
+
 def test_prompt_show_stats_prints_a_row_per_section_a_total_and_the_budget(
     env: dict[str, str],
 ) -> None:
@@ -79,7 +95,7 @@ def test_prompt_show_stats_prints_a_row_per_section_a_total_and_the_budget(
     assert result.stdout.splitlines()[0].split() == ["section", "chars", "tokens"]
     assert list(rows) == [
         "tools", "task", "tool_honesty", "safety", "skills", "workspace", "project_context",
-        "date_time", "runtime", "channel_capabilities", "total", "budget",
+        "date_time", "runtime", "channel_capabilities", "silent_replies", "total", "budget",
     ]  # fmt: skip
     sections = [tokens for name, (_, tokens) in rows.items() if name not in ("total", "budget")]
     assert all(tokens > 0 for tokens in sections)

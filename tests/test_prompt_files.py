@@ -139,6 +139,58 @@ def test_total_cap_limits_all_files_together(workspace: Path) -> None:
     assert sum(len(text) for text in kept) == 7_000
 
 
+def cut_lines(prompt: str) -> list[str]:
+    """The lines of Project Context's introduction that name a cut file."""
+    intro = section(prompt, "Project Context").split("\n\n")[1]
+    return [line for line in intro.splitlines() if line.startswith("(")]
+
+
+def test_a_file_over_its_limit_is_named_with_how_much_is_shown(workspace: Path) -> None:
+    (workspace / "MEMORY.md").write_text("m" * 48_211)
+    prompt = build(make_ctx(workspace, bootstrap_max_chars=20_000))
+    assert cut_lines(prompt) == [
+        "(MEMORY.md is cut: 20,000 of 48,211 characters shown; read the rest with file_read "
+        "when it matters)"
+    ]
+    assert "do not read them again with a tool, except the rest of a cut file:" in (
+        section(prompt, "Project Context")
+    )
+    assert file_block(prompt, "MEMORY.md").startswith("m" * 20_000 + "\n\n[... truncated")
+
+
+def test_files_within_their_limits_get_no_cut_line(workspace: Path) -> None:
+    (workspace / "USER.md").write_text("가" * 600)  # exactly at the limit: whole
+    prompt = build(make_ctx(workspace, bootstrap_max_chars=600))  # the templates are shorter
+    assert cut_lines(prompt) == []
+    assert "do not read them again with a tool.\n" in section(prompt, "Project Context")
+
+
+def test_the_total_limit_names_the_cut_file_and_the_left_out_ones(workspace: Path) -> None:
+    for index, name in enumerate(FULL_FILES):
+        (workspace / name).write_text(str(index) * 3_000)
+    (workspace / "BOOTSTRAP.md").unlink()
+    prompt = build(make_ctx(workspace, bootstrap_total_max_chars=7_000))
+    left_out = [
+        f"({name} is left out: 0 of 3,000 characters shown, the total limit was reached; "
+        "read it with file_read when it matters)"
+        for name in ("IDENTITY.md", "USER.md", "MEMORY.md")
+    ]
+    assert cut_lines(prompt) == [
+        "(TOOLS.md is cut: 1,000 of 3,000 characters shown; read the rest with file_read "
+        "when it matters)",
+        *left_out,
+    ]
+
+
+def test_without_file_read_the_cut_line_names_no_missing_tool(workspace: Path) -> None:
+    (workspace / "AGENTS.md").write_text("a" * 900)
+    prompt = build(make_ctx(workspace, bootstrap_max_chars=600, tools=()))
+    assert cut_lines(prompt) == [
+        "(AGENTS.md is cut: 600 of 900 characters shown; read the rest with a tool when it matters)"
+    ]
+    assert "with file_read" not in section(prompt, "Project Context")
+
+
 def test_compact_context_cuts_each_file_at_6000_characters(workspace: Path, home: Path) -> None:
     (workspace / "AGENTS.md").write_text("a" * 10_000)
     settings = Settings(

@@ -19,7 +19,7 @@ from test_prompt_kit import (
     section,
 )
 
-from agent.prompt.context import ToolInfo
+from agent.prompt.context import GROUP_CHANNELS, SILENT_REPLY, ToolInfo
 from agent.prompt.sections import HARDWARE_TOOLS
 from agent.workspace import BUNDLED_SKILLS_DIR
 
@@ -35,6 +35,7 @@ def test_default_sections_come_in_the_issue_order(workspace: Path) -> None:
     assert headings == [
         "Tools", "Hardware Access", "Your Task", "Tool Honesty", "Safety", "Skills",
         "Workspace", "Project Context", "Date & Time", "Runtime", "Channel Capabilities",
+        "Silent Replies",
     ]  # fmt: skip
 
 
@@ -72,6 +73,16 @@ def test_tool_use_protocol_only_with_the_xml_dispatcher(workspace: Path) -> None
     # xml sends no tools=, so each tool's parameters are spelled out in the prompt
     assert '"required":["command"]' in section(xml, "Tools")
     assert '"required"' not in section(native, "Tools")
+
+
+def test_task_section_asks_for_tool_call_blocks_only_with_the_xml_dispatcher(
+    workspace: Path,
+) -> None:
+    native = section(build(make_ctx(workspace, dispatcher="native")), "Your Task")
+    xml = section(build(make_ctx(workspace, dispatcher="xml")), "Your Task")
+    assert "write the <tool_call> block for it at once" in xml
+    assert "<tool_call>" not in native
+    assert "use your tools to do what is asked" in native
 
 
 def test_tools_section_lists_every_tool_with_its_description(workspace: Path) -> None:
@@ -156,6 +167,48 @@ def test_channel_capabilities_name_the_channel(workspace: Path, channel: str, sh
     assert "already redacted" in text
 
 
+@pytest.mark.parametrize("channel", ["telegram", "discord"])
+def test_channels_that_take_media_say_what_incoming_markers_mean(
+    workspace: Path, channel: str
+) -> None:
+    text = section(build(make_ctx(workspace, channel, mode="minimal")), "Channel Capabilities")
+    assert (
+        "The same markers in a user's message are files they sent, already saved at that path "
+        f"in the workspace (e.g. [IMAGE:inbox/{channel}-…-photo.jpg]): read one with file_read"
+    ) in text
+
+
+def test_the_terminal_takes_no_media_and_says_nothing_of_markers(workspace: Path) -> None:
+    text = section(build(make_ctx(workspace, "cli")), "Channel Capabilities")
+    assert "marker" not in text and "inbox/" not in text
+
+
+SILENT_RULE = f"reply with exactly {SILENT_REPLY} and nothing else"
+
+
+@pytest.mark.parametrize("channel", sorted(GROUP_CHANNELS))
+@pytest.mark.parametrize("private", [True, False])
+def test_group_channels_teach_the_silent_reply(
+    workspace: Path, channel: str, private: bool
+) -> None:
+    prompt = build(make_ctx(workspace, channel, private=private))
+    text = section(prompt, "Silent Replies")
+    assert SILENT_RULE in text
+    assert f"- Right: {SILENT_REPLY}\n" in text
+    assert "In a direct chat, always answer." in text
+    assert prompt.endswith(text)  # the last section: after Channel Capabilities
+
+
+@pytest.mark.parametrize(
+    ("channel", "mode"), [("cli", "full"), ("telegram", "minimal"), ("discord", "minimal")]
+)
+def test_no_silent_reply_in_the_terminal_or_a_minimal_prompt(
+    workspace: Path, channel: str, mode: str
+) -> None:
+    prompt = build(make_ctx(workspace, channel, mode=mode))
+    assert SILENT_REPLY not in prompt and "## Silent Replies" not in prompt
+
+
 def test_date_time_section_holds_the_zone_and_no_clock(workspace: Path) -> None:
     prompt = build(make_ctx(workspace))
     text = section(prompt, "Date & Time")
@@ -166,13 +219,25 @@ def test_date_time_section_holds_the_zone_and_no_clock(workspace: Path) -> None:
     assert today.strftime("%d.%m.%Y") not in prompt
 
 
+STABLE_CASES = {
+    "telegram": {},
+    "discord-group": {"channel": "discord", "private": False},
+    "xml-none": {"dispatcher": "xml", "mode": "none"},
+    "xml-cut-file": {"dispatcher": "xml", "bootstrap_max_chars": 600},
+}
+
+
+@pytest.mark.parametrize("case", sorted(STABLE_CASES))
 def test_prompt_is_byte_identical_when_built_at_two_different_times(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, case: str
 ) -> None:
+    (workspace / "MEMORY.md").write_text("- a dated note\n" * 100)  # cut in "xml-cut-file"
+    ctx = make_ctx(workspace, **STABLE_CASES[case])
     clock = FrozenClock(monkeypatch)
     clock.freeze(dt.datetime(2001, 2, 3, 4, 5, 6, tzinfo=dt.UTC))
-    early = build(make_ctx(workspace)).encode()
+    early = build(ctx).encode()
     clock.freeze(dt.datetime(2035, 12, 24, 23, 59, 59, tzinfo=dt.UTC))
-    late = build(make_ctx(workspace)).encode()
+    late = build(ctx).encode()
     assert early == late
     assert b"2001" not in early and b"2035" not in late
+    assert (b"(MEMORY.md is cut: 600 of 1,499 characters" in early) == (case == "xml-cut-file")

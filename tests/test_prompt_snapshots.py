@@ -80,9 +80,38 @@ def test_xml_dispatcher_prompt_matches_snapshot(tmp_path: Path) -> None:
     check_snapshot("prompt_telegram_full_xml.md", stable(build(ctx), workspace))
 
 
+def test_xml_dispatcher_in_mode_none_keeps_the_tool_protocol(tmp_path: Path) -> None:
+    workspace = fresh_workspace(tmp_path)
+    ctx = make_ctx(workspace, "telegram", mode="none", dispatcher="xml")
+    check_snapshot("prompt_telegram_none_xml.md", stable(build(ctx), workspace))
+
+
+def test_a_cut_workspace_file_is_named_in_project_context(tmp_path: Path) -> None:
+    workspace = fresh_workspace(tmp_path)
+    memory = workspace / "MEMORY.md"
+    notes = "".join(
+        f"- 2024-05-{day:02d}: watered the basil on the balcony\n" for day in range(1, 31)
+    )
+    memory.write_text(memory.read_text() + "\n" + notes)
+    ctx = make_ctx(workspace, "cli", bootstrap_max_chars=600)  # the templates are shorter
+    check_snapshot("prompt_cli_full_cut.md", stable(build(ctx), workspace))
+
+
+def test_a_group_on_discord_gets_the_shared_prompt_with_the_silent_reply(tmp_path: Path) -> None:
+    workspace = fresh_workspace(tmp_path)
+    # The tools of prompt_discord_full.md, so only the audience differs: a group is never
+    # owner-private, so USER.md and MEMORY.md stay out.
+    tools = real_tools(workspace, hardware=True)
+    ctx = make_ctx(workspace, "discord", private=False, tools=tools)
+    check_snapshot("prompt_discord_full_group.md", stable(build(ctx), workspace))
+
+
+EXTRA = {"prompt_telegram_full_xml.md", "prompt_telegram_none_xml.md", "prompt_cli_full_cut.md"}
+
+
 def test_snapshot_folder_holds_no_stale_files() -> None:
     expected = {f"prompt_{c}_{m}.md" for c in CHANNELS for m in MODES}
-    expected |= {"prompt_telegram_full_xml.md", "skills_compact.md", "skills_full.md"}
+    expected |= EXTRA | {"prompt_discord_full_group.md", "skills_compact.md", "skills_full.md"}
     if UPDATE:
         for path in SNAPSHOTS.glob("prompt_*.md"):
             if path.name not in expected:

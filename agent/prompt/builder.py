@@ -24,6 +24,7 @@ from agent.workspace import BOOTSTRAP_FLOOR_CHARS
 log = logging.getLogger(__name__)
 
 _SHRINK_STEPS = (0.75, 0.5, 0.3, 0.15, 0.0)
+NONE_MODE_XML_SECTIONS = frozenset({"tools"})  # what mode "none" keeps with the xml dispatcher
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,17 @@ class SystemPromptBuilder:
         raise KeyError(f"no prompt section named {name!r}; sections: {', '.join(self.names)}")
 
     def sections(self, ctx: PromptContext) -> tuple[SectionText, ...]:
-        if ctx.mode == "none":
-            return (SectionText("identity", IDENTITY_LINE),)
-        built = (SectionText(s.name, s.build(ctx).strip()) for s in self._sections)
+        if ctx.mode != "none":
+            return self._built(ctx, self._sections)
+        # One identity line; but with the xml dispatcher no tools= carries the tools, so the
+        # Tools section (with its call protocol) is the only way the model learns of them.
+        tools = [s for s in self._sections if s.name in NONE_MODE_XML_SECTIONS]
+        kept = self._built(ctx, tools) if ctx.dispatcher == "xml" else ()
+        return (SectionText("identity", IDENTITY_LINE), *kept)
+
+    @staticmethod
+    def _built(ctx: PromptContext, chosen: Sequence[PromptSection]) -> tuple[SectionText, ...]:
+        built = (SectionText(s.name, s.build(ctx).strip()) for s in chosen)
         return tuple(section for section in built if section.text)
 
     def build(self, ctx: PromptContext) -> str:

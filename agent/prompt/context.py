@@ -21,6 +21,14 @@ TokenCounter = Callable[[str], int]
 
 IDENTITY_LINE = "You are Pinclaw, a personal assistant running on your owner's own machine."
 
+# The whole reply a model gives to a group message that needs no answer. The prompt teaches
+# it; the runtime imports it to recognise such a reply and send nothing.
+SILENT_REPLY = "NO_REPLY"
+
+# Channels whose chats can be groups (several people, not every message for the bot). The
+# terminal is one person's.
+GROUP_CHANNELS = frozenset({"telegram", "discord"})
+
 
 @dataclass(frozen=True)
 class ToolInfo:

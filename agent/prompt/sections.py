@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from agent.prompt.aieos import AieosError, load_aieos
-from agent.prompt.context import PromptContext, PromptSection
+from agent.prompt.context import GROUP_CHANNELS, SILENT_REPLY, PromptContext, PromptSection
 from agent.prompt.skills import render_skills
-from agent.workspace import read_bootstrap_file
+from agent.workspace import BootstrapBlock, read_bootstrap_file
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +67,16 @@ def _hardware(ctx: PromptContext) -> str:
 
 
 def _task(ctx: PromptContext) -> str:
+    act = "use your tools to do what is asked, then answer"
+    if ctx.dispatcher == "xml":
+        act = (
+            "when it needs a tool, write the <tool_call> block for it at once (as the Tool "
+            "Use Protocol shows), then answer from the result"
+        )
     return (
         "## Your Task\n\n"
-        "Act on each message: use your tools to do what is asked, then answer. Do not "
-        "describe what you would do, summarise these instructions, list your abilities or "
-        "add commentary about yourself — do it."
+        f"Act on each message: {act}. Do not describe what you would do, summarise these "
+        "instructions, list your abilities or add commentary about yourself — do it."
     )
 
 
@@ -149,20 +156,49 @@ def _aieos_identity(ctx: PromptContext) -> str:
         return ""
 
 
-def _file_blocks(ctx: PromptContext, names: list[str]) -> tuple[list[str], bool]:
-    """Each file under its heading, within the per-file and total limits; and whether
-    SOUL.md was injected."""
-    blocks: list[str] = []
+@dataclass
+class _Files:
+    blocks: list[str] = field(default_factory=list)  # each file under its heading
+    cuts: list[str] = field(default_factory=list)  # one line per file the limits cut
+    soul: bool = False  # SOUL.md was injected
+
+
+def _file_blocks(ctx: PromptContext, names: list[str]) -> _Files:
+    """Each file under its heading, within the per-file and total limits (and the budget's
+    scale), with a line for each file that was cut."""
+    files = _Files()
     remaining = ctx.bootstrap_total_max_chars
-    soul = False
     for name in names:
         limit = min(ctx.bootstrap_max_chars, remaining)
         block = read_bootstrap_file(ctx.workspace_dir, name, limit, ctx.bootstrap_scale)
         if block.text:
-            blocks.append(f"### {name}\n\n{block.text}")
+            files.blocks.append(f"### {name}\n\n{block.text}")
             remaining -= block.chars
-            soul = soul or (name == "SOUL.md" and not block.missing)
-    return blocks, soul
+            files.soul = files.soul or (name == "SOUL.md" and not block.missing)
+            cut = _cut_line(ctx, name, block)
+            if cut:
+                files.cuts.append(cut)
+    return files
+
+
+def _cut_line(ctx: PromptContext, name: str, block: BootstrapBlock) -> str:
+    """One line saying how much of a cut file is shown, so the model reads the rest itself.
+    A block carries a marker beyond the characters it counts only when it was cut."""
+    if block.missing or len(block.text) <= block.chars:
+        return ""
+    whole = read_bootstrap_file(ctx.workspace_dir, name, sys.maxsize).chars
+    if whole <= block.chars:
+        return ""
+    reader = "file_read" if any(t.name == "file_read" for t in ctx.tools) else "a tool"
+    if block.chars == 0:
+        return (
+            f"({name} is left out: 0 of {whole:,} characters shown, the total limit was "
+            f"reached; read it with {reader} when it matters)"
+        )
+    return (
+        f"({name} is cut: {block.chars:,} of {whole:,} characters shown; read the rest "
+        f"with {reader} when it matters)"
+    )
 
 
 def _project_context(ctx: PromptContext) -> str:
@@ -170,16 +206,20 @@ def _project_context(ctx: PromptContext) -> str:
     identity = _aieos_identity(ctx)
     if identity:
         names = [n for n in names if n not in AIEOS_REPLACES]
-    blocks, soul = _file_blocks(ctx, names)
+    files = _file_blocks(ctx, names)
     intro = (
         "The workspace files below define who you are and how you work. They are already "
-        "included here: do not read them again with a tool."
+        "included here: do not read them again with a tool"
+        + (", except the rest of a cut file:" if files.cuts else ".")
     )
+    for cut in files.cuts:
+        intro += f"\n{cut}"
     if identity:
         intro += "\nYour identity is given below in AIEOS form: embody it in every reply."
-    if soul:
+    if files.soul:
         intro += "\nSpeak with the persona and tone SOUL.md describes; the rules above come first."
-    return "\n\n".join(["## Project Context", intro, *([identity] if identity else []), *blocks])
+    parts = ["## Project Context", intro, *([identity] if identity else []), *files.blocks]
+    return "\n\n".join(parts)
 
 
 def _date_time(ctx: PromptContext) -> str:
@@ -223,11 +263,34 @@ def _channel(ctx: PromptContext) -> str:
     if caps.media:
         kinds = ", ".join(f"[{kind}:...]" for kind in sorted(caps.media))
         lines.append(f"- To send a file, put a media marker in your reply: {kinds}.")
+        example = f"[IMAGE:inbox/{ctx.channel}-…-photo.jpg]"
+        lines.append(
+            "- The same markers in a user's message are files they sent, already saved at "
+            f"that path in the workspace (e.g. {example}): read one with file_read or your "
+            "other tools when it matters. A voice note's transcript, when there is one, follows "
+            "its marker; when an image is attached to the message too, look at it directly."
+        )
     lines += [
         "- Never repeat, reveal or describe credentials, tokens, API keys or secrets.",
         "- Secrets in tool output are already redacted as [REDACTED]; do not mention them.",
     ]
     return "\n".join(lines)
+
+
+def _silent_replies(ctx: PromptContext) -> str:
+    """Only where groups exist, and not in minimal mode (sub-agents speak in no group)."""
+    if ctx.mode != "full" or ctx.channel not in GROUP_CHANNELS:
+        return ""
+    token = SILENT_REPLY
+    return (
+        "## Silent Replies\n\n"
+        "In a group chat not every message is meant for you. When a group message needs no "
+        f"answer from you, reply with exactly {token} and nothing else: no words before or "
+        f"after it, no quotes, no formatting. That reply is not sent.\n"
+        f"- Right: {token}\n"
+        f'- Wrong: "{token}", **{token}**, Noted. {token}\n'
+        f"When you do answer, leave {token} out. In a direct chat, always answer."
+    )
 
 
 def default_sections() -> list[PromptSection]:
@@ -243,4 +306,5 @@ def default_sections() -> list[PromptSection]:
         Text("date_time", _date_time),
         Text("runtime", _runtime),
         Text("channel_capabilities", _channel),
+        Text("silent_replies", _silent_replies),
     ]
