@@ -3,6 +3,7 @@ answered after one refusal, with the lesson remembered. (Discord recordings: tes
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import sqlite3
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import Daemon
-from fakes.llm_server import FakeLLM, echo, error
+from fakes.llm_server import FakeLLM, echo, error, text
 from fakes.telegram_server import FakeTelegram
 from PIL import Image
 
@@ -129,3 +130,27 @@ async def test_a_refusal_that_names_functions_moves_the_model_to_the_text_protoc
     assert ProviderQuirks(home / "state.db").lines() == [
         "openai/test-model: tools through the <tool_call> text protocol"
     ]
+
+
+async def test_a_silent_reply_in_a_group_sends_nothing_and_the_group_goes_on(
+    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    home: Path, daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("PINCLAW_CHANNELS__TELEGRAM__STREAM_REPLIES", "true")
+    group = -100900
+    fake_llm.script(text("NO_REPLY"))
+    async with daemon():
+        fake_telegram.inject_message(group, OWNER, "@pinclaw_test_bot thanks all",
+                                     chat_type="group")  # fmt: skip
+        await asyncio.sleep(2.0)  # the turn ran, and a streamed preview would have shown
+        fake_telegram.inject_message(group, OWNER, "@pinclaw_test_bot and you?",
+                                     chat_type="group")  # fmt: skip
+        await fake_telegram.await_for(
+            lambda m: m.chat_id == group and "and you?" in (m.plain or "")
+        )
+    assert len(fake_llm.requests) == 2  # the first message did get its turn
+    shown = [m for m in fake_telegram.sent if m.chat_id == group]
+    assert len(shown) == 1 and "NO_REPLY" not in str([m.edits for m in shown])
+    with sqlite3.connect(home / "state.db") as db:
+        assert db.execute("SELECT status FROM inbox").fetchall() == [("done",), ("done",)]
+        assert db.execute("SELECT COUNT(*) FROM outbox").fetchone() == (1,)

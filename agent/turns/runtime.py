@@ -37,7 +37,7 @@ from agent.turns.scopes import audience_of
 from agent.turns.sessions import SessionStore
 from agent.turns.state import Access, TurnRecord
 from agent.turns.store import StateDB
-from agent.turns.turn import TurnOutcome, TurnRunner
+from agent.turns.turn import HoldSilentPrefix, TurnOutcome, TurnRunner, is_silent
 from channels.base import (
     Channel,
     ChatRef,
@@ -227,24 +227,25 @@ class ChannelRuntime:
         stream = (
             self.channel.open_stream(msg.chat, msg.message_id) if not pending.attempts else None
         )
+        on_text = stream.push if stream else None
+        if on_text is not None and msg.is_group:
+            on_text = HoldSilentPrefix(on_text)
         async with self._slots, self.channel.typing(msg.chat):
             msg = await self._fetch_files(msg)
-            outcome = await self._turn(msg, on_text=stream.push if stream else None)
+            outcome = await self._turn(msg, on_text=on_text)
         if outcome.status == "retry" and await self._retry_later(pending):
             return
+        silent = msg.is_group and outcome.status == "done" and is_silent(outcome.text)
         reply = resolve_reply(outcome.text, self._paths, reply_to=msg.message_id)
         status = "failed" if outcome.status == "retry" else outcome.status
         async with self.store.db.transaction() as conn:
             await self.sessions.add_turn(conn, msg.chat.key, outcome.messages, pending.id)
-            outgoing = await self.store.outbox.insert(
-                conn,
-                msg.chat,
-                self.channel.parts(reply),
-                inbox_id=pending.id,
+            outgoing = None if silent else await self.store.outbox.insert(
+                conn, msg.chat, self.channel.parts(reply), inbox_id=pending.id,
                 deliver_within_s=self._deliver_within_s,
-            )
+            )  # fmt: skip
             await self.store.inbox.finish(conn, pending.id, status)
-        if stream is not None:
+        if stream is not None and outgoing is not None:
             self.courier.streams[outgoing] = stream
         self.courier.wake(msg.chat.key)
 

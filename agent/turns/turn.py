@@ -13,7 +13,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agent.llm import LLMClient, LLMError, LLMRequestRejected, Message, supports_vision
-from agent.prompt.context import Dispatch
+from agent.prompt.context import SILENT_REPLY, Dispatch
 from agent.prompt.source import Fingerprint, PromptSource
 from agent.security import ScrubbedStream, Scrubber, scrub_message
 from agent.turns.dispatch import Dispatcher, NativeDispatcher, XmlDispatcher, configured_dispatcher
@@ -241,3 +241,27 @@ def with_operator_note(user: Message, instructions: str | None) -> Message:
     if isinstance(content, list):
         return {**user, "content": [*content, {"type": "text", "text": note.strip()}]}
     return {**user, "content": f"{content}{note}"}
+
+
+def is_silent(text: str) -> bool:
+    """The model chose not to answer a group message."""
+    return text.strip() == SILENT_REPLY
+
+
+class HoldSilentPrefix:
+    """A stream filter for groups: nothing is shown while the reply could still be the
+    silent token, so a "NO_REPLY" never flashes up in the chat."""
+
+    def __init__(self, on_text: Callable[[str], None]) -> None:
+        self._on_text = on_text
+        self._held = ""
+        self._open = False
+
+    def __call__(self, delta: str) -> None:
+        if self._open:
+            self._on_text(delta)
+            return
+        self._held += delta
+        if not SILENT_REPLY.startswith(self._held.strip()):
+            self._open = True
+            self._on_text(self._held)
