@@ -201,6 +201,9 @@ class LLMClient:
         }
         if tools:
             kwargs["tools"] = tools
+        if _explicit_cache_control(litellm, model):
+            # The byte-stable system prompt is billed as cached from the second turn on.
+            kwargs["cache_control_injection_points"] = [{"location": "message", "role": "system"}]
         if self.settings.max_tokens:
             kwargs["max_tokens"] = self.settings.max_tokens
         if self.settings.api_base:
@@ -281,6 +284,18 @@ def _to_response(litellm: ModuleType, response: Any, model: str) -> LLMResponse:
         prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
         completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
         cost_usd=cost,
+    )
+
+
+def _explicit_cache_control(litellm: ModuleType, model: str) -> bool:
+    """Providers that cache a prompt only where the request marks it (Anthropic's models,
+    also through Bedrock and Vertex); the others cache by themselves or not at all."""
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model)
+    except Exception:
+        return False
+    return provider == "anthropic" or (
+        provider in ("bedrock", "vertex_ai") and "claude" in model.lower()
     )
 
 

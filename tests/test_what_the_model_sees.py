@@ -154,3 +154,20 @@ async def test_a_silent_reply_in_a_group_sends_nothing_and_the_group_goes_on(
     with sqlite3.connect(home / "state.db") as db:
         assert db.execute("SELECT status FROM inbox").fetchall() == [("done",), ("done",)]
         assert db.execute("SELECT COUNT(*) FROM outbox").fetchone() == (1,)
+
+
+async def test_an_anthropic_request_marks_the_system_prompt_as_a_cache_breakpoint(
+    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("PINCLAW_LLM__MODEL", "anthropic/claude-sonnet-4-5")
+    monkeypatch.setenv("PINCLAW_LLM__API_BASE", fake_llm.base_url.removesuffix("/v1"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-real")
+    async with daemon():
+        fake_telegram.inject_message(OWNER, OWNER, "hello")
+        [reply] = await fake_telegram.await_for(lambda m: m.method == "sendMessage")
+    assert reply.plain == "echo: anthropic"
+    [body] = fake_llm.requests  # as the Messages API received it
+    system = body["system"]
+    assert isinstance(system, list) and system[-1]["cache_control"] == {"type": "ephemeral"}
+    assert "## Tools" in system[0]["text"]

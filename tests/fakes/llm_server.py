@@ -282,6 +282,7 @@ class FakeLLM:
         for path in ("/v1/models", "/models"):
             app.router.add_get(path, self._list_models)
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
+        app.router.add_post("/v1/messages", self._anthropic_messages)
         for path in ("/v1/embeddings", "/embeddings"):
             app.router.add_post(path, self._embeddings)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
@@ -289,6 +290,19 @@ class FakeLLM:
         site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=4096)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def _anthropic_messages(self, request: web.Request) -> web.Response:
+        """Anthropic's Messages API, enough for one text answer: the body is recorded as
+        sent (cache_control and all) in `requests`."""
+        body = await request.json()
+        with self._lock:
+            self._requests.append(body)
+        answer = {"type": "text", "text": "echo: anthropic"}
+        return web.json_response({
+            "id": "msg_fake", "type": "message", "role": "assistant", "model": body["model"],
+            "content": [answer], "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        })  # fmt: skip
 
     async def _transcribe(self, request: web.Request) -> web.Response:
         """Whisper-style speech to text: a multipart upload in, {"text": ...} out."""
