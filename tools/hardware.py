@@ -198,7 +198,11 @@ class Board:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="pinclaw-board")
         future = asyncio.get_running_loop().run_in_executor(self._executor, fn)
         try:
-            return await asyncio.wait_for(future, self._settings.connect_timeout_s + 1.0)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+            # cancellation that lands as the call completes, and a cancelled pattern then
+            # ran on forever, holding close() (seen as a hang under load).
+            async with asyncio.timeout(self._settings.connect_timeout_s + 1.0):
+                return await future
         except TimeoutError:
             stuck, self._link = self._link, None
             self._executor.shutdown(wait=False)

@@ -132,7 +132,8 @@ class ShellTool(FunctionTool):
                 launch.cleanup()
             return ToolResult.error(f"The command could not start: {exc}")
         try:
-            output = await asyncio.wait_for(self._read(process), self._settings.timeout_s)
+            async with asyncio.timeout(self._settings.timeout_s):
+                output = await self._read(process)
         except TimeoutError:
             _kill_group(process)
             await process.wait()

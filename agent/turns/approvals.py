@@ -80,9 +80,8 @@ def chat_approver(
         question = ApprovalQuestion(uuid.uuid4().hex[:16], question_text(request))
         answer: ApprovalAnswer
         try:
-            answer = await asyncio.wait_for(
-                channel.ask_approval(chat, question, may_answer), timeout_s
-            )
+            async with asyncio.timeout(timeout_s):  # not wait_for: it can lose a /stop
+                answer = await channel.ask_approval(chat, question, may_answer)
         except TimeoutError:
             log.info("%s: no answer to %r within %g s: denied", chat.key, request.action, timeout_s)
             return False

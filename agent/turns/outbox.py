@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS outbox (
     last_error TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS outbox_by_status ON outbox (status, chat_key, id);
+CREATE INDEX IF NOT EXISTS outbox_by_inbox ON outbox (inbox_id);
 """
 
 

@@ -38,6 +38,7 @@ CREATE TABLE IF NOT EXISTS messages (
     created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS messages_by_chat ON messages (chat_key, session, id);
+CREATE INDEX IF NOT EXISTS messages_by_turn ON messages (chat_key, session, turn);
 CREATE TABLE IF NOT EXISTS summaries (
     chat_key TEXT NOT NULL,
     session INTEGER NOT NULL,
