@@ -22,17 +22,10 @@ SCOPE_HELP = "Only this scope (repeat for several), e.g. person:owner."
 
 
 def _store(ctx: click.Context) -> MemoryStore:
-    """The store of the configured home, or exit 2 with one line per config problem."""
+    """The store of the configured home (a bad config exits 2 in the loader main.py gives)."""
     from agent.app import memory_store
-    from agent.config import ConfigError, load_settings
 
-    try:
-        settings = load_settings(ctx.obj["config"])
-    except ConfigError as exc:
-        for line in exc.problems:
-            click.echo(f"config error: {line}", err=True)
-        sys.exit(2)
-    return memory_store(settings)
+    return memory_store(ctx.obj["load"](ctx))
 
 
 def _line(memory: Memory, *, score: bool = False) -> str:
