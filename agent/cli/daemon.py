@@ -9,6 +9,7 @@ and the others keep running.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 
@@ -28,6 +29,9 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
     try:
         await _connect_board(app)
         runtimes = await start_channels(app)
+        # Everything loaded so far (LiteLLM's tables, the prompt, the libraries) lives as long
+        # as the process: out of the collector's sight, full collections stay short.
+        gc.freeze()
         if not runtimes:
             enabled = settings.channels.telegram.enabled or settings.channels.discord.enabled
             log.error(
