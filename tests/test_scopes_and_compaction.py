@@ -183,3 +183,23 @@ async def test_a_failed_summary_falls_back_to_dropping_the_oldest_turns(
     assert sum(len(str(m["content"])) for m in last["messages"][1:-2]) // 3 <= budget
     with sqlite3.connect(home / "state.db") as db:
         assert db.execute("SELECT COUNT(*) FROM summaries").fetchone() == (0,)
+
+
+async def test_auto_recall_adds_what_is_relevant_and_nothing_otherwise(tmp_path: Path) -> None:
+    from agent.turns.recall import readable_scopes, remembered_block
+    from tools.config import MemorySettings
+    from tools.memory_store import MemoryStore
+
+    store = MemoryStore(tmp_path / "state.db")
+    await store.add(OWNER, "Alice's boat is called Wavecrest.")
+    await store.add("group:telegram:-100:", "The club meets on Fridays.")
+    settings = MemorySettings()
+    block = await remembered_block(store, (OWNER,), "what is my boat called?", settings)
+    assert block.startswith("[Remembered") and "Wavecrest" in block
+    assert await remembered_block(store, (OWNER,), "how hot is the oven today?", settings) == ""
+    off = MemorySettings(auto_recall=False)
+    assert await remembered_block(store, (OWNER,), "what is my boat called?", off) == ""
+    shared = await readable_scopes(store, (OWNER, "group:*"))
+    assert shared == (OWNER, "group:telegram:-100:")
+    block = await remembered_block(store, shared, "when does the club meet?", settings)
+    assert "Fridays" in block
