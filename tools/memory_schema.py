@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,9 +44,25 @@ def connect(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    db.execute("PRAGMA journal_mode=WAL")
+    _use_wal(db)
     db.execute("PRAGMA synchronous=FULL")
     return db
+
+
+def _use_wal(db: sqlite3.Connection) -> None:
+    """WAL is kept in the file, so only the first connection switches; and the switch is not
+    covered by busy_timeout (SQLite answers "locked" at once while another connection holds
+    the file), so connections racing on a new file wait their turn here."""
+    for attempt in range(200):
+        if str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+            return
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError:
+            if attempt == 199:
+                raise
+            time.sleep(0.025)
 
 
 def _tables(db: sqlite3.Connection) -> set[str]:

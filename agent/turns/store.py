@@ -27,9 +27,12 @@ class StateDB:
     async def open(self, *schemas: str) -> StateDB:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = await aiosqlite.connect(self.path, isolation_level=None)
-        await self._db.execute("PRAGMA journal_mode=WAL")
-        await self._db.execute("PRAGMA synchronous=FULL")
         await self._db.execute("PRAGMA busy_timeout=5000")
+        async with self._db.execute("PRAGMA journal_mode") as cursor:
+            row = await cursor.fetchone()
+        if not row or str(row[0]).lower() != "wal":  # kept in the file: switched once
+            await self._db.execute("PRAGMA journal_mode=WAL")
+        await self._db.execute("PRAGMA synchronous=FULL")
         for schema in schemas:
             await self._db.executescript(schema)
         return self
