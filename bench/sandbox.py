@@ -28,6 +28,7 @@ from tools.sandbox import (  # noqa: E402
     SandboxUnavailable,
     choose_sandbox,
 )
+from tools.shell import spawn  # noqa: E402
 
 COMMANDS = {"true": ["true"], "ls": ["ls", "-la"]}
 
@@ -51,16 +52,7 @@ async def sandboxed_call(sandbox: Sandbox, argv: list[str], spec: SandboxSpec) -
     started = time.perf_counter()
     launch = sandbox.launch(argv, spec, {"LANG": "C.UTF-8"})
     try:
-        process = await asyncio.create_subprocess_exec(
-            *launch.argv,
-            env=launch.env,
-            cwd=launch.cwd,
-            preexec_fn=launch.preexec_fn,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )
+        process = await spawn(launch)
         await process.communicate()
     finally:
         if launch.cleanup is not None:

@@ -10,55 +10,44 @@ a question that no longer waits (a timeout, a restart) still gets an answer.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import re
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from typing import Any
 
 import discord
 
+from channels.approvals import (
+    BUTTONS,
+    EDIT_TIMEOUT_S,
+    OUTCOMES,
+    PREFIX,
+    TIMED_OUT,
+    WaitingQuestions,
+    button_key,
+    settle,
+    with_outcome,
+)
 from channels.base import ApprovalAnswer, ApprovalQuestion, MayAnswer
 
 log = logging.getLogger(__name__)
 
-PREFIX = "approval"
 CUSTOM_ID = re.compile(rf"^{PREFIX}:([yna]):(.+)$")  # custom_id: "approval:<code>:<key>"
-MAX_KEY_CHARS = 80  # Discord allows 100 characters of custom_id
+MAX_KEY_BYTES = 80  # Discord allows 100 characters of custom_id
 MAX_TEXT = 2000 - 64  # room for the outcome line under Discord's message limit
-EDIT_TIMEOUT_S = 10.0
-
-BUTTONS: tuple[tuple[str, str, discord.ButtonStyle], ...] = (
-    ("Approve", "y", discord.ButtonStyle.success),
-    ("Deny", "n", discord.ButtonStyle.danger),
-    ("Always allow", "a", discord.ButtonStyle.primary),
-)
-CODES: dict[str, ApprovalAnswer] = {"y": "approve", "n": "deny", "a": "always"}
-OUTCOMES: dict[ApprovalAnswer, str] = {
-    "approve": "✅ Approved",
-    "deny": "❌ Denied",
-    "always": "✅ Always allowed",
+STYLES = {
+    "y": discord.ButtonStyle.success,
+    "n": discord.ButtonStyle.danger,
+    "a": discord.ButtonStyle.primary,
 }
-TIMED_OUT = "⌛ No answer in time: denied"
-NOT_YOURS = "Only the owner can answer this."
-EXPIRED = "This question has expired."
-ANSWERED = "This question is already answered."
-
-
-def button_key(question_id: str) -> str:
-    """The question's id, or a digest of it when it would not fit in the custom_id."""
-    if len(question_id) <= MAX_KEY_CHARS:
-        return question_id
-    return hashlib.sha256(question_id.encode()).hexdigest()[:MAX_KEY_CHARS]
 
 
 def buttons(key: str) -> discord.ui.View:
     """The three buttons as a view that only describes them (see the module docstring)."""
     view = discord.ui.View(timeout=None)
-    for label, code, style in BUTTONS:
+    for label, code in BUTTONS:
         view.add_item(
-            discord.ui.Button(label=label, style=style, custom_id=f"{PREFIX}:{code}:{key}")
+            discord.ui.Button(label=label, style=STYLES[code], custom_id=f"{PREFIX}:{code}:{key}")
         )
     view.stop()
     return view
@@ -69,22 +58,14 @@ def shown(question: ApprovalQuestion, outcome: str = "") -> str:
     text = question.text or "An action needs your approval."
     if len(text) > MAX_TEXT:
         text = text[: MAX_TEXT - 1] + "…"
-    return f"{text}\n\n{outcome}" if outcome else text
-
-
-@dataclass
-class _Pending:
-    question: ApprovalQuestion
-    may_answer: MayAnswer
-    future: asyncio.Future[ApprovalAnswer]
-    claimed: bool = False  # an allowed press is being shown; later presses are too late
+    return with_outcome(text, outcome)
 
 
 class DiscordApprovals:
     """Questions waiting for a press, and the listener of the presses."""
 
     def __init__(self) -> None:
-        self._pending: dict[str, _Pending] = {}
+        self._waiting = WaitingQuestions()
 
     async def ask(
         self, channel: Any, question: ApprovalQuestion, may_answer: MayAnswer
@@ -92,12 +73,8 @@ class DiscordApprovals:
         """Send the question with its buttons to `channel` (a DM, text channel or thread) and
         wait for an allowed press. A cancelled wait (the caller's timeout) turns the message
         into a denial note without buttons, then re-raises."""
-        key = button_key(question.id)
-        if key in self._pending:
-            raise ValueError(f"approval question {question.id!r} is already waiting")
-        pending = _Pending(question, may_answer, asyncio.get_running_loop().create_future())
-        self._pending[key] = pending
-        try:
+        key = button_key(question.id, MAX_KEY_BYTES)
+        with self._waiting.waiting(key, question, may_answer) as pending:
             try:
                 message = await channel.send(shown(question), view=buttons(key))
             except Exception:
@@ -109,9 +86,6 @@ class DiscordApprovals:
                 edit = message.edit(content=shown(question, TIMED_OUT), view=None)
                 await _best_effort(edit, "time out")
                 raise
-        finally:
-            if self._pending.get(key) is pending:
-                del self._pending[key]
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         """A press on one of our buttons: refused, too late, or the answer."""
@@ -122,31 +96,24 @@ class DiscordApprovals:
         if found is None:
             return
         code, key = found.groups()
-        pending = self._pending.get(key)
-        response = interaction.response
-        if pending is None or pending.future.done():
-            await _best_effort(response.send_message(EXPIRED, ephemeral=True), "answer a press")
-            return
         user = interaction.user
-        if not pending.may_answer(str(user.id), user.name):
+        press = self._waiting.press(key, code, str(user.id), user.name)
+        response = interaction.response
+        if press.verdict == "not_yours":
             log.info("discord: approval button pressed by %s, who may not answer", user.id)
-            await _best_effort(response.send_message(NOT_YOURS, ephemeral=True), "refuse")
+        if press.verdict != "answer" or press.pending is None:
+            await _best_effort(response.send_message(press.toast, ephemeral=True), "answer")
             return
-        if pending.claimed:
-            await _best_effort(response.send_message(ANSWERED, ephemeral=True), "answer a press")
-            return
-        pending.claimed = True
-        answer = CODES[code]
         try:
-            outcome = shown(pending.question, OUTCOMES[answer])
+            outcome = shown(press.pending.question, OUTCOMES[press.answer])
             await _best_effort(response.edit_message(content=outcome, view=None), "show it")
         finally:
-            if not pending.future.done():
-                pending.future.set_result(answer)
+            settle(press)
 
 
 async def _best_effort(call: Awaitable[Any], what: str) -> None:
     try:
-        await asyncio.wait_for(call, EDIT_TIMEOUT_S)
+        async with asyncio.timeout(EDIT_TIMEOUT_S):
+            await call
     except Exception as exc:
         log.warning("discord: could not %s: %s", what, exc)

@@ -10,45 +10,33 @@ buttons say, who may press them and what the message shows afterwards.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
 
+from channels.approvals import (
+    BUTTONS,
+    EDIT_TIMEOUT_S,
+    OUTCOMES,
+    PREFIX,
+    TIMED_OUT,
+    WaitingQuestions,
+    button_key,
+    settle,
+    with_outcome,
+)
 from channels.base import ApprovalAnswer, ApprovalQuestion, MayAnswer
 
 log = logging.getLogger(__name__)
 
-PREFIX = "approval"
 CALLBACK_PATTERN = rf"^{PREFIX}:[yna]:"  # callback data: "approval:<code>:<key>"
 MAX_KEY_BYTES = 40  # prefix, code and key stay well under Telegram's 64-byte callback data
 MAX_TEXT = 4096 - 64  # room for the outcome line under Telegram's message limit
-EDIT_TIMEOUT_S = 10.0
-
-BUTTONS: tuple[tuple[str, str], ...] = (("Approve", "y"), ("Deny", "n"), ("Always allow", "a"))
-CODES: dict[str, ApprovalAnswer] = {"y": "approve", "n": "deny", "a": "always"}
-OUTCOMES: dict[ApprovalAnswer, str] = {
-    "approve": "✅ Approved",
-    "deny": "❌ Denied",
-    "always": "✅ Always allowed",
-}
-TIMED_OUT = "⌛ No answer in time: denied"
-NOT_YOURS = "Only the owner can answer this."
-EXPIRED = "This question has expired."
-ANSWERED = "This question is already answered."
 
 SendQuestion = Callable[[str, InlineKeyboardMarkup], Awaitable[Message]]
-
-
-def button_key(question_id: str) -> str:
-    """The question's id, or a digest of it when it would not fit in the callback data."""
-    if len(question_id.encode()) <= MAX_KEY_BYTES:
-        return question_id
-    return hashlib.sha256(question_id.encode()).hexdigest()[:MAX_KEY_BYTES]
 
 
 def keyboard(key: str) -> InlineKeyboardMarkup:
@@ -67,38 +55,26 @@ def shown(question: ApprovalQuestion, outcome: str = "") -> str:
         while (excess := _units(text) - (MAX_TEXT - 1)) > 0:
             text = text[: len(text) - excess]
         text += "…"
-    return f"{text}\n\n{outcome}" if outcome else text
+    return with_outcome(text, outcome)
 
 
 def _units(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-@dataclass
-class _Pending:
-    question: ApprovalQuestion
-    may_answer: MayAnswer
-    future: asyncio.Future[ApprovalAnswer]
-    claimed: bool = False  # an allowed press is being shown; later presses are too late
-
-
 class TelegramApprovals:
     """Questions waiting for a press, and the handler of the presses."""
 
     def __init__(self) -> None:
-        self._pending: dict[str, _Pending] = {}
+        self._waiting = WaitingQuestions()
 
     async def ask(
         self, send: SendQuestion, question: ApprovalQuestion, may_answer: MayAnswer
     ) -> ApprovalAnswer:
         """Send the question with its buttons and wait for an allowed press. A cancelled wait
         (the caller's timeout) turns the message into a denial note, then re-raises."""
-        key = button_key(question.id)
-        if key in self._pending:
-            raise ValueError(f"approval question {question.id!r} is already waiting")
-        pending = _Pending(question, may_answer, asyncio.get_running_loop().create_future())
-        self._pending[key] = pending
-        try:
+        key = button_key(question.id, MAX_KEY_BYTES)
+        with self._waiting.waiting(key, question, may_answer) as pending:
             try:
                 message = await send(shown(question), keyboard(key))
             except Exception:
@@ -110,9 +86,6 @@ class TelegramApprovals:
                 # Without reply_markup the edit also removes the buttons.
                 await _best_effort(message.edit_text(shown(question, TIMED_OUT)), "time out")
                 raise
-        finally:
-            if self._pending.get(key) is pending:
-                del self._pending[key]
 
     async def on_press(self, update: Update) -> None:
         """A press on one of our buttons: refused, too late, or the answer."""
@@ -120,27 +93,19 @@ class TelegramApprovals:
         if query is None or not query.data or not re.match(CALLBACK_PATTERN, query.data):
             return
         _, code, key = query.data.split(":", 2)
-        pending = self._pending.get(key)
-        if pending is None or pending.future.done():
-            await _tell(query, EXPIRED)
-            return
         user = query.from_user
-        if not pending.may_answer(str(user.id), user.username or ""):
+        press = self._waiting.press(key, code, str(user.id), user.username or "")
+        if press.verdict == "not_yours":
             log.info("telegram: approval button pressed by %s, who may not answer", user.id)
-            await _tell(query, NOT_YOURS)
+        if press.verdict != "answer" or press.pending is None:
+            await _tell(query, press.toast)
             return
-        if pending.claimed:
-            await _tell(query, ANSWERED)
-            return
-        pending.claimed = True
-        answer = CODES[code]
         try:
-            await _tell(query, OUTCOMES[answer])
-            edit = query.edit_message_text(shown(pending.question, OUTCOMES[answer]))
+            await _tell(query, press.toast)
+            edit = query.edit_message_text(shown(press.pending.question, OUTCOMES[press.answer]))
             await _best_effort(edit, "show the answer")
         finally:
-            if not pending.future.done():
-                pending.future.set_result(answer)
+            settle(press)
 
 
 async def _tell(query: CallbackQuery, text: str) -> None:
@@ -150,6 +115,7 @@ async def _tell(query: CallbackQuery, text: str) -> None:
 
 async def _best_effort(call: Awaitable[Any], what: str) -> None:
     try:
-        await asyncio.wait_for(call, EDIT_TIMEOUT_S)
+        async with asyncio.timeout(EDIT_TIMEOUT_S):
+            await call
     except Exception as exc:
         log.warning("telegram: could not %s: %s", what, exc)

@@ -25,6 +25,7 @@ from tools.sandbox import (
     SandboxUnavailable,
     choose_sandbox,
 )
+from tools.shell import spawn
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = f"sk-live-{secrets.token_hex(12)}"
@@ -83,16 +84,7 @@ async def run(
     argv = ["sh", "-c", script] if isinstance(script, str) else list(script)
     launch = sandbox.launch(argv, spec, {"LANG": "C.UTF-8"} if env is None else env)
     try:
-        process = await asyncio.create_subprocess_exec(
-            *launch.argv,
-            env=launch.env,
-            cwd=launch.cwd,
-            preexec_fn=launch.preexec_fn,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )
+        process = await spawn(launch)
         output, _ = await asyncio.wait_for(process.communicate(), 60)
     finally:
         if launch.cleanup is not None:

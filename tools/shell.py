@@ -117,16 +117,7 @@ class ShellTool(FunctionTool):
 
     async def _run(self, launch: Launch) -> ToolResult:
         try:
-            process = await asyncio.create_subprocess_exec(
-                *launch.argv,
-                cwd=launch.cwd,
-                env=launch.env,
-                preexec_fn=launch.preexec_fn,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-            )
+            process = await spawn(launch)
         except OSError as exc:
             if launch.cleanup:
                 launch.cleanup()
@@ -176,3 +167,18 @@ def _kill_group(process: asyncio.subprocess.Process) -> None:
     """Kill the command and anything it started, not only the shell."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+async def spawn(launch: Launch) -> asyncio.subprocess.Process:
+    """Start a sandbox launch: no stdin, stdout and stderr together, its own process group
+    (so a timeout can kill everything it started)."""
+    return await asyncio.create_subprocess_exec(
+        *launch.argv,
+        cwd=launch.cwd,
+        env=launch.env,
+        preexec_fn=launch.preexec_fn,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
+    )
