@@ -14,7 +14,7 @@ from agent.config import Settings, secret_values
 from agent.llm import LLMClient, context_window, count_tokens, embed, transcribe
 from agent.prompt.builder import SystemPromptBuilder
 from agent.prompt.skills import SkillCatalog
-from agent.prompt.source import PromptSource, default_budget, host_info
+from agent.prompt.source import PromptSource, default_budget, host_info, host_timezone
 from agent.security import Scrubber
 from agent.turns.inbox import SCHEMA as INBOX_SCHEMA
 from agent.turns.inbox import Inbox
@@ -22,6 +22,10 @@ from agent.turns.outbox import SCHEMA as OUTBOX_SCHEMA
 from agent.turns.outbox import Outbox
 from agent.turns.quirks import ProviderQuirks
 from agent.turns.runtime import ChannelRuntime, Store
+from agent.turns.schedule_book import ChatSchedules
+from agent.turns.scheduler import Scheduler
+from agent.turns.schedules import SCHEMA as SCHEDULES_SCHEMA
+from agent.turns.schedules import Schedules
 from agent.turns.scopes import LegacyScope
 from agent.turns.sessions import SCHEMA as SESSIONS_SCHEMA
 from agent.turns.sessions import SessionStore
@@ -35,6 +39,8 @@ from tools.memory import MemoryTools
 from tools.memory_store import Embedder, MemoryStore
 from tools.policy import SecurityPolicy
 from tools.sandbox import choose_sandbox
+from tools.schedule_times import zone_named
+from tools.schedule_tools import ScheduleBook, ScheduleTools
 from tools.shell import ShellTool
 from tools.skill_tools import ReadSkillTool, SkillDoc, SkillTool
 
@@ -58,6 +64,7 @@ class App:
     board: Board | None = None
     history_tokens: int = 16_000
     memory: MemoryStore | None = None  # for auto-recall
+    schedules: ChatSchedules | None = None  # what the schedule tools keep
 
     def runtime(self, channel: Channel, access: Access) -> ChannelRuntime:
         return ChannelRuntime(
@@ -82,9 +89,29 @@ class App:
 
 
 async def open_store(path: Path) -> Store:
-    """state.db with its tables: sessions, inbox, outbox."""
-    db = await StateDB(path).open(SESSIONS_SCHEMA, INBOX_SCHEMA, OUTBOX_SCHEMA)
-    return Store(db, await SessionStore.open(db), Inbox(db), Outbox(db))
+    """state.db with its tables: sessions, inbox, outbox, schedules."""
+    db = await StateDB(path).open(SESSIONS_SCHEMA, INBOX_SCHEMA, OUTBOX_SCHEMA, SCHEDULES_SCHEMA)
+    return Store(db, await SessionStore.open(db), await Inbox.open(db), Outbox(db))
+
+
+def timezone_of(settings: Settings) -> str:
+    """The IANA zone dates are read and shown in: configured, else the host's."""
+    return settings.agent.timezone or host_timezone()
+
+
+async def start_scheduler(app: App, runtimes: Sequence[ChannelRuntime]) -> Scheduler | None:
+    """Run the schedules and the heartbeat in the channels that started (None: neither is
+    enabled). Stop it before the runtimes."""
+    settings = app.settings
+    if not (settings.schedules.enabled or settings.heartbeat.enabled):
+        return None
+    by_channel = {runtime.channel.name: runtime for runtime in runtimes}
+    zone = zone_named(timezone_of(settings))
+    scheduler = Scheduler(Schedules(app.store.db), by_channel, settings, zone)
+    await scheduler.start()
+    if app.schedules is not None:
+        app.schedules.on_change = scheduler.wake
+    return scheduler
 
 
 def voice_transcriber(settings: Settings, channel: str) -> Callable[[Path], Awaitable[str]] | None:
@@ -142,7 +169,10 @@ def build_tools(
     policy: SecurityPolicy,
     board: Board | None = None,
     skills: SkillCatalog | None = None,
+    schedules: ScheduleBook | None = None,
 ) -> ToolRegistry:
+    """Every tool of this configuration. `schedules`: where the schedule tools keep theirs
+    (without it they are offered all the same, so the prompt does not change, and refuse)."""
     security = settings.security
     shell = ShellTool(
         policy,
@@ -166,6 +196,9 @@ def build_tools(
         from tools.gpio import hardware_tools
 
         tools += hardware_tools(settings.hardware, board, autonomy=policy.autonomy)
+    if settings.schedules.enabled:
+        timezone = timezone_of(settings)
+        tools += ScheduleTools(schedules, timezone, scrub=make_scrubber(settings)).tools()
     tools += skill_tools(skills or SkillCatalog.from_settings(settings), shell, policy, tools)
     return ToolRegistry(read_only(tools) if policy.autonomy == "read_only" else tools)
 
@@ -258,8 +291,9 @@ async def build_app(settings: Settings) -> App:
     policy = SecurityPolicy.from_settings(settings.security, workspace, home=settings.home)
     board = make_board(settings)
     skills = SkillCatalog.from_settings(settings)
-    tools = build_tools(settings, policy, board, skills)
     store = await open_store(settings.state_db)
+    schedules = ChatSchedules(Schedules(store.db), settings)
+    tools = build_tools(settings, policy, board, skills, schedules)
     return App(
         settings=settings,
         tools=tools,
@@ -273,6 +307,7 @@ async def build_app(settings: Settings) -> App:
         history_tokens=history_budget(settings),
         quirks=ProviderQuirks(settings.state_db),
         memory=memory_store(settings) if settings.memory.enabled else None,
+        schedules=schedules,
     )
 
 

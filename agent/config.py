@@ -89,8 +89,15 @@ class IdentitySettings(_Section):
     aieos_inline: str = ""
 
 
+class SchedulesSettings(_Section):
+    enabled: bool = True
+    catch_up_s: float = Field(default=3600.0, ge=0)  # missed by less: run once at start
+    max_per_chat: int = Field(default=20, ge=1)
+
+
 class HeartbeatSettings(_Section):
     enabled: bool = False
+    interval_minutes: float = Field(default=30.0, gt=0)
 
 
 class PersonSettings(_Section):
@@ -129,6 +136,7 @@ class Settings(BaseSettings):
     memory: MemorySettings = Field(default_factory=MemorySettings)
     skills: SkillsSettings = Field(default_factory=SkillsSettings)
     identity: IdentitySettings = Field(default_factory=IdentitySettings)
+    schedules: SchedulesSettings = Field(default_factory=SchedulesSettings)
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     people: dict[str, PersonSettings] = Field(default_factory=dict)
 

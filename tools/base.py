@@ -48,6 +48,17 @@ Approver = Callable[[ApprovalRequest], Awaitable[bool]]
 
 
 @dataclass(frozen=True)
+class Speaker:
+    """Who wrote the message a call answers (the runtime fills it in): a schedule remembers
+    them, so its turn later runs as theirs, in the same chat."""
+
+    id: str = ""
+    name: str = ""
+    username: str = ""
+    in_group: bool = False
+
+
+@dataclass(frozen=True)
 class ToolCallContext:
     """Where a call comes from: the workspace it works in, the chat that asked, and how to
     ask its owner for approval (None: nobody can be asked, so the answer is no)."""
@@ -59,6 +70,7 @@ class ToolCallContext:
     # (the runtime resolves them from the chat and the speaker; see agent/turns/scopes.py).
     memory_scope: str = ""
     recall_scopes: tuple[str, ...] = ()
+    speaker: Speaker = Speaker()
 
     async def ask(self, request: ApprovalRequest) -> bool:
         return await self.approve(request) if self.approve is not None else False

@@ -13,7 +13,7 @@ import gc
 import logging
 import signal
 
-from agent.app import App, build_app, build_channels
+from agent.app import App, build_app, build_channels, start_scheduler
 from agent.config import Settings
 from agent.turns.runtime import ChannelRuntime
 
@@ -41,8 +41,11 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
                 '[channels.discord]), or use `agent run -m "..."` for one message'
             )
             return 2
+        scheduler = await start_scheduler(app, runtimes)  # schedules and the heartbeat
         await stop.wait()
         log.info("stopping: no new messages; letting running turns finish")
+        if scheduler is not None:
+            await scheduler.stop()
         await shutdown(runtimes, settings.agent.shutdown_grace_s)
         return 0
     finally:

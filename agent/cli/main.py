@@ -17,6 +17,7 @@ import click
 
 from agent import __version__
 from agent.cli.memory import memory
+from agent.cli.schedules import schedules
 from agent.cli.skills import skills
 
 if TYPE_CHECKING:
@@ -158,6 +159,7 @@ def prompt_show(ctx: click.Context, channel: str, mode: str | None, stats: bool)
 
 cli.add_command(skills)
 cli.add_command(memory)
+cli.add_command(schedules)
 
 
 def main(argv: Any = None) -> None:

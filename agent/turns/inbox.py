@@ -17,6 +17,7 @@ from typing import Any
 import aiosqlite
 
 from agent.turns.store import StateDB
+from agent.turns.triggers import Trigger, decode_trigger, encode_trigger
 from channels.base import Attachment, ChatRef, IncomingMessage, RemoteFile
 
 SCHEMA = """
@@ -32,12 +33,18 @@ CREATE TABLE IF NOT EXISTS inbox (
     failing_since REAL,
     notified INTEGER NOT NULL DEFAULT 0,
     received_at REAL NOT NULL,
-    done_at REAL
+    done_at REAL,
+    trigger TEXT NOT NULL DEFAULT ''
 );
 CREATE UNIQUE INDEX IF NOT EXISTS inbox_once ON inbox (chat_key, message_id)
     WHERE message_id != '';
 CREATE INDEX IF NOT EXISTS inbox_by_status ON inbox (status, chat_key, id);
 """
+# Columns added after the first release; an older state.db gains them on open.
+MIGRATIONS = {
+    # What started a turn nobody typed (agent/turns/triggers.py); '' for a person's message.
+    "trigger": "ALTER TABLE inbox ADD COLUMN trigger TEXT NOT NULL DEFAULT ''",
+}
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,7 @@ class Pending:
     next_attempt_at: float
     failing_since: float | None
     notified: bool
+    trigger: Trigger | None = None  # a schedule or the heartbeat, not a person
 
 
 def encode(msg: IncomingMessage) -> str:
@@ -74,17 +82,33 @@ class Inbox:
     def __init__(self, db: StateDB) -> None:
         self._db = db
 
+    @classmethod
+    async def open(cls, db: StateDB) -> Inbox:
+        """The inbox on an open state.db (its SCHEMA created), older files migrated."""
+        columns = {row[1] for row in await db.fetchall("PRAGMA table_info(inbox)")}
+        missing = [sql for column, sql in MIGRATIONS.items() if column not in columns]
+        if missing:
+            async with db.transaction() as conn:
+                for sql in missing:
+                    await conn.execute(sql)
+        return cls(db)
+
     async def add(self, msg: IncomingMessage, *, status: str = "pending") -> int | None:
         """Store the message, committed to disk; None when it was stored before."""
         async with self._db.transaction() as conn:
             return await self.insert(conn, msg, status=status)
 
     async def insert(
-        self, conn: aiosqlite.Connection, msg: IncomingMessage, *, status: str = "pending"
+        self,
+        conn: aiosqlite.Connection,
+        msg: IncomingMessage,
+        *,
+        status: str = "pending",
+        trigger: Trigger | None = None,
     ) -> int | None:
         cursor = await conn.execute(
             "INSERT OR IGNORE INTO inbox (channel, chat_key, message_id, message, status,"
-            " received_at, done_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            " received_at, done_at, trigger) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 msg.chat.channel,
                 msg.chat.key,
@@ -93,6 +117,7 @@ class Inbox:
                 status,
                 time.time(),
                 None if status == "pending" else time.time(),
+                encode_trigger(trigger),
             ),
         )
         return cursor.lastrowid if cursor.rowcount == 1 else None
@@ -108,13 +133,14 @@ class Inbox:
 
     async def oldest(self, chat_key: str) -> Pending | None:
         row = await self._db.fetchone(
-            "SELECT id, message, attempts, next_attempt_at, failing_since, notified FROM inbox"
-            " WHERE status = 'pending' AND chat_key = ? ORDER BY id LIMIT 1",
+            "SELECT id, message, attempts, next_attempt_at, failing_since, notified, trigger"
+            " FROM inbox WHERE status = 'pending' AND chat_key = ? ORDER BY id LIMIT 1",
             (chat_key,),
         )
         if row is None:
             return None
-        return Pending(row[0], decode(row[1]), row[2], row[3], row[4], bool(row[5]))
+        trigger = decode_trigger(row[6])
+        return Pending(row[0], decode(row[1]), row[2], row[3], row[4], bool(row[5]), trigger)
 
     async def waiting(self, chat_key: str | None = None) -> int:
         if chat_key is None:

@@ -40,6 +40,17 @@ def refusal_text(refused: list[RemoteFile], max_mb: float) -> str:
     return f"I can't take {names}: files over {max_mb:g} MB are not accepted."
 
 
+def stranger_text(channel: str, sender_id: str) -> str:
+    """The one polite answer to someone not on the channel's allow-list."""
+    env = f"PINCLAW_CHANNELS__{channel.upper()}__ALLOWED_USERS"
+    return (
+        f"Hello! This is a private assistant and you are not on its list. Your "
+        f"{channel} user id is {sender_id}. To allow you, the owner adds "
+        f'"{sender_id}" to allowed_users in [channels.{channel}] (or {env}) '
+        "and restarts the bot."
+    )
+
+
 def prepared(msg: IncomingMessage, *, max_chars: int, max_mb: float) -> IncomingMessage:
     """The message as it will be stored: repaired, cut, and without files over the limit."""
     files = tuple(

@@ -11,6 +11,7 @@ running turn.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -27,16 +28,17 @@ from agent.turns.commands import CommandContext, parse_command, run_command
 from agent.turns.compaction import history_for, model_summariser
 from agent.turns.delivery import Courier
 from agent.turns.inbox import Inbox, Pending
-from agent.turns.intake import prepared, refusal_text, too_big
+from agent.turns.intake import prepared, refusal_text, stranger_text, too_big
 from agent.turns.loop import ToolEvent
 from agent.turns.media import resolve_reply
 from agent.turns.outbox import Outbox
 from agent.turns.quirks import ProviderQuirks
 from agent.turns.recall import readable_scopes, remembered_block
-from agent.turns.scopes import audience_of
+from agent.turns.scopes import audience_of, speaker_of
 from agent.turns.sessions import SessionStore
 from agent.turns.state import Access, TurnRecord
 from agent.turns.store import StateDB
+from agent.turns.triggers import Trigger
 from agent.turns.turn import HoldSilentPrefix, TurnOutcome, TurnRunner, is_silent
 from channels.base import (
     Channel,
@@ -142,7 +144,7 @@ class ChannelRuntime:
             text = refusal_text(refused, limits.max_attachment_mb)
             await self._queue_reply(msg.chat, Reply(text, reply_to=msg.message_id))
         if not nothing_left:
-            self._wake(msg.chat.key)
+            self.wake(msg.chat.key)
         return True
 
     async def _command(self, msg: IncomingMessage) -> bool:
@@ -162,7 +164,8 @@ class ChannelRuntime:
         if msg.is_group or msg.sender_id in self._strangers_told:
             return
         self._strangers_told.add(msg.sender_id)
-        await self._queue_reply(msg.chat, Reply(self._stranger_text(msg), reply_to=msg.message_id))
+        text = stranger_text(self.channel.name, msg.sender_id)
+        await self._queue_reply(msg.chat, Reply(text, reply_to=msg.message_id))
 
     async def _queue_reply(self, chat: ChatRef, reply: Reply) -> None:
         async with self.store.db.transaction() as conn:
@@ -192,10 +195,11 @@ class ChannelRuntime:
     async def resume(self) -> None:
         """Run what an earlier run left: pending messages, then queued replies."""
         for chat_key in await self.store.inbox.chats_waiting(self.channel.name):
-            self._wake(chat_key)
+            self.wake(chat_key)
         await self.courier.resume()
 
-    def _wake(self, chat_key: str) -> None:
+    def wake(self, chat_key: str) -> None:
+        """Answer the chat's pending messages (also those the scheduler stored)."""
         self._again.add(chat_key)
         if chat_key not in self._workers and not self._closing:
             self._workers[chat_key] = asyncio.create_task(self._work(chat_key), name=chat_key)
@@ -223,23 +227,28 @@ class ChannelRuntime:
             self._workers.pop(chat_key, None)
 
     async def _answer_pending(self, pending: Pending) -> None:
-        msg = pending.message
+        msg, trigger = pending.message, pending.trigger  # trigger: nobody typed, nobody waits
         stream = (
-            self.channel.open_stream(msg.chat, msg.message_id) if not pending.attempts else None
+            self.channel.open_stream(msg.chat, msg.message_id)
+            if not pending.attempts and trigger is None
+            else None
         )
         on_text = stream.push if stream else None
         if on_text is not None and msg.is_group:
             on_text = HoldSilentPrefix(on_text)
-        async with self._slots, self.channel.typing(msg.chat):
+        typing = self.channel.typing(msg.chat) if trigger is None else contextlib.nullcontext()
+        async with self._slots, typing:
             msg = await self._fetch_files(msg)
-            outcome = await self._turn(msg, on_text=on_text)
+            outcome = await self._turn(msg, on_text=on_text, trigger=trigger)
         if outcome.status == "retry" and await self._retry_later(pending):
             return
-        silent = msg.is_group and outcome.status == "done" and is_silent(outcome.text)
-        reply = resolve_reply(outcome.text, self._paths, reply_to=msg.message_id)
+        quiet = msg.is_group or trigger is not None  # may answer with the silent token
+        silent = quiet and outcome.status == "done" and is_silent(outcome.text)
+        reply = resolve_reply(outcome.text, self._paths, reply_to="" if trigger else msg.message_id)
         status = "failed" if outcome.status == "retry" else outcome.status
+        kept = [] if silent and trigger is not None else outcome.messages  # no empty check-ins
         async with self.store.db.transaction() as conn:
-            await self.sessions.add_turn(conn, msg.chat.key, outcome.messages, pending.id)
+            await self.sessions.add_turn(conn, msg.chat.key, kept, pending.id)
             outgoing = None if silent else await self.store.outbox.insert(
                 conn, msg.chat, self.channel.parts(reply), inbox_id=pending.id,
                 deliver_within_s=self._deliver_within_s,
@@ -256,7 +265,7 @@ class ChannelRuntime:
         since = pending.failing_since or now
         if now - since >= agent.retry_failed_turns_for_s:
             return False
-        if not pending.notified:
+        if not pending.notified and pending.trigger is None:
             await self._queue_reply(pending.message.chat, Reply(OUTAGE_NOTICE))
         wait = min(agent.turn_retry_backoff_s * 2**pending.attempts, MAX_RETRY_WAIT_S)
         await self.store.inbox.defer(
@@ -282,6 +291,7 @@ class ChannelRuntime:
         msg: IncomingMessage,
         on_event: Callable[[ToolEvent], None] | None = None,
         on_text: Callable[[str], None] | None = None,
+        trigger: Trigger | None = None,
     ) -> TurnOutcome:
         """Run the turn as a task /stop can cancel; a shutdown cancels it too, and then
         nothing is stored (the message stays pending)."""
@@ -306,6 +316,7 @@ class ChannelRuntime:
             chat_key=key,
             memory_scope=audience.scope,
             recall_scopes=recall,
+            speaker=speaker_of(msg),
             approve=chat_approver(
                 self.channel,
                 msg.chat,
@@ -324,6 +335,7 @@ class ChannelRuntime:
                 remembered=remembered,
                 on_event=on_event,
                 on_text=on_text,
+                trigger=trigger,
             )
         )
         self._running[key] = task
@@ -333,7 +345,7 @@ class ChannelRuntime:
             if not task.cancelled():
                 task.cancel()  # we were cancelled (shutdown): stop the turn too
                 raise
-            user = {"role": "user", "content": self.runner.envelope(msg)}
+            user = {"role": "user", "content": self.runner.envelope(msg, trigger=trigger)}
             outcome = TurnOutcome("done", "Stopped.", [user], TurnRecord("cancelled"))
         finally:
             self._running.pop(key, None)
@@ -386,13 +398,3 @@ class ChannelRuntime:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
         await self.courier.drain(max(0.0, deadline - time.monotonic()))
-
-    def _stranger_text(self, msg: IncomingMessage) -> str:
-        channel = self.channel.name
-        env = f"PINCLAW_CHANNELS__{channel.upper()}__ALLOWED_USERS"
-        return (
-            f"Hello! This is a private assistant and you are not on its list. Your "
-            f"{channel} user id is {msg.sender_id}. To allow you, the owner adds "
-            f'"{msg.sender_id}" to allowed_users in [channels.{channel}] (or {env}) '
-            "and restarts the bot."
-        )

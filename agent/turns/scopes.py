@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from agent.config import PersonSettings
 from channels.base import ChatRef, IncomingMessage
+from tools.base import Speaker
 
 OWNER = "person:owner"
 GROUPS = "group:*"  # every group scope, for share_group_memories
@@ -52,6 +53,11 @@ def audience_of(
     person = person_of(people, msg.chat.channel, msg.sender_id)
     recall = (person, legacy, GROUPS) if share_group_memories else (person, legacy)
     return Audience(person, recall, owner_private=person == OWNER)
+
+
+def speaker_of(msg: IncomingMessage) -> Speaker:
+    """Who wrote the message, as the tools see them (a schedule runs later as theirs)."""
+    return Speaker(msg.sender_id, msg.sender_name, msg.sender_username, msg.is_group)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from agent.turns.dispatch import Dispatcher, NativeDispatcher, XmlDispatcher, co
 from agent.turns.loop import LoopOptions, ToolEvent, TurnResult, run_tool_call_loop
 from agent.turns.quirks import Placement, ProviderQuirks
 from agent.turns.state import TurnRecord
+from agent.turns.triggers import Trigger, trigger_text
 from agent.turns.vision import image_part
 from channels.base import Channel, IncomingMessage
 from channels.markers import marker_for
@@ -94,11 +95,13 @@ class TurnRunner:
         remembered: str = "",
         on_event: Callable[[ToolEvent], None] | None = None,
         on_text: Callable[[str], None] | None = None,
+        trigger: Trigger | None = None,
     ) -> TurnOutcome:
         """Run the turn to an outcome; only cancellation escapes. `private`: the owner's own
         conversation (the prompt may hold USER.md and MEMORY.md); `remembered`: memories
-        recalled for this message, shown in its envelope (never in the system prompt)."""
-        user: Message = {"role": "user", "content": self.envelope(msg, remembered)}
+        recalled for this message, shown in its envelope (never in the system prompt);
+        `trigger`: a schedule or the heartbeat started it, not a person."""
+        user: Message = {"role": "user", "content": self.envelope(msg, remembered, trigger)}
         try:
             async with asyncio.timeout(deadline_s):
                 asked = await self._with_images(user, msg)
@@ -204,9 +207,11 @@ class TurnRunner:
             return "xml"
         return configured_dispatcher(self.source.settings.agent.tool_dispatcher, self.llm.model)
 
-    def envelope(self, msg: IncomingMessage, remembered: str = "") -> str:
+    def envelope(
+        self, msg: IncomingMessage, remembered: str = "", trigger: Trigger | None = None
+    ) -> str:
         """The user message as the model sees it: who, where, when, what is remembered
-        that may bear on it, then the text."""
+        that may bear on it, then the text (for a trigger: what it asks, marked as such)."""
         zone_name = self.source.timezone
         try:
             zone = ZoneInfo(zone_name)
@@ -217,10 +222,13 @@ class TurnRunner:
         if msg.sender_username:
             who += f" (@{msg.sender_username})"
         where = f"{self.channel.name} group" if msg.is_group else self.channel.name
-        lines = [f"[{now} {zone_name} | {where} | from {who}]"]
+        source = f"from {who}" if trigger is None else trigger.kind
+        lines = [f"[{now} {zone_name} | {where} | {source}]"]
         if remembered:
             lines.append(remembered)
-        if msg.text:
+        if trigger is not None:
+            lines.append(trigger_text(trigger, self._scrub(msg.text), zone))
+        elif msg.text:
             lines.append(self._scrub(msg.text))
         workspace = self.source.workspace
         for item in msg.attachments:

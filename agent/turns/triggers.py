@@ -1,0 +1,57 @@
+"""What started a turn nobody typed: a schedule that came due, or the heartbeat (and later a
+pin watch). Stored with its message in the inbox, so the turn survives a restart like any
+other; the envelope tells the model what it is, and the runtime sends no reply when the
+answer is only the silent token, and replies to no message.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Literal
+from zoneinfo import ZoneInfo
+
+from agent.prompt.context import SILENT_REPLY
+
+TriggerKind = Literal["scheduled", "heartbeat"]  # "pin" joins when pin watches come
+
+SILENCE_ALLOWED = (
+    f"If nothing needs saying, reply with exactly {SILENT_REPLY} and nothing else: "
+    "that reply is not sent."
+)
+
+
+@dataclass(frozen=True)
+class Trigger:
+    kind: TriggerKind
+    schedule_id: int
+    set_by: str = ""  # who set it, as people read it: "Alice (@alice)"
+    set_at: float = 0.0  # UTC epoch
+    repeats: str = ""  # the cron expression or the heartbeat's interval; "" for once
+    due_at: float = 0.0  # the time this run was for
+
+
+def encode_trigger(trigger: Trigger | None) -> str:
+    return "" if trigger is None else json.dumps(asdict(trigger), ensure_ascii=False)
+
+
+def decode_trigger(text: str | None) -> Trigger | None:
+    return Trigger(**json.loads(text)) if text else None
+
+
+def trigger_text(trigger: Trigger, task: str, zone: ZoneInfo) -> str:
+    """The lines the model reads in place of a user's words."""
+    if trigger.kind == "heartbeat":
+        return (
+            "Heartbeat (no one wrote): go through the checklist in HEARTBEAT.md (in your "
+            "workspace files; read it with a tool if it is not shown) and do what it asks. "
+            "Report only what needs the owner's attention. " + SILENCE_ALLOWED
+        )
+    set_at = datetime.fromtimestamp(trigger.set_at, zone).strftime("%a %Y-%m-%d %H:%M")
+    how = f', repeating "{trigger.repeats}"' if trigger.repeats else ""
+    return (
+        f"Scheduled task #{trigger.schedule_id} (set {set_at} by {trigger.set_by}{how}): "
+        f"{task}\n(It is due now; nobody is waiting on a message. Do it, and your reply goes "
+        f"to this chat. {SILENCE_ALLOWED})"
+    )
