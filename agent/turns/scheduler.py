@@ -172,7 +172,7 @@ class Scheduler:
             text=schedule.task,
             is_group=schedule.in_group,
             mentions_bot=True,
-            message_id=f"schedule:{schedule.id}:{int(occurrence)}",
+            message_id=f"schedule:{schedule.id}:{int(occurrence * 1000)}",  # one per run
         )
         repeats = "" if schedule.kind == "once" else schedule.spec
         kind: TriggerKind = "heartbeat" if schedule.kind == "heartbeat" else "scheduled"

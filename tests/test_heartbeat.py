@@ -1,0 +1,73 @@
+"""The heartbeat end to end: with `[heartbeat] enabled`, the daemon runs a turn in the owner's
+private Telegram chat every interval; a reply that is only the silent token sends nothing
+(and leaves nothing in the chat's history), any other reply reaches the owner."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Daemon
+from daemon_process import rows
+from fakes.llm_server import FakeLLM, Reply, text
+from fakes.telegram_server import FakeTelegram
+
+OWNER = 42
+CHECK = "- Check that the greenhouse stays below 35 °C."
+ALERT = "The greenhouse is at 38 °C: open the vents."
+
+
+@pytest.fixture
+def heartbeat_env(
+    telegram_env: dict[str, str], home: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    """Heartbeats every 1.2 s for the owner, Telegram user 42; a checklist of our own."""
+    values = {
+        "PINCLAW_HEARTBEAT__ENABLED": "true",
+        "PINCLAW_HEARTBEAT__INTERVAL_MINUTES": "0.02",
+        "PINCLAW_PEOPLE": '{"me": {"telegram": "42", "owner": true}}',
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    workspace = home / "workspace"
+    workspace.mkdir(parents=True)
+    (workspace / "HEARTBEAT.md").write_text(f"# Heartbeat checklist\n\n{CHECK}\n")
+    return {**telegram_env, **values}
+
+
+def messages_of(request: dict[str, Any], role: str) -> list[str]:
+    return [str(m["content"]) for m in request["messages"] if m["role"] == role]
+
+
+async def test_a_silent_heartbeat_sends_nothing_and_a_worrying_one_reaches_the_owner(
+    heartbeat_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
+    daemon: Callable[[], Daemon],
+) -> None:  # fmt: skip
+    replies = [text("NO_REPLY"), text(ALERT)]
+
+    def answer(body: dict[str, Any]) -> Reply:
+        return replies.pop(0) if replies else text("NO_REPLY")
+
+    fake_llm.responder = answer
+    async with daemon():  # the alert is the second heartbeat's answer
+        [alert] = await fake_telegram.await_for(lambda m: m.chat_id == OWNER, timeout=5)
+        await asyncio.sleep(0.3)
+    assert alert.plain == ALERT and alert.reply_to_message_id is None
+    assert [m.plain for m in fake_telegram.sent] == [ALERT]  # the silent one sent nothing
+    assert fake_telegram.chat_actions == []  # and no "typing…" every half hour either
+    first, second = fake_llm.requests[:2]
+    [system] = messages_of(first, "system")[:1]
+    assert "### HEARTBEAT.md" in system and CHECK in system  # the owner's private prompt
+    [user] = messages_of(first, "user")
+    assert user.splitlines()[0].endswith("| telegram | heartbeat]")
+    assert "go through the checklist in HEARTBEAT.md" in user
+    assert len(messages_of(second, "user")) == 1  # the silent heartbeat left no history
+    db = home / "state.db"
+    [(kind, status, chat, runs)] = rows(db, "SELECT kind, status, chat_key, runs FROM schedules")
+    assert (kind, status, chat) == ("heartbeat", "active", f"telegram:{OWNER}:") and runs >= 2
+    assert rows(db, "SELECT message FROM messages WHERE role = 'assistant'") == [
+        (f'{{"role": "assistant", "content": "{ALERT}"}}',)
+    ]
