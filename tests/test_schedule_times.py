@@ -108,3 +108,9 @@ def test_a_when_that_cannot_be_used_says_why_and_what_would_do(when: str, says: 
 def test_an_unknown_zone_falls_back_to_utc_and_times_read_as_people_read_them() -> None:
     assert zone_named("Mars/Olympus") == ZoneInfo("UTC") and zone_named("") == ZoneInfo("UTC")
     assert format_time(NOW, BERLIN) == "Fri 2030-03-29 12:00 CET"
+
+
+def test_a_cron_expression_edited_by_hand_is_refused_not_crashed_on() -> None:
+    for compute in (next_cron, latest_cron):
+        with pytest.raises(WhenError, match="'99 8 \\* \\* \\*' is not a valid cron expression"):
+            compute("99 8 * * *", BERLIN, NOW)

@@ -161,3 +161,28 @@ def test_runs_missed_while_down_run_once_when_recent_else_are_skipped_and_the_ch
     assert "missed by 120 min" in found[3][3]
     assert found[4] == ("skipped", 0, None, "the person who set it is no longer allowed")
     assert found[5][:2] == ("active", 1) and now + 40 * 60 < found[5][2] < now + 61 * 60
+
+
+async def test_a_scheduled_turn_asks_its_chat_for_approval_and_no_answer_is_a_denial(
+    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
+    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("PINCLAW_SECURITY__APPROVAL_TIMEOUT_S", "1")
+    keep = home / "workspace" / "keep.txt"
+    keep.parent.mkdir(parents=True)
+    keep.write_text("precious\n")
+    fake_llm.script(
+        schedule("in 1 second", "Delete keep.txt."),
+        text("Scheduled."),
+        tool_calls(("shell", {"command": "rm keep.txt"})),  # rm is not allowed: it asks
+        text("I could not delete keep.txt: nobody approved."),
+    )
+    async with daemon():
+        fake_telegram.inject_message(OWNER, OWNER, "delete keep.txt in a second")
+        await fake_telegram.await_for(lambda m: m.chat_id == OWNER, count=3, timeout=10)
+    scheduled, question, answer = sent_to(fake_telegram, OWNER)
+    assert scheduled.plain == "Scheduled."
+    assert (question.plain or "").startswith("Approve shell: rm keep.txt")
+    assert answer.plain == "I could not delete keep.txt: nobody approved."
+    assert "the owner did not approve it" in tool_results(fake_llm.requests[-1])[-1]
+    assert keep.read_text() == "precious\n"

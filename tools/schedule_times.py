@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterError, croniter
+from croniter import CroniterBadCronError, CroniterError, croniter
 
 CRON_FIELDS = ("minute", "hour", "day of month", "month", "day of week")
 FORMATS = (
@@ -123,7 +123,7 @@ def _cron(fields: list[str], zone: ZoneInfo, now: float) -> When:
 def next_cron(expression: str, zone: ZoneInfo, after: float) -> float:
     """The first time strictly after `after` that the expression names, read in `zone`."""
     try:
-        found = croniter(expression, datetime.fromtimestamp(after, zone)).get_next(datetime)
+        found = _cron_at(expression, after, zone).get_next(datetime)
     except CroniterError:
         raise WhenError(f"{expression!r} names no time that ever comes") from None
     return float(found.timestamp())
@@ -132,10 +132,20 @@ def next_cron(expression: str, zone: ZoneInfo, after: float) -> float:
 def latest_cron(expression: str, zone: ZoneInfo, at: float) -> float:
     """The last time at or before `at` that the expression names (croniter's own `prev`
     leaves `at` out)."""
-    before = croniter(expression, datetime.fromtimestamp(at, zone)).get_prev(datetime)
+    try:
+        before = _cron_at(expression, at, zone).get_prev(datetime)
+    except CroniterError:
+        raise WhenError(f"{expression!r} names no time that ever came") from None
     then = float(before.timestamp())
     following = next_cron(expression, zone, then)
     return following if following <= at else then
+
+
+def _cron_at(expression: str, start: float, zone: ZoneInfo) -> croniter:
+    try:
+        return croniter(expression, datetime.fromtimestamp(start, zone))
+    except CroniterBadCronError:  # not from parse_when: a row edited by hand
+        raise WhenError(f"{expression!r} is not a valid cron expression") from None
 
 
 def zone_named(name: str) -> ZoneInfo:

@@ -31,7 +31,7 @@ from agent.turns.schedule_book import owner_chat
 from agent.turns.schedules import NewSchedule, Schedule, ScheduleKind, Schedules
 from agent.turns.triggers import Trigger, TriggerKind
 from channels.base import IncomingMessage, Reply
-from tools.schedule_times import format_time, latest_cron, next_cron
+from tools.schedule_times import WhenError, format_time, latest_cron, next_cron
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,9 @@ class Scheduler:
                 await self._run_one(schedule, now)
             except _Changed:
                 log.info("schedule #%d changed while it came due; left as it is", schedule.id)
+            except WhenError as exc:  # a row edited by hand: it would block the others
+                log.error("schedule #%d cancelled: %s", schedule.id, exc)
+                await self._schedules.cancel(schedule.id, note=f"cannot run: {exc}")
 
     async def _run_one(self, schedule: Schedule, now: float) -> None:
         runtime = self._runtimes[schedule.chat.channel]
