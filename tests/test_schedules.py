@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import signal
+import sqlite3
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -23,8 +24,9 @@ from fakes.llm_server import FakeLLM, text, tool_calls
 from fakes.telegram_server import FakeTelegram, SentMessage
 
 from agent.app import open_store
+from agent.turns.inbox import Pending, encode
 from agent.turns.schedules import NewSchedule, Schedules
-from channels.base import ChatRef
+from channels.base import ChatRef, IncomingMessage
 
 OWNER = 42
 TASK = "Remind Alice to water the tomatoes."
@@ -186,3 +188,35 @@ async def test_a_scheduled_turn_asks_its_chat_for_approval_and_no_answer_is_a_de
     assert answer.plain == "I could not delete keep.txt: nobody approved."
     assert "the owner did not approve it" in tool_results(fake_llm.requests[-1])[-1]
     assert keep.read_text() == "precious\n"
+
+
+def test_an_inbox_from_before_triggers_gains_the_column_and_keeps_its_messages(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.db"
+    with sqlite3.connect(path) as conn:  # the inbox as the first release made it
+        conn.execute(
+            "CREATE TABLE inbox (id INTEGER PRIMARY KEY AUTOINCREMENT, channel TEXT NOT NULL,"
+            " chat_key TEXT NOT NULL, message_id TEXT NOT NULL, message TEXT NOT NULL,"
+            " status TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,"
+            " next_attempt_at REAL NOT NULL DEFAULT 0, failing_since REAL,"
+            " notified INTEGER NOT NULL DEFAULT 0, received_at REAL NOT NULL, done_at REAL)"
+        )
+        chat = ChatRef("telegram", "42")
+        message = IncomingMessage(chat, "42", "Ann", "still there?", message_id="7")
+        conn.execute(
+            "INSERT INTO inbox (channel, chat_key, message_id, message, received_at)"
+            " VALUES ('telegram', 'telegram:42:', '7', ?, 0)",
+            (encode(message),),
+        )
+
+    async def reopen() -> Pending | None:
+        store = await open_store(path)
+        try:
+            return await store.inbox.oldest("telegram:42:")
+        finally:
+            await store.db.close()
+
+    pending = asyncio.run(reopen())
+    assert pending is not None and pending.message == message and pending.trigger is None
+    assert rows(path, "SELECT trigger FROM inbox") == [("",)]
