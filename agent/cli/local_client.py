@@ -118,20 +118,22 @@ def run_one_shot(
         lines = _Lines(sock)
         request = {"op": "run", "message": message, "session": session,
                    "settings": fingerprint, "tty": sys.stdin.isatty()}  # fmt: skip
+        taken = True
         try:
             lines.send(request)
-        except ConnectionError:
-            return None  # it went away before taking anything: answer here
+        except ConnectionError:  # it hung up first; it may have said why (a refusal)
+            taken = False
         try:
-            return _follow(lines, verbose)
+            return _follow(lines, verbose, taken)
         except ConnectionError:
             pass  # it went away while a question was answered
     print(GONE, file=sys.stderr)
     return EXIT_GONE
 
 
-def _follow(lines: _Lines, verbose: bool) -> int | None:
-    """Print the events until the last one. Exit status; None when the daemon declined."""
+def _follow(lines: _Lines, verbose: bool, taken: bool) -> int | None:
+    """Print the events until the last one. Exit status; None when the daemon declined, or
+    hung up without a word before taking the request (then it is answered here)."""
     out, err = sys.stdout, sys.stderr
     while (event := lines.next()) is not None:
         kind = event.get("event")
@@ -153,6 +155,8 @@ def _follow(lines: _Lines, verbose: bool) -> int | None:
             if verbose:
                 print(f"the daemon declined: {event.get('reason')}; answering here", file=err)
             return None
+    if not taken:
+        return None
     print(GONE, file=err)
     return EXIT_GONE
 

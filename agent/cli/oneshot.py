@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import sys
 import uuid
 from collections.abc import Callable
@@ -23,6 +24,8 @@ from agent.turns.state import Access
 from channels.base import ApprovalAnswer, ApprovalQuestion, ChatRef, IncomingMessage, MayAnswer
 from channels.cli import _ANSWERS as TERMINAL_ANSWERS
 from channels.cli import TerminalChannel
+
+log = logging.getLogger(__name__)
 
 ARGS_PREVIEW = 80
 
@@ -173,6 +176,7 @@ class OneShots:
         if not isinstance(text, str) or not isinstance(session, str | None):
             conn.send({"event": "error", "message": "bad run request", "code": 2})
             return
+        log.info("one-shot from the local socket%s", f", session {session}" if session else "")
         _ASKER.set(_Asker(conn, tty=request.get("tty") is True))
         ended = await answer(
             self.runtime,
