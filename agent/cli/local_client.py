@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from agent.home import socket_path
+from agent.home import LOCK_NAME, socket_path
 
 # connect() errors that mean "no daemon here": run in-process instead.
 _NOBODY = (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK, errno.ENOTDIR, errno.ENAMETOOLONG)
@@ -53,11 +53,22 @@ def connect(home: Path) -> socket.socket | None:
     return sock
 
 
+def token(home: Path) -> str:
+    """The running daemon's token, from its lock file ("" when it cannot be read)."""
+    try:
+        written = (home / LOCK_NAME).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    parts = written.split()
+    return parts[1] if len(parts) > 1 else ""
+
+
 class _Lines:
     """JSON lines from the socket, buffered by hand so `select` sees only unread data."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, token: str) -> None:
         self.sock = sock
+        self.token = token
         self._buffer = b""
 
     def buffered(self) -> bool:
@@ -77,6 +88,9 @@ class _Lines:
         value = json.loads(line)
         return value if isinstance(value, dict) else {}
 
+    def request(self, value: dict[str, Any]) -> None:
+        self.send({**value, "token": self.token})
+
     def send(self, value: dict[str, Any]) -> None:
         self.sock.sendall(json.dumps(value, ensure_ascii=False).encode() + b"\n")
 
@@ -90,8 +104,8 @@ def ping(home: Path) -> int | None:
     if sock is None:
         return None
     with sock:
-        lines = _Lines(sock)
-        lines.send({"op": "ping"})
+        lines = _Lines(sock, token(home))
+        lines.request({"op": "ping"})
         event = lines.next()
     pid = event.get("pid") if event else None
     return pid if isinstance(pid, int) else None
@@ -115,12 +129,12 @@ def run_one_shot(
     if sock is None:
         return None
     with sock:
-        lines = _Lines(sock)
+        lines = _Lines(sock, token(home))
         request = {"op": "run", "message": message, "session": session,
                    "settings": fingerprint, "tty": sys.stdin.isatty()}  # fmt: skip
         taken = True
         try:
-            lines.send(request)
+            lines.request(request)
         except ConnectionError:  # it hung up first; it may have said why (a refusal)
             taken = False
         try:

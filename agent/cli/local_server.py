@@ -9,8 +9,11 @@ built in (`{"event": "pong", "pid": ...}`, for `agent doctor`).
 
 Only the user who runs the daemon may use it: the socket is made 0600 under a umask (no
 moment when it is open to others), and each peer's uid is checked where the system tells it
-(SO_PEERCRED on Linux, LOCAL_PEERCRED on macOS). A lock file held for the daemon's life
-makes it the only daemon of its home; a socket left by a crashed one is removed at start.
+(SO_PEERCRED on Linux, LOCAL_PEERCRED on macOS). A same-uid peer must also send the token
+written in the lock file: a command the agent runs has that uid too, and Landlock does not
+stop it connecting to a socket it can name (`../agent.sock`), but the OS sandbox keeps it
+from reading the home's files. The lock file, held (flock) for the daemon's life, makes it
+the only daemon of its home; a socket left by a crashed one is removed at start.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import hmac
 import json
 import logging
 import os
+import secrets
 import socket
 import struct
 import sys
@@ -117,6 +122,7 @@ class LocalServer:
         self.path = socket_path(home)
         self._ops: dict[str, Handler] = {"ping": self._ping, **ops}
         self._lock_fd: int | None = None
+        self._token = secrets.token_hex(16)
         self._server: asyncio.AbstractServer | None = None
         self._clients: set[asyncio.Task[None]] = set()
 
@@ -138,11 +144,12 @@ class LocalServer:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            written = os.read(fd, 32).decode(errors="replace").strip()
+            pid = os.read(fd, 128).decode(errors="replace").split(" ")[0]
             os.close(fd)
-            raise DaemonRunning(int(written) if written.isdigit() else None) from None
+            raise DaemonRunning(int(pid) if pid.isdigit() else None) from None
+        os.fchmod(fd, 0o600)  # the token in it is what a client proves itself with
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.write(fd, f"{os.getpid()} {self._token}\n".encode())
         self._lock_fd = fd
 
     def _unlock(self) -> None:
@@ -188,6 +195,11 @@ class LocalServer:
         request = await conn.read()
         if request is None:
             conn.send({"event": "error", "message": "not a JSON request line", "code": 2})
+            return
+        if not hmac.compare_digest(str(request.get("token", "")), self._token):
+            log.warning("local socket: refused a client without this daemon's token")
+            message = "not a client of this daemon (no token from its lock file)"
+            conn.send({"event": "error", "message": message, "code": 2})
             return
         handler = self._ops.get(str(request.get("op")))
         if handler is None:
