@@ -29,10 +29,9 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from agent.home import ENV_PREFIX, default_home, find_config_file
 from channels.config import ChannelsSettings
 from tools.config import HardwareSettings, MemorySettings, SecuritySettings, ShellSettings
-
-ENV_PREFIX = "PINCLAW_"
 
 
 class _Section(BaseModel):
@@ -183,20 +182,6 @@ class ConfigError(Exception):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
-
-
-def default_home(environ: Mapping[str, str]) -> Path:
-    return Path(environ.get(f"{ENV_PREFIX}HOME") or "~/.pinclaw").expanduser()
-
-
-def find_config_file(explicit: Path | None, environ: Mapping[str, str]) -> Path:
-    """--config, else PINCLAW_CONFIG, else <home>/config.toml."""
-    if explicit is not None:
-        return explicit.expanduser()
-    from_env = environ.get(f"{ENV_PREFIX}CONFIG")
-    if from_env:
-        return Path(from_env).expanduser()
-    return default_home(environ) / "config.toml"
 
 
 def load_settings(

@@ -1,13 +1,23 @@
-"""Start-up cost: `agent --help` wall time, and `agent run -m` wall time and peak RSS
-against the fake LLM with zero latency. Median over N runs (default 7).
+"""Start-up cost, against the fake LLM with zero latency:
 
-    .venv/bin/python bench/startup.py [--runs 7]
+- `python -c pass` (the interpreter and its site-packages alone, for scale) and
+  `agent --help` wall time;
+- a cold `agent run -m --no-daemon`: wall time and peak RSS;
+- the local daemon (`agent run`, no chat channel): how long until its socket is served and
+  until the first one-shot's reply, then `agent run -m` through it — wall time and the
+  client's peak RSS.
+
+Medians over N runs (default 7 cold, 20 through the daemon).
+
+    .venv/bin/python bench/startup.py [--runs 7] [--daemon-runs 20]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -20,43 +30,105 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from fakes.llm_server import FakeLLM  # noqa: E402
 
-
-def timed(command: list[str], env: dict[str, str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS (MiB) of one run of `command`."""
+# Runs a command N times and reports each run's wall time and peak RSS. It runs in a small
+# process of its own: on Linux a child's peak RSS starts at its parent's size (fork and exec
+# carry the high-water mark over), and this script, with the fake LLM loaded, is bigger
+# than the client being measured.
+MEASURE = """
+import json, os, subprocess, sys, time
+runs, command = int(sys.argv[1]), sys.argv[2:]
+found = []
+for _ in range(runs):
     started = time.perf_counter()
-    process = subprocess.Popen(
-        command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    _, status, usage = os.wait4(process.pid, 0)
-    elapsed = time.perf_counter() - started
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(command)} failed")
-    return elapsed, usage.ru_maxrss // 1024
+        sys.exit(" ".join(command) + " failed")
+    found.append((time.perf_counter() - started, usage.ru_maxrss / 1024))
+print(json.dumps(found))
+"""
+
+
+def timed(command: list[str], env: dict[str, str], runs: int = 1) -> list[tuple[float, float]]:
+    """Wall seconds and peak RSS (MiB) of each of `runs` runs of `command`."""
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(runs), *command],
+        env=env, cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(done.stderr)
+    return [(wall, rss) for wall, rss in json.loads(done.stdout)]
+
+
+def medians(found: list[tuple[float, float]]) -> tuple[float, float]:
+    """Median wall (ms) and median peak RSS (MiB)."""
+    return statistics.median(t for t, _ in found) * 1000, statistics.median(r for _, r in found)
+
+
+def served(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def through_daemon(agent: str, env: dict[str, str], home: Path, runs: int) -> None:
+    """Start `agent run`, wait for its socket, time one-shots through it."""
+    log = home / "daemon.log"
+    with log.open("wb") as out:
+        started = time.perf_counter()
+        daemon = subprocess.Popen([agent, "-v", "run"], env=env, cwd=REPO, stdout=out, stderr=out)
+    try:
+        while not served(home / "agent.sock"):
+            if daemon.poll() is not None:
+                raise SystemExit(f"agent run ended:\n{log.read_text()}")
+            time.sleep(0.005)
+        ready = time.perf_counter() - started
+        [(first, _)] = timed([agent, "run", "-m", "hello"], env)
+        replied = time.perf_counter() - started
+        wall, rss = medians(timed([agent, "run", "-m", "hello"], env, runs))
+        answered = log.read_text().count("one-shot from the local socket")
+        if answered != runs + 1:  # a one-shot that fell back in-process measures nothing here
+            raise SystemExit(f"the daemon answered {answered} of {runs + 1} one-shots")
+    finally:
+        daemon.terminate()
+        daemon.wait(30)
+    print(f"daemon: socket served      {ready * 1000:7.0f} ms after start")
+    print(f"daemon: first one-shot     {first * 1000:7.0f} ms   reply {replied:.2f} s after start")
+    print(f"agent run -m (daemon)      {wall:7.0f} ms   client peak RSS {rss:.0f} MiB   ({runs})")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
-    runs = parser.parse_args().runs
+    parser.add_argument("--daemon-runs", type=int, default=20)
+    options = parser.parse_args()
+    runs = options.runs
     agent = str(Path(sys.executable).parent / "agent")
-    with tempfile.TemporaryDirectory() as home, FakeLLM() as llm:
+    with tempfile.TemporaryDirectory() as folder, FakeLLM() as llm:
+        home = Path(folder)
         env = {
-            **os.environ,
-            "PINCLAW_HOME": home,
+            **{k: v for k, v in os.environ.items() if not k.startswith("PINCLAW_")},
+            "PINCLAW_HOME": str(home),
             "PINCLAW_LLM__MODEL": "openai/bench",
             "PINCLAW_LLM__API_BASE": llm.base_url,
             "OPENAI_API_KEY": "sk-bench-not-real",
         }
         subprocess.run([agent, "init"], env=env, check=True, capture_output=True)
-        timed([agent, "run", "-m", "warm-up"], env)  # first run compiles .pyc files
-        helps = [timed([agent, "--help"], env)[0] for _ in range(runs)]
-        oneshots = [timed([agent, "run", "-m", "hello"], env) for _ in range(runs)]
-    print(f"runs: {runs} (median)")
-    print(f"agent --help          {statistics.median(helps) * 1000:7.0f} ms")
-    print(
-        f"agent run -m (fake)   {statistics.median(t for t, _ in oneshots) * 1000:7.0f} ms"
-        f"   peak RSS {statistics.median(r for _, r in oneshots):.0f} MiB"
-    )
+        timed([agent, "run", "-m", "warm-up", "--no-daemon"], env)  # compiles .pyc files
+        helps = max(runs, 20)
+        bare_ms, _ = medians(timed([sys.executable, "-c", "pass"], env, helps))
+        help_ms, _ = medians(timed([agent, "--help"], env, helps))
+        cold_ms, cold_rss = medians(timed([agent, "run", "-m", "hello", "--no-daemon"], env, runs))
+        print("medians (runs)")
+        print(f"python -c pass             {bare_ms:7.0f} ms   ({helps}; this interpreter, bare)")
+        print(f"agent --help               {help_ms:7.0f} ms   ({helps})")
+        print(
+            f"agent run -m (cold)        {cold_ms:7.0f} ms   peak RSS {cold_rss:.0f} MiB   ({runs})"
+        )
+        through_daemon(agent, env, home, options.daemon_runs)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+READY = "local socket ready"  # logged (with -v) once one-shots can reach the daemon
 
 
 class DaemonProcess:
@@ -31,6 +32,15 @@ class DaemonProcess:
             stderr=subprocess.STDOUT,
         )
         log.close()
+        return self
+
+    def wait_ready(self, timeout_s: float = 60) -> DaemonProcess:
+        """Until its local socket is served; an `agent run` that ended first fails the test."""
+        assert self.proc is not None
+        proc = self.proc
+        wait_until(lambda: READY in self.log or proc.poll() is not None, timeout_s, READY, self)
+        if READY not in self.log:
+            raise AssertionError(f"agent run ended with {proc.returncode}:\n{self.log[-4000:]}")
         return self
 
     def kill9(self) -> None:

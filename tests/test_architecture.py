@@ -18,7 +18,8 @@ MAX_LINES = 400
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "channels": ("channels",),
     "tools": ("tools",),
-    "agent.config": ("channels.config", "tools.config"),
+    "agent.home": (),
+    "agent.config": ("agent.home", "channels.config", "tools.config"),
     "agent.workspace": (),
     "agent.security": (),
     "agent.llm": ("agent.config",),

@@ -62,7 +62,8 @@ def test_sessions_continue_only_when_named(llm_env: dict[str, str], fake_llm: Fa
 def test_help_and_version_do_not_import_litellm(home: Path) -> None:
     code = ("import sys; from agent.cli.main import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "heavy = [m for m in ('litellm', 'pydantic_settings', 'telegram', 'discord', 'yaml')"
+            "heavy = [m for m in ('litellm', 'pydantic_settings', 'telegram', 'discord', 'yaml',"
+            " 'asyncio', 'logging')"
             " if m in sys.modules]\nprint('heavy:', heavy)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=REPO)

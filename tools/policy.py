@@ -30,7 +30,8 @@ _RUNS_OTHERS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete"})
 
 
 # The runtime's own files in its home: never reachable by a tool, wherever the home is.
-RUNTIME_FILES = ("config.toml", "state.db", "state.db-wal", "state.db-shm", "logs")
+RUNTIME_FILES = ("config.toml", "state.db", "state.db-wal", "state.db-shm", "logs",
+                 "agent.env", "agent.lock", "agent.sock")  # fmt: skip
 
 
 @dataclass(frozen=True)

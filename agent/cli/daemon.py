@@ -1,9 +1,14 @@
-"""`agent run` without -m: every enabled channel in one asyncio process until a signal.
+"""`agent run` without -m: the local daemon and every enabled channel in one asyncio
+process until a signal.
 
-SIGINT/SIGTERM stop intake, let running turns and sending finish for
-`agent.shutdown_grace_s`, cancel what is left (it stays pending in state.db for the next
-start), then close the store and exit 0. A channel that cannot start is reported
-and the others keep running.
+The local socket (`agent/cli/local_server.py`) is served always, also with no channel
+enabled: one-shots, and later schedules and the board, go through the warm process. It
+starts before the channels, so a second `agent run` for the same home stops at once
+(exit 2) instead of polling the same bots. SIGINT/SIGTERM stop intake (channels and
+socket), let running turns, one-shots and sending finish for `agent.shutdown_grace_s`,
+cancel what is left (a channel's message stays pending in state.db for the next start),
+then close the store and exit 0. A channel that cannot start is reported and the others
+keep running; when every enabled channel fails, the daemon exits 2.
 """
 
 from __future__ import annotations
@@ -11,11 +16,16 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import signal
 
 from agent.app import App, build_app, build_channels, start_scheduler
+from agent.cli.local_server import DaemonRunning, LocalServer
+from agent.cli.oneshot import OneShots, SocketChannel
 from agent.config import Settings
+from agent.home import settings_fingerprint
 from agent.turns.runtime import ChannelRuntime
+from agent.turns.state import Access
 
 log = logging.getLogger(__name__)
 
@@ -26,32 +36,54 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    local = local_server(app)
     try:
+        if not await _listen(local):
+            return 2
         await _connect_board(app)
         runtimes = await start_channels(app)
         # Everything loaded so far (LiteLLM's tables, the prompt, the libraries) lives as long
         # as the process: out of the collector's sight, full collections stay short.
         gc.freeze()
-        if not runtimes:
-            enabled = settings.channels.telegram.enabled or settings.channels.discord.enabled
-            log.error(
-                "no channel could start; see the errors above"
-                if enabled
-                else "no channel is enabled: set [channels.telegram] enabled = true (or "
-                '[channels.discord]), or use `agent run -m "..."` for one message'
-            )
+        enabled = settings.channels.telegram.enabled or settings.channels.discord.enabled
+        if enabled and not runtimes:
+            log.error("no channel could start; see the errors above")
             return 2
+        if not enabled:
+            log.info("no chat channel is enabled: serving one-shots on %s", local.path)
         scheduler = await start_scheduler(app, runtimes)  # schedules and the heartbeat
         await stop.wait()
         log.info("stopping: no new messages; letting running turns finish")
         if scheduler is not None:
             await scheduler.stop()
-        await shutdown(runtimes, settings.agent.shutdown_grace_s)
+        await shutdown(runtimes, settings.agent.shutdown_grace_s, local)
         return 0
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+        await local.close()
         await app.close()
+
+
+def local_server(app: App) -> LocalServer:
+    """The socket's ops: "run" answers one-shots on a runtime of the cli channel."""
+    fingerprint = settings_fingerprint(app.settings.config_file, os.environ)
+    runtime = app.runtime(SocketChannel(), Access(open_to_all=True))
+    one_shots = OneShots(runtime, app.scrub, fingerprint)
+    return LocalServer(app.settings.home, {"run": one_shots.run})
+
+
+async def _listen(local: LocalServer) -> bool:
+    """Serve the socket; False when another daemon runs for this home. A socket that cannot
+    be made (a home path too long for one) leaves one-shots cold, not the channels down."""
+    try:
+        await local.start()
+    except DaemonRunning as exc:
+        log.error("%s; stop it first (or point PINCLAW_HOME elsewhere)", exc)
+        return False
+    except OSError as exc:
+        log.warning("no local socket at %s: %s; one-shots start cold", local.path, exc)
+    return True
 
 
 async def _connect_board(app: App) -> None:
@@ -83,10 +115,17 @@ async def start_channels(app: App) -> list[ChannelRuntime]:
     return runtimes
 
 
-async def shutdown(runtimes: list[ChannelRuntime], grace_s: float) -> None:
+async def shutdown(
+    runtimes: list[ChannelRuntime], grace_s: float, local: LocalServer | None = None
+) -> None:
     for runtime in runtimes:
         await runtime.channel.stop_intake()
-    await asyncio.gather(*(runtime.drain(grace_s) for runtime in runtimes))
+    if local is not None:
+        local.stop_intake()
+    await asyncio.gather(
+        *(runtime.drain(grace_s) for runtime in runtimes),
+        *([local.drain(grace_s)] if local is not None else []),
+    )
     for runtime in runtimes:
         await _quietly_stop(runtime)
 

@@ -75,6 +75,7 @@ async def run_doctor(settings: Settings, *, check_model: bool = False) -> int:
             if not channel.allowed_users:
                 print(f"note {name}: allowed_users is empty, so nobody can talk to the bot")
     _report_sandbox(settings, report)
+    print(_daemon_line(settings.home))
     _note_queues(settings.state_db)
     for line in ProviderQuirks(settings.state_db).lines():
         print(f"note provider: {line}")
@@ -124,6 +125,17 @@ def _report_sandbox(settings: Settings, report: Callable[[bool, str, str], None]
     report(not refused, "sandbox", detail)
     rules = AlwaysAllowed(settings.state_db, settings.workspace_dir.resolve()).rules()
     print(f"note approvals: always allowed: {', '.join(rules) if rules else 'none'}")
+
+
+def _daemon_line(home: Path) -> str:
+    """Whether `agent run` serves this home's socket, so one-shots are warm."""
+    from agent.cli.local_client import ping
+    from agent.home import socket_path
+
+    pid = ping(home)
+    if pid is None:
+        return "note daemon: not running (one-shots start cold)"
+    return f"note daemon: running (pid {pid}) on {socket_path(home)}"
 
 
 def _note_queues(state_db: Path) -> None:

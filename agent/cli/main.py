@@ -1,26 +1,24 @@
 """The `agent` command (also installed as `pinclaw`). Thin: it parses and calls app code.
 
-Nothing heavy is imported at module level: `agent --help` must not pay for pydantic-settings
-or LiteLLM.
+Nothing heavy is imported at module level — not pydantic-settings, not LiteLLM, not even
+asyncio or logging: `agent --help` stays fast, and so does a one-shot handed to the local
+daemon (`agent/cli/local_client.py`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import click
 
 from agent import __version__
-from agent.cli.memory import memory
-from agent.cli.schedules import schedules
-from agent.cli.skills import skills
 
 if TYPE_CHECKING:
+    import logging
+
     from agent.config import Settings
 
 
@@ -42,6 +40,8 @@ def _load(ctx: click.Context) -> Settings:
 
 
 def _setup_logging(verbose: int, scrub_filter: logging.Filter) -> None:
+    import logging
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
@@ -59,7 +59,30 @@ def _fail(message: str, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The command groups of their own files are imported when named (or listed by
+    --help), so a one-shot loads only what `run` needs."""
+
+    ELSEWHERE: ClassVar[dict[str, str]] = {
+        "memory": "agent.cli.memory",
+        "schedules": "agent.cli.schedules",
+        "service": "agent.cli.service",
+        "skills": "agent.cli.skills",
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.ELSEWHERE])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.ELSEWHERE:
+            import importlib
+
+            command = getattr(importlib.import_module(self.ELSEWHERE[cmd_name]), cmd_name)
+            return command if isinstance(command, click.Command) else None
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--config",
     "config",
@@ -81,9 +104,21 @@ def cli(ctx: click.Context, config: Path | None, verbose: int) -> None:
 @cli.command()
 @click.option("-m", "--message", help="Send one message, print the reply and exit.")
 @click.option("--session", help="Continue the stored one-shot conversation NAME.")
+@click.option(
+    "--no-daemon", is_flag=True, help="With -m: answer in this process even if a daemon runs."
+)
 @click.pass_context
-def run(ctx: click.Context, message: str | None, session: str | None) -> None:
-    """Answer one message (-m), or start every enabled channel and serve until stopped."""
+def run(ctx: click.Context, message: str | None, session: str | None, no_daemon: bool) -> None:
+    """Answer one message (-m), or serve the local daemon and every enabled channel until
+    stopped. A one-shot goes to the running daemon when there is one."""
+    if no_daemon and message is None:
+        raise click.UsageError("--no-daemon goes with -m")
+    if message is not None and not no_daemon:
+        code = _through_daemon(ctx, message, session)
+        if code is not None:
+            sys.exit(code)
+    import asyncio
+
     settings = _load(ctx)
     if not settings.llm.model:
         _fail(
@@ -100,11 +135,27 @@ def run(ctx: click.Context, message: str | None, session: str | None) -> None:
     sys.exit(asyncio.run(run_once(settings, message, session=session)))
 
 
+def _through_daemon(ctx: click.Context, message: str, session: str | None) -> int | None:
+    """The one-shot answered by the local daemon (exit status), or None when none takes it."""
+    from agent.cli.local_client import run_one_shot
+    from agent.home import ENV_PREFIX, default_home, find_config_file, settings_fingerprint
+
+    env = os.environ
+    config_file = find_config_file(ctx.obj["config"], env)
+    named = ctx.obj["config"] is not None or bool(env.get(f"{ENV_PREFIX}CONFIG"))
+    if named and not config_file.exists():
+        return None  # loading the settings here reports it
+    fingerprint = settings_fingerprint(config_file, env)
+    return run_one_shot(
+        default_home(env), message, session, fingerprint, verbose=ctx.obj["verbose"] > 0
+    )
+
+
 @cli.command()
 @click.pass_context
 def init(ctx: click.Context) -> None:
     """Create the home folder, a commented config.toml and the workspace (keeps existing files)."""
-    from agent.config import default_home, find_config_file
+    from agent.home import default_home, find_config_file
     from agent.workspace import init_home
 
     home = default_home(os.environ)
@@ -122,6 +173,8 @@ def init(ctx: click.Context) -> None:
 @click.pass_context
 def doctor(ctx: click.Context, check_model: bool) -> None:
     """Check the configuration, workspace, model, key and board."""
+    import asyncio
+
     from agent.cli.doctor import run_doctor
 
     settings = _load(ctx)
@@ -155,11 +208,6 @@ def prompt_show(ctx: click.Context, channel: str, mode: str | None, stats: bool)
     else:
         sys.stdout.write(prompt_text(settings, channel, mode))
         sys.stdout.flush()
-
-
-cli.add_command(skills)
-cli.add_command(memory)
-cli.add_command(schedules)
 
 
 def main(argv: Any = None) -> None:

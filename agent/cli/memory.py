@@ -6,17 +6,19 @@ heavy is imported until a command runs (`agent --help` stays fast).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import time
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 
 if TYPE_CHECKING:
     from tools.memory_store import Memory, MemoryStore
+
+T = TypeVar("T")
 
 SCOPE_HELP = "Only this scope (repeat for several), e.g. person:owner."
 
@@ -26,6 +28,12 @@ def _store(ctx: click.Context) -> MemoryStore:
     from agent.app import memory_store
 
     return memory_store(ctx.obj["load"](ctx))
+
+
+def _run(work: Coroutine[Any, Any, T]) -> T:
+    import asyncio  # here, not at the top: `agent --help` does not pay for it
+
+    return asyncio.run(work)
 
 
 def _line(memory: Memory, *, score: bool = False) -> str:
@@ -50,7 +58,7 @@ def memory() -> None:
 @click.pass_context
 def list_memories(ctx: click.Context, scope: tuple[str, ...], limit: int) -> None:
     """Show the newest memories."""
-    found = asyncio.run(_store(ctx).list(_scopes(scope), limit=limit))
+    found = _run(_store(ctx).list(_scopes(scope), limit=limit))
     for item in found:
         click.echo(_line(item))
     if not found:
@@ -70,7 +78,7 @@ def search(ctx: click.Context, query: str, scope: tuple[str, ...], limit: int) -
         scopes = scope or tuple(await store.scopes())
         return await store.search(scopes, query, limit=limit)
 
-    found = asyncio.run(run())
+    found = _run(run())
     for item in found:
         click.echo(_line(item, score=True))
     if not found:
@@ -89,7 +97,7 @@ def forget(
     nothing is deleted)."""
     if (memory_id is None) == (query is None):
         raise click.UsageError("give exactly one of ID or --query")
-    result = asyncio.run(_store(ctx).forget(_scopes(scope), id=memory_id, query=query))
+    result = _run(_store(ctx).forget(_scopes(scope), id=memory_id, query=query))
     if result.deleted is not None:
         click.echo(f"Forgot {_line(result.deleted)}")
         return
@@ -114,7 +122,7 @@ def forget(
 @click.pass_context
 def export_memories(ctx: click.Context, scope: tuple[str, ...], output: Path | None) -> None:
     """Write the memories as JSON lines: id, scope, content, tags, source, dates."""
-    rows = asyncio.run(_store(ctx).export(_scopes(scope)))
+    rows = _run(_store(ctx).export(_scopes(scope)))
     text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if output is None:
         sys.stdout.write(text)
@@ -139,7 +147,7 @@ def import_memories(ctx: click.Context, source: IO[str]) -> None:
             click.echo(f"line {number}: not JSON ({exc.msg}); nothing imported", err=True)
             sys.exit(1)
     try:
-        added = asyncio.run(_store(ctx).import_rows(rows))
+        added = _run(_store(ctx).import_rows(rows))
     except ValueError as exc:
         click.echo(f"{exc}; nothing imported", err=True)
         sys.exit(1)

@@ -1,0 +1,191 @@
+"""The thin side of the local daemon: a one-shot handed to the running `agent run` over
+`<home>/agent.sock` (protocol in `agent/cli/local_server.py`).
+
+Standard library only — no asyncio, no pydantic, no LiteLLM: while a daemon runs, this and
+click are the whole cost of `agent run -m`. Without a daemon (no socket, or a stale one
+nobody listens on), or when the daemon runs with other settings, the caller runs the
+one-shot in-process as before.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import select
+import socket
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from agent.home import LOCK_NAME, socket_path
+
+# connect() errors that mean "no daemon here": run in-process instead.
+_NOBODY = (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK, errno.ENOTDIR, errno.ENAMETOOLONG)
+GONE = (
+    "error: the pinclaw daemon went away before answering (it was stopped or crashed); "
+    "the message may be unanswered: run it again, or with --no-daemon"
+)
+EXIT_GONE = 1  # like a turn that failed: the question is not answered
+EXIT_REFUSED = 2  # like a config error: a setup problem, not a turn's
+
+
+class Unreachable(Exception):
+    """A socket is there but this user may not use it (another user's daemon)."""
+
+
+def connect(home: Path) -> socket.socket | None:
+    """A connection to the home's daemon; None when none runs. Unreachable on EACCES."""
+    path = socket_path(home)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(path))
+    except OSError as exc:
+        sock.close()
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise Unreachable(
+                f"cannot use the pinclaw daemon at {path}: permission denied (it belongs to "
+                "another user); use --no-daemon to answer here"
+            ) from None
+        if exc.errno in _NOBODY or isinstance(exc, ConnectionError):
+            return None
+        raise
+    return sock
+
+
+def token(home: Path) -> str:
+    """The running daemon's token, from its lock file ("" when it cannot be read)."""
+    try:
+        written = (home / LOCK_NAME).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    parts = written.split()
+    return parts[1] if len(parts) > 1 else ""
+
+
+class _Lines:
+    """JSON lines from the socket, buffered by hand so `select` sees only unread data."""
+
+    def __init__(self, sock: socket.socket, token: str) -> None:
+        self.sock = sock
+        self.token = token
+        self._buffer = b""
+
+    def buffered(self) -> bool:
+        return b"\n" in self._buffer
+
+    def next(self) -> dict[str, Any] | None:
+        """The next event; None when the daemon hung up first."""
+        while b"\n" not in self._buffer:
+            try:
+                chunk = self.sock.recv(65536)
+            except ConnectionError:
+                return None
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        value = json.loads(line)
+        return value if isinstance(value, dict) else {}
+
+    def request(self, value: dict[str, Any]) -> None:
+        self.send({**value, "token": self.token})
+
+    def send(self, value: dict[str, Any]) -> None:
+        self.sock.sendall(json.dumps(value, ensure_ascii=False).encode() + b"\n")
+
+
+def ping(home: Path) -> int | None:
+    """The daemon's pid when one answers, else None (for `agent doctor`)."""
+    try:
+        sock = connect(home)
+    except (Unreachable, OSError):
+        return None
+    if sock is None:
+        return None
+    with sock:
+        lines = _Lines(sock, token(home))
+        lines.request({"op": "ping"})
+        event = lines.next()
+    pid = event.get("pid") if event else None
+    return pid if isinstance(pid, int) else None
+
+
+def run_one_shot(
+    home: Path,
+    message: str,
+    session: str | None,
+    fingerprint: str,
+    *,
+    verbose: bool = False,
+) -> int | None:
+    """Ask the daemon; print what it answers as the in-process one-shot would. The exit
+    status, or None when no daemon takes it (the caller then runs it here)."""
+    try:
+        sock = connect(home)
+    except Unreachable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    if sock is None:
+        return None
+    with sock:
+        lines = _Lines(sock, token(home))
+        request = {"op": "run", "message": message, "session": session,
+                   "settings": fingerprint, "tty": sys.stdin.isatty()}  # fmt: skip
+        taken = True
+        try:
+            lines.request(request)
+        except ConnectionError:  # it hung up first; it may have said why (a refusal)
+            taken = False
+        try:
+            return _follow(lines, verbose, taken)
+        except ConnectionError:
+            pass  # it went away while a question was answered
+    print(GONE, file=sys.stderr)
+    return EXIT_GONE
+
+
+def _follow(lines: _Lines, verbose: bool, taken: bool) -> int | None:
+    """Print the events until the last one. Exit status; None when the daemon declined, or
+    hung up without a word before taking the request (then it is answered here)."""
+    out, err = sys.stdout, sys.stderr
+    while (event := lines.next()) is not None:
+        kind = event.get("event")
+        if kind in ("tool", "note"):
+            print(event.get("line", ""), file=err, flush=True)
+        elif kind == "reply":
+            out.write(str(event.get("text", "")))
+            out.flush()
+        elif kind == "ask":
+            _ask(event, lines, err)
+        elif kind == "done":
+            if event.get("stderr"):
+                print(event["stderr"], file=err)
+            return int(event.get("code", 0))
+        elif kind == "error":
+            print(f"error: {event.get('message', '')}", file=err)
+            return int(event.get("code", 1))
+        elif kind == "declined":
+            if verbose:
+                print(f"the daemon declined: {event.get('reason')}; answering here", file=err)
+            return None
+    if not taken:
+        return None
+    print(GONE, file=err)
+    return EXIT_GONE
+
+
+def _ask(event: dict[str, Any], lines: _Lines, err: TextIO) -> None:
+    """y/N/a on this terminal, as the in-process one-shot asks; when the daemon speaks first
+    (the question timed out), it is given up."""
+    print(f"{event.get('text', '')}\nAllow? [y/N/a(lways)] ", end="", file=err, flush=True)
+    stdin = sys.stdin.fileno()
+    while not lines.buffered():
+        ready, _, _ = select.select([stdin, lines.sock], [], [])
+        if lines.sock in ready:
+            break
+        if stdin in ready:
+            typed = os.read(stdin, 1024).decode(errors="replace")
+            lines.send({"id": event.get("id"), "answer": typed.strip()})
+            return
+    print(file=err)
