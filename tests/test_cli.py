@@ -64,11 +64,23 @@ def test_help_and_version_do_not_import_litellm(home: Path) -> None:
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
             "heavy = [m for m in ('litellm', 'pydantic_settings', 'telegram', 'discord', 'yaml',"
             " 'asyncio', 'logging')"
-            " if m in sys.modules]\nprint('heavy:', heavy)")
+            " if m in sys.modules]\nprint('heavy:', heavy)\n"
+            "print(*[m for m in sys.modules if m.startswith('agent.cli.')])")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=REPO)
     assert "run" in result.stdout and "heavy: []" in result.stdout
+    assert "agent.cli.schedules" not in result.stdout  # groups are listed, not imported
     assert agent("--version").stdout.strip() == "pinclaw, version 0.1.0"
+
+
+def test_help_lists_each_lazy_group_with_its_own_summary() -> None:
+    import importlib
+
+    from agent.cli.main import _Commands
+
+    for name, module in _Commands.ELSEWHERE.items():
+        command = getattr(importlib.import_module(module), name)
+        assert command.get_short_help_str(1000) == _Commands.SUMMARIES[name]
 
 
 def test_init_creates_home_and_never_overwrites(home: Path) -> None:

@@ -60,14 +60,23 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 
 
 class _Commands(click.Group):
-    """The command groups of their own files are imported when named (or listed by
-    --help), so a one-shot loads only what `run` needs."""
+    """The command groups of their own files are imported only when named, so a one-shot
+    loads only what `run` needs and `--help` lists them from SUMMARIES (a test keeps each
+    summary equal to its group's own short help)."""
 
     ELSEWHERE: ClassVar[dict[str, str]] = {
         "memory": "agent.cli.memory",
         "schedules": "agent.cli.schedules",
         "service": "agent.cli.service",
         "skills": "agent.cli.skills",
+    }
+    SUMMARIES: ClassVar[dict[str, str]] = {
+        "memory": "List, search, delete, export and import the agent's long-term memories.",
+        "schedules": (
+            "List and cancel what the agent is to do later (also while `agent run` is running)."
+        ),
+        "service": "Run `agent run` as a login service (systemd user unit, launchd agent).",
+        "skills": "List, inspect and create skills (folders with a SKILL.md).",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -80,6 +89,19 @@ class _Commands(click.Group):
             command = getattr(importlib.import_module(self.ELSEWHERE[cmd_name]), cmd_name)
             return command if isinstance(command, click.Command) else None
         return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from click.utils import make_default_short_help
+
+        rows = []
+        for name in self.list_commands(ctx):
+            limit = formatter.width - 6 - max(map(len, self.list_commands(ctx)))
+            if name in self.SUMMARIES:
+                rows.append((name, make_default_short_help(self.SUMMARIES[name], limit)))
+            elif (command := super().get_command(ctx, name)) is not None:
+                rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
