@@ -46,11 +46,11 @@ class PatternRun:
         return self.task is None or self.task.done()
 
     def outcome(self) -> str:
-        """'ran 5 times' or 'stopped after 2 of 5 times (why)'."""
+        """'ran 5 times' or 'stopped after 2 of 5 times: why'."""
         if self.ended == "completed":
             return f"ran {self.cycles} time{'s' if self.cycles != 1 else ''}"
         of = f" of {self.repeat}" if self.repeat else ""
-        return f"stopped after {self.cycles}{of} times ({self.ended or 'still running'})"
+        return f"stopped after {self.cycles}{of} times: {self.ended or 'still running'}"
 
 
 class Patterns:
@@ -129,7 +129,7 @@ class Patterns:
                 await self._rest(run)
             raise
         except BoardError as exc:
-            run.ended = str(exc)
+            run.ended, run.level = str(exc), None  # the board is gone: its level is unknown
             log.warning("the %s on pin %d stopped: %s", run.name, run.pin, exc)
         finally:
             if self._runs.get(run.pin) is run and run.ended:

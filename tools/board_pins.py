@@ -181,6 +181,7 @@ class Pins:
 
     def info(self) -> BoardInfo:
         link = self.link
+        link.ask(None)  # a board that reset answers only once it has announced itself
         pins = []
         for pin, caps in enumerate(self.caps):
             value, channel = self.values.get(pin), self.channels.get(pin, -1)

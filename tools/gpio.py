@@ -216,7 +216,11 @@ class _HardwareTools:
             head = f"{ref.label}: {pattern} every {period_ms} ms"
             if repeat and total_s <= self.await_s:
                 await self.board.wait_pattern(run, total_s + self.await_s)
-                level = "unknown" if run.level is None else describe_value("output", run.level)
+                if run.level is None:
+                    return f"{head} {run.outcome()}. The pin's level is unknown."
+                level = describe_value("output", run.level)
+                if run.ended != "completed":
+                    return f"{head} {run.outcome()}. The pin is {level} now."
                 return f"{head} {run.outcome()} (about {total_s:g} s); the pin is {level} now."
             grace = self.board.pattern_grace_s
             if repeat:
