@@ -61,8 +61,8 @@ class Patterns:
         self._runs: dict[int, PatternRun] = {}
 
     @property
-    def running(self) -> dict[int, str]:
-        return {pin: run.name for pin, run in self._runs.items() if not run.done}
+    def running(self) -> dict[int, PatternRun]:
+        return {pin: run for pin, run in self._runs.items() if not run.done}
 
     def start(
         self, pin: int, name: str, steps: Sequence[tuple[int, float]], repeat: int

@@ -109,7 +109,12 @@ class Board:
     @property
     def patterns(self) -> dict[int, str]:
         """Pins with a pattern running, and the pattern's name."""
-        return self._patterns.running
+        return {pin: run.name for pin, run in self._patterns.running.items()}
+
+    @property
+    def finite_patterns(self) -> list[int]:
+        """Pins whose pattern has an end, which `close()` waits for."""
+        return [pin for pin, run in self._patterns.running.items() if run.repeat]
 
     # -- the tools' operations ---------------------------------------------------------------
 
