@@ -19,7 +19,6 @@ from tools.board_types import (
     MODE_CODES,
     MODE_NAMES,
     OUTPUT,
-    PIN_STATE_QUERY,
     PULLUP,
     PWM,
     REPORT_ANALOG,
@@ -35,7 +34,7 @@ from tools.board_types import (
     PinToken,
     pin_runs,
 )
-from tools.firmata import FirmataLink, decode_state
+from tools.firmata import FirmataLink
 
 SERVO_MIN_US, SERVO_MAX_US = 544, 2400  # the Servo library's defaults
 
@@ -64,9 +63,6 @@ class Pins:
                 self.driven.add(pin)
         self.servos = {pin for pin, (mode, _) in states.items() if mode == SERVO}
         self.servo_slots = len(self.servos)
-        for pin, mode in self.modes.items():
-            if mode == ANALOG and pin in self.channels:  # the firmware reports analog pins
-                self.link.reporting.add((REPORT_ANALOG, self.channels[pin]))
 
     # -- checks, before anything is written --------------------------------------------------
 
@@ -160,8 +156,7 @@ class Pins:
 
     def pin_state(self, pin: int) -> PinReading:
         """An output's state as the board holds it, without switching the pin to input."""
-        query = self.link.ask("state", pin, lambda: self.link.sysex(PIN_STATE_QUERY, [pin]))
-        self._note(pin, *decode_state(query))
+        self._note(pin, *self.link.pin_state(pin))
         return self.reading(pin)
 
     def reading(self, pin: int) -> PinReading:

@@ -207,6 +207,18 @@ class FirmataLink:
         self._wait(fresh, f"a {kind or 'sync'} request")
         return None if kind is None else self.payload(kind, key)
 
+    def pin_state(self, pin: int) -> tuple[int, int]:
+        """The pin's mode and Firmata state, asked after whatever was sent before.
+
+        No sync token: a pin-state answer is never sent unasked, and an unanswered query
+        breaks the link, so the first answer for the pin after this call is to this query.
+        """
+        with self._cond:
+            start = self._seq
+        self.sysex(PIN_STATE_QUERY, [pin])
+        self._wait(lambda: self._seq_of("state", pin) > start, "a pin state query")
+        return decode_state(self.payload("state", pin))
+
     def pin_states(self, pins: Iterable[int]) -> dict[int, tuple[int, int]]:
         """Each pin's mode and Firmata state as the board holds them, in one round trip."""
         wanted = list(pins)

@@ -112,6 +112,7 @@ class FirmataBoard:
         self._inputs: dict[int, int] = {}  # what the outside world drives digital inputs to
         self._analog = [0] * len(layout.analog)  # raw readings per channel
         self._transitions: dict[int, int] = {}
+        self._changed_at: dict[int, float] = {}
         self._events: list[tuple[str, int, object]] = []
         self._thread: threading.Thread | None = None
         self.received = 0  # bytes read from the client
@@ -152,6 +153,11 @@ class FirmataBoard:
         """How many times the output level of `pin` has changed."""
         with self._lock:
             return self._transitions.get(self._number(pin), 0)
+
+    def changed_at(self, pin: int | str) -> float:
+        """time.monotonic() of the last change of `pin`'s output level (0.0: never)."""
+        with self._lock:
+            return self._changed_at.get(self._number(pin), 0.0)
 
     def events(self) -> list[tuple[str, int, object]]:
         """Every change the client made, in order: ("mode", pin, name), ("level", pin, 0|1),
@@ -388,6 +394,7 @@ class FirmataBoard:
         target = self._pins[pin]
         if target.mode == OUTPUT and target.state != level:
             self._transitions[pin] = self._transitions.get(pin, 0) + 1
+            self._changed_at[pin] = time.monotonic()
             self._events.append(("level", pin, level))
         target.state = level
 
