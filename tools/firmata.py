@@ -21,6 +21,7 @@ Board (tools/hardware.py) re-reads the pins and restores what it had set.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -47,6 +48,7 @@ from tools.pyfirmata_adapter import firmata_class
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 TOKENS = range(100, 128)  # sync tokens: pin numbers past any AVR board's pins
+STATE_BATCH = 16
 Listener = Callable[[str, int, Any], None]  # (kind, key, payload), on the reader thread
 
 
@@ -220,18 +222,20 @@ class FirmataLink:
         return decode_state(self.payload("state", pin))
 
     def pin_states(self, pins: Iterable[int]) -> dict[int, tuple[int, int]]:
-        """Each pin's mode and Firmata state as the board holds them, in one round trip."""
+        """Each pin's mode and Firmata state as the board holds them, 16 pins a round trip:
+        the answers outgrow the questions, and a board's 64-byte buffers must not overflow."""
         wanted = list(pins)
-
-        def query() -> None:
-            for pin in wanted:
+        for first in range(0, len(wanted), STATE_BATCH):
+            batch = wanted[first : first + STATE_BATCH]
+            with self._cond:
+                start = self._seq
+            for pin in batch:
                 self.sysex(PIN_STATE_QUERY, [pin])
-
-        with self._cond:
-            start = self._seq
-        self.ask(None, 0, query)
-        self._wait(lambda: all(self._seq_of("state", p) > start for p in wanted), "pin states")
+            self._wait(functools.partial(self._answered, batch, start), "pin states")
         return {pin: decode_state(self.payload("state", pin)) for pin in wanted}
+
+    def _answered(self, pins: list[int], since: int) -> bool:
+        return all(self._seq_of("state", pin) > since for pin in pins)
 
     def _wait(self, ready: Callable[[], bool], what: str, step: float | None = None) -> None:
         while True:

@@ -78,7 +78,8 @@ class Board:
             log.warning("%s", note)
         if self._reviving is not None:
             self._reviving.cancel()
-        self._watches.subs.clear()
+        for sub in list(self._watches.subs):
+            sub.cancel()
         async with self._lock:
             link, self._link, self._pins = self._link, None, None
             if link is not None:
