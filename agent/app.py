@@ -156,12 +156,13 @@ def make_scrubber(settings: Settings) -> Scrubber:
 
 
 def make_board(settings: Settings) -> Board | None:
-    """The Arduino, when `[hardware] enabled`; it connects on first use, not here."""
+    """The Arduino, when `[hardware] enabled`; it connects on first use, not here. Closing
+    it lets finite patterns end within the tool timeout."""
     if not settings.hardware.enabled:
         return None
     from tools.hardware import Board
 
-    return Board(settings.hardware)
+    return Board(settings.hardware, pattern_grace_s=settings.agent.tool_timeout_s)
 
 
 def build_tools(

@@ -1,23 +1,28 @@
 """Latency of a hardware tool call, LLM aside: gpio_write then gpio_read on one pin, through
-the tool layer (argument validation, pin policy, Board lock, worker thread, pyfirmata2, serial)
-against the emulated StandardFirmata board on a pseudo-terminal.
+the tool layer (argument validation, pin policy, Board lock, worker thread, pyfirmata2's
+parser, serial), against the emulated StandardFirmata board (`--board emulator`, a Python
+double that answers at once) or the real StandardFirmata 2.5.9 on a simulated ATmega328P
+(`--board simavr`, tests/simavr: 57600 baud, the MCU paced to real time).
 
-Each write waits for the board to confirm it and each read asks the board, so every call is a
-real round trip. A USB board adds its own serial latency (about 1-4 ms per round trip at
-57600 baud) on top of these figures.
+Each write is confirmed by reading the pin back and each read asks the board, so every call
+is a real round trip. "write -> pin" runs from the call's start to the moment the pin's
+level changes: in the emulator's pin table, or in the simulated MCU's port register (as the
+rig timestamps it). A USB board adds its own latency (about 1-4 ms per round trip).
 
-    .venv/bin/python bench/hardware.py [--calls 500]
+    .venv/bin/python bench/hardware.py [--board emulator|simavr|both] [--calls 500]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import platform
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,48 +35,86 @@ from tools.config import HardwareSettings  # noqa: E402
 from tools.gpio import hardware_tools  # noqa: E402
 from tools.hardware import Board  # noqa: E402
 
+ROWS = ("write -> pin", "gpio_write", "gpio_read", "write + read")
+PinChange = Callable[[float], float]  # call start -> when the pin changed after it
 
-async def measure(calls: int) -> tuple[float, dict[str, list[float]]]:
-    timings: dict[str, list[float]] = {"gpio_write": [], "gpio_read": [], "write + read": []}
-    with tempfile.TemporaryDirectory() as tmp, FirmataBoard(Path(tmp) / "ttyACM0") as emulator:
-        settings = HardwareSettings(enabled=True, port=str(emulator.path), allowed_pins=[13])
-        board = Board(settings)
-        tools = {tool.name: tool for tool in hardware_tools(settings, board)}
-        context = ToolCallContext(workspace=Path(tmp))
-        started = time.perf_counter()
-        await board.connect()
-        connect_s = time.perf_counter() - started
-        for i in range(calls + 20):  # the first 20 warm up and are not counted
-            level = i % 2
-            t0 = time.perf_counter()
-            wrote = await tools["gpio_write"].run({"pin": 13, "value": level}, context)
-            t1 = time.perf_counter()
-            read = await tools["gpio_read"].run({"pin": 13}, context)
-            t2 = time.perf_counter()
-            expected = f"pin 13: {'high' if level else 'low'}, mode output."
-            if not (wrote.ok and read.output == expected and emulator.level(13) == level):
-                raise SystemExit(f"call {i} went wrong: {wrote.output!r}, {read.output!r}")
-            if i >= 20:
-                timings["gpio_write"].append(t1 - t0)
-                timings["gpio_read"].append(t2 - t1)
-                timings["write + read"].append(t2 - t0)
-        await board.close()
+
+@contextlib.contextmanager
+def emulated() -> Iterator[tuple[str, PinChange]]:
+    with tempfile.TemporaryDirectory() as tmp, FirmataBoard(Path(tmp) / "ttyACM0") as board:
+        yield str(board.path), lambda _: board.changed_at(13)
+
+
+@contextlib.contextmanager
+def simulated() -> Iterator[tuple[str, PinChange]]:
+    from simavr.sim_board import SimBoard
+
+    with SimBoard(max_lifetime=600) as sim:
+
+        def changed(since: float) -> float:
+            event = sim.wait_event(
+                lambda e: e.get("event") == "pin" and e["pin"] == 13 and e["mono"] >= since, 2.0
+            )
+            if event is None:
+                raise SystemExit("the simulated pin 13 never changed")
+            return float(event["mono"])
+
+        yield sim.port, changed
+
+
+async def measure(
+    port: str, pin_changed: PinChange, calls: int
+) -> tuple[float, dict[str, list[float]]]:
+    timings: dict[str, list[float]] = {row: [] for row in ROWS}
+    settings = HardwareSettings(enabled=True, port=port, allowed_pins=[13])
+    board = Board(settings)
+    tools = {tool.name: tool for tool in hardware_tools(settings, board)}
+    context = ToolCallContext(workspace=ROOT)
+    started = time.perf_counter()
+    await board.connect()
+    connect_s = time.perf_counter() - started
+    for i in range(calls + 20):  # the first 20 warm up and are not counted
+        level = (i + 1) % 2
+        t0, mono0 = time.perf_counter(), time.monotonic()
+        wrote = await tools["gpio_write"].run({"pin": 13, "value": level}, context)
+        t1 = time.perf_counter()
+        read = await tools["gpio_read"].run({"pin": 13}, context)
+        t2 = time.perf_counter()
+        expected = f"pin 13: {'high' if level else 'low'}, mode output."
+        if not (wrote.ok and read.output == expected):
+            raise SystemExit(f"call {i} went wrong: {wrote.output!r}, {read.output!r}")
+        if i >= 20:
+            timings["write -> pin"].append(pin_changed(mono0) - mono0)
+            timings["gpio_write"].append(t1 - t0)
+            timings["gpio_read"].append(t2 - t1)
+            timings["write + read"].append(t2 - t0)
+    await board.close()
     return connect_s, timings
+
+
+def report(name: str, connect_s: float, timings: dict[str, list[float]]) -> None:
+    print(f"\n{name}: connect (firmware, capabilities, pin states) {connect_s * 1000:.0f} ms")
+    print("| call         | median ms | p99 ms | max ms |")
+    print("| ------------ | --------- | ------ | ------ |")
+    for row, samples in timings.items():
+        ms = sorted(s * 1000 for s in samples)
+        p99 = statistics.quantiles(ms, n=100)[98]
+        print(f"| {row:<12} | {statistics.median(ms):9.2f} | {p99:6.2f} | {ms[-1]:6.2f} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--board", choices=("emulator", "simavr", "both"), default="both")
     parser.add_argument("--calls", type=int, default=500)
-    calls = parser.parse_args().calls
-    connect_s, timings = asyncio.run(measure(calls))
-    print(f"hardware tools vs emulated Uno, {calls} calls, Python {platform.python_version()}")
-    print(f"connect (firmware, capabilities, pin states): {connect_s * 1000:.1f} ms\n")
-    print("| call         | median ms | p99 ms | max ms |")
-    print("| ------------ | --------- | ------ | ------ |")
-    for name, samples in timings.items():
-        ms = sorted(s * 1000 for s in samples)
-        p99 = statistics.quantiles(ms, n=100)[98]
-        print(f"| {name:<12} | {statistics.median(ms):9.2f} | {p99:6.2f} | {ms[-1]:6.2f} |")
+    args = parser.parse_args()
+    print(f"hardware tools, {args.calls} calls each, Python {platform.python_version()}")
+    boards = {"emulator": ("emulated Uno (tests/fakes)", emulated),
+              "simavr": ("StandardFirmata 2.5.9 on simavr (tests/simavr)", simulated)}  # fmt: skip
+    for key, (name, rig) in boards.items():
+        if args.board in (key, "both"):
+            with rig() as (port, pin_changed):
+                connect_s, timings = asyncio.run(measure(port, pin_changed, args.calls))
+            report(name, connect_s, timings)
 
 
 if __name__ == "__main__":

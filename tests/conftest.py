@@ -1,4 +1,5 @@
-"""Shared fixtures: an isolated home folder, the fake LLM, settings pointed at it."""
+"""Shared fixtures: an isolated home folder, the fake LLM, settings pointed at it, the
+simulated board running the real StandardFirmata."""
 
 from __future__ import annotations
 
@@ -6,10 +7,14 @@ import asyncio
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from fakes.llm_server import FakeLLM
 from fakes.telegram_server import FakeTelegram
+
+if TYPE_CHECKING:
+    from simavr.sim_board import SimBoard
 
 # LiteLLM reads its bundled price map instead of fetching one at import.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -98,3 +103,26 @@ class Daemon:
 @pytest.fixture
 def daemon() -> Callable[[], Daemon]:
     return Daemon
+
+
+@pytest.fixture(scope="module")
+def simboard() -> Iterator[SimBoard]:
+    """The simavr rig (tests/simavr): the real StandardFirmata on a simulated Uno, one per
+    module (it costs about half a core while it runs). Skipped when it cannot be built here,
+    unless PINCLAW_REALBOARD=require (as .ci/run sets), which makes that a failure."""
+    from simavr.sim_board import SimBoard, ensure_built
+
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("NO_APT", "1")  # build.sh installs packages only when run by hand
+            ensure_built()
+        sim = SimBoard(max_lifetime=600).start()
+    except (OSError, RuntimeError) as exc:
+        why = f"the simavr rig cannot run here ({exc}); `bash tests/simavr/build.sh` builds it"
+        if os.environ.get("PINCLAW_REALBOARD") == "require":
+            pytest.fail(why)
+        pytest.skip(why)
+    try:
+        yield sim
+    finally:
+        sim.stop()

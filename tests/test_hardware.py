@@ -162,7 +162,10 @@ async def test_a_port_lost_mid_session_is_noticed_by_a_read(
     assert not (await call(board, "gpio_read", pin=2)).ok
     emulator.reopen()
     emulator.set_input(2, 1)
-    assert (await call(board, "gpio_read", pin=2)).output == "pin 2: high, mode input."
+    assert (await call(board, "gpio_read", pin=2)).output == (
+        "pin 2: high, mode input.\nNote: After reconnecting, the board had lost pinclaw's "
+        "settings; pinclaw restored pin 2 input."
+    )
 
 
 async def test_close_stops_running_patterns(board: Board, emulator: FirmataBoard) -> None:

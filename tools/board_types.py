@@ -21,8 +21,9 @@ MODE_CODES = {name: code for code, name in MODE_NAMES.items()}
 # Firmata message bytes not in pyfirmata2's public names.
 ANALOG_MAPPING_QUERY, ANALOG_MAPPING_RESPONSE, CAPABILITY_QUERY = 0x69, 0x6A, 0x6B
 CAPABILITY_RESPONSE, PIN_STATE_QUERY, PIN_STATE_RESPONSE = 0x6C, 0x6D, 0x6E
-EXTENDED_ANALOG, SERVO_CONFIG, QUERY_FIRMWARE = 0x6F, 0x70, 0x79
-SET_PIN_MODE, REPORT_VERSION = 0xF4, 0xF9
+EXTENDED_ANALOG, SERVO_CONFIG, QUERY_FIRMWARE, SAMPLING_INTERVAL = 0x6F, 0x70, 0x79, 0x7A
+ANALOG_MESSAGE, REPORT_ANALOG, REPORT_DIGITAL = 0xE0, 0xC0, 0xD0
+SET_PIN_MODE, SET_DIGITAL_PIN_VALUE, REPORT_VERSION = 0xF4, 0xF5, 0xF9
 
 SETUP_HELP = (
     "Plug the board in over USB with StandardFirmata uploaded (Arduino IDE: File > Examples > "
@@ -43,6 +44,10 @@ class BoardError(Exception):
     """A failure the model can report and the user can act on: the message says what to do."""
 
 
+class BoardReset(BoardError):
+    """The board announced itself again mid-session: it reset, and forgot every pin."""
+
+
 @dataclass(frozen=True)
 class PinInfo:
     """One pin as the board reported it, with the mode and value pinclaw last saw."""
@@ -52,6 +57,7 @@ class PinInfo:
     capabilities: dict[str, int]  # mode name -> resolution in bits
     mode: str | None
     value: float | None  # a level (0/1), a PWM duty (0..1), an angle or a raw analog reading
+    note: str = ""  # why the chip does not do what the mode says (a timer held by servos)
 
     @property
     def label(self) -> str:
@@ -69,6 +75,9 @@ class BoardInfo:
     firmware_version: str
     protocol_version: str
     pins: tuple[PinInfo, ...]
+    model: str = ""  # "Arduino Uno/Nano (ATmega328P)", or "" when not recognised
+    timer_groups: str = ""  # "Timer0: 5, 6; Timer1: 9, 10 (servos); ..."
+    resets: str = ""  # what the last reset seen did to pinclaw's outputs, or ""
 
     @property
     def pin_count(self) -> int:
@@ -81,6 +90,7 @@ class PinReading:
     mode: str
     value: float  # a level (input, output), a duty (pwm), an angle (servo), a raw reading (analog)
     full_scale: int = 1  # 1023 for a 10-bit analog input
+    note: str = ""  # why the chip does not do what the mode says
 
 
 def parse_capabilities(data: Sequence[int]) -> list[dict[int, int]]:

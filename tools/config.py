@@ -110,6 +110,7 @@ class HardwareSettings(_Section):
     sampling_interval_ms: int = Field(default=100, ge=1, le=16_383)
     connect_on_start: bool = False
     require_approval: bool = False  # supervised: every pin write asks the owner in the chat
+    restore_after_reset: bool = True  # a board that reset gets back the outputs pinclaw set
     allowed_pins: list[int | str] = Field(default_factory=list)
     pins: dict[str, PinSettings] = Field(default_factory=dict)
 

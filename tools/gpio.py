@@ -8,14 +8,15 @@ refusal names the valid choices, so the model can correct itself in one step. Wi
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Literal
 
 from tools.base import ApprovalRequest, FunctionTool, Tool, ToolCallContext, ToolResult
-from tools.config import Autonomy, HardwareSettings, pin_token
-from tools.hardware import Board, BoardError, BoardInfo, PinInfo
+from tools.board_policy import TOOL_FOR_MODE, PinError, PinPolicy, PinRef, parse_level
+from tools.config import Autonomy, HardwareSettings
+from tools.hardware import Board, BoardError, BoardInfo
 
 Pattern = Literal["blink", "pulse", "heartbeat"]
 # (level, share of the period) steps; every pattern ends low.
@@ -24,109 +25,16 @@ PATTERNS: dict[str, tuple[tuple[int, float], ...]] = {
     "pulse": ((1, 0.1), (0, 0.9)),
     "heartbeat": ((1, 0.1), (0, 0.1), (1, 0.1), (0, 0.7)),
 }
-LEVELS = {"0": 0, "1": 1, "low": 0, "high": 1, "false": 0, "true": 1, "off": 0, "on": 1}
-TOOL_FOR_MODE = {
-    "output": "gpio_write or gpio_pattern", "input": "gpio_read", "input_pullup": "gpio_read",
-    "pwm": "pwm_write", "analog": "analog_read", "servo": "servo_write",
-}  # fmt: skip
-# What a tool may do to a pin wired (configured) for each mode; "read" is gpio_read.
-USES = {
-    "output": {"output", "read"}, "input": {"read"}, "input_pullup": {"read"},
-    "pwm": {"pwm", "read"}, "servo": {"servo", "read"}, "analog": {"analog"},
-}  # fmt: skip
 ANALOG_REFERENCE_V = 5.0  # the Uno's, Nano's and Mega's default analog reference
 MIN_PERIOD_MS, MAX_PERIOD_MS, MAX_REPEAT = 20, 600_000, 100_000
+AWAIT_PATTERN_S = 10.0
 
 
-class PinError(Exception):
-    """An argument the config or the tool refuses; nothing was sent to the board."""
-
-
-@dataclass(frozen=True)
-class PinRef:
-    """A pin the tools may touch: its spelling for the board, and its configured name."""
-
-    token: int | str  # 13 or "A0"
-    name: str = ""
-    mode: str = ""  # how it is wired, when configured under [hardware.pins.NAME]
-    description: str = ""
-
-    @property
-    def label(self) -> str:
-        pin = f"pin {self.token}" if isinstance(self.token, int) else self.token
-        return f"{self.name} ({pin})" if self.name else pin
-
-
-class PinPolicy:
-    """Which pins the tools may touch (allowed_pins and named pins), and what names mean."""
-
-    def __init__(self, settings: HardwareSettings) -> None:
-        self.named = {
-            name: PinRef(pin.pin, name, pin.mode, pin.description)
-            for name, pin in settings.pins.items()
-        }
-        self.allowed = {token: PinRef(token) for token in settings.allowed_pins}
-        self.allowed |= {ref.token: ref for ref in self.named.values()}
-
-    def resolve(self, arg: int | str, use: str) -> PinRef:
-        """The allowed pin `arg` names, fit for `use`; otherwise a PinError naming the choices."""
-        ref = self.named.get(arg.strip().lower()) if isinstance(arg, str) else None
-        if ref is None:
-            try:
-                token = pin_token(arg)
-            except ValueError:
-                names = f" or a configured name ({', '.join(self.named)})" if self.named else ""
-                raise PinError(
-                    f"Unknown pin {arg!r}: give a pin number (13), an analog name (A0){names}."
-                ) from None
-            ref = self.allowed.get(token)
-            if ref is None:
-                raise PinError(
-                    f"{PinRef(token).label.capitalize()} is not allowed. {self.choices()}"
-                )
-        if ref.mode and use not in USES[ref.mode]:
-            raise PinError(f"{ref.label} is wired as {ref.mode}: use {TOOL_FOR_MODE[ref.mode]}.")
-        return ref
-
-    def choices(self) -> str:
-        if not self.allowed:
-            return (
-                "No pins are allowed yet: list them in [hardware] allowed_pins, or name them "
-                "under [hardware.pins.NAME], in config.toml."
-            )
-        return f"Allowed pins: {', '.join(ref.label for ref in self.allowed.values())}."
-
-    def guide(self) -> str:
-        """The pin part of each tool description: how "the fan" maps to pin 9."""
-        parts = []
-        for ref in self.allowed.values():
-            if ref.name:
-                about = f"{ref.mode}: {ref.description}" if ref.description else ref.mode
-                parts.append(f'"{ref.name}" = {PinRef(ref.token).label} ({about})')
-            else:
-                parts.append(PinRef(ref.token).label)
-        if not parts:
-            return self.choices()
-        return f"Pins you may use: {'; '.join(parts)}."
-
-    def about(self, pin: PinInfo) -> str:
-        """`pin`'s configured name and whether the tools may touch it, for board listings."""
-        tokens = {pin.number, f"A{pin.analog_channel}"}
-        refs = [ref for token, ref in self.allowed.items() if token in tokens]
-        names = [f'"{ref.name}"' for ref in refs if ref.name]
-        return (" " + ", ".join(names) if names else "") + (" [allowed]" if refs else "")
-
-
-def parse_level(value: bool | int | str) -> int:
-    if isinstance(value, bool):
-        return int(value)
-    level = LEVELS.get(str(value).strip().lower())
-    if level is None:
-        raise PinError(f"Level {value!r} is not one of 1/0, true/false or high/low.")
-    return level
-
-
-def describe_value(mode: str | None, value: float | None, full_scale: int = 1023) -> str:
+def describe_value(
+    mode: str | None, value: float | None, full_scale: int = 1023, note: str = ""
+) -> str:
+    if note:
+        return note  # the chip does not do what the mode says: claim nothing else
     if value is None or mode is None:
         return ""
     if mode in ("output", "input", "input_pullup"):
@@ -140,11 +48,17 @@ def describe_value(mode: str | None, value: float | None, full_scale: int = 1023
     return f"{value:g}"
 
 
-async def _attempt(action: Callable[[], Awaitable[str]]) -> ToolResult:
+async def _attempt(board: Board, action: Callable[[], Awaitable[str]]) -> ToolResult:
+    """Run a tool's action; what happened to the board meanwhile (a reset, a restore) is
+    added to the result, so the model hears of it."""
     try:
-        return ToolResult.success(await action())
+        result = ToolResult.success(await action())
     except (PinError, BoardError) as exc:
-        return ToolResult.error(str(exc))
+        result = ToolResult.error(str(exc))
+    notice = board.take_notice()
+    if notice:
+        result = dataclasses.replace(result, output=f"{result.output}\nNote: {notice}")
+    return result
 
 
 class _HardwareTools:
@@ -154,6 +68,8 @@ class _HardwareTools:
         self.policy = PinPolicy(settings)
         self.board = board
         self.ask_first = ask_first  # every pin write waits for the owner's yes
+        # A finite pattern this short is awaited, so the result says what happened.
+        self.await_s = min(AWAIT_PATTERN_S, board.pattern_grace_s / 2)
 
     async def _approved(self, call: ToolCallContext, tool: str, ref: PinRef, what: str) -> None:
         """Ask the owner before a checked write reaches the board; a no is a PinError."""
@@ -182,10 +98,10 @@ class _HardwareTools:
             ref = self.policy.resolve(pin, "output")
             level = parse_level(value)
             await self._approved(call, "gpio_write", ref, f"set {'high' if level else 'low'}")
-            await self.board.digital_write(ref.token, level)
-            return f"{ref.label} is now {'high' if level else 'low'}."
+            reading = await self.board.digital_write(ref.token, level)
+            return f"{ref.label} is now {describe_value('output', reading.value)}."
 
-        return await _attempt(act)
+        return await _attempt(self.board, act)
 
     async def gpio_read(self, call: ToolCallContext, pin: int | str) -> ToolResult:
         """Read a digital pin: its level (high/low) and mode. A pin set up as an input (a
@@ -202,10 +118,10 @@ class _HardwareTools:
                 pullup=ref.mode == "input_pullup",
                 as_output=ref.mode in ("output", "pwm", "servo"),
             )
-            value = describe_value(reading.mode, reading.value)
+            value = describe_value(reading.mode, reading.value, note=reading.note)
             return f"{ref.label}: {value}, mode {reading.mode}."
 
-        return await _attempt(act)
+        return await _attempt(self.board, act)
 
     async def pwm_write(self, call: ToolCallContext, pin: int | str, duty: float) -> ToolResult:
         """Drive a PWM-capable pin at a duty cycle: set a fan's speed or a LED's brightness.
@@ -221,10 +137,10 @@ class _HardwareTools:
             if not 0.0 <= duty <= 1.0:
                 raise PinError(f"Duty {duty:g} is out of range: give 0.0 (off) to 1.0 (full on).")
             await self._approved(call, "pwm_write", ref, f"PWM duty {duty:.0%}")
-            await self.board.pwm_write(ref.token, duty)
-            return f"{ref.label}: PWM duty {duty:.0%}."
+            reading = await self.board.pwm_write(ref.token, duty)
+            return f"{ref.label}: PWM duty {reading.value:.0%}."
 
-        return await _attempt(act)
+        return await _attempt(self.board, act)
 
     async def analog_read(self, call: ToolCallContext, pin: int | str) -> ToolResult:
         """Read an analog input (A0-A5 on an Uno): a light sensor, a potentiometer, a
@@ -240,7 +156,7 @@ class _HardwareTools:
             value = describe_value("analog", reading.value, reading.full_scale)
             return f"{ref.label}: {value}."
 
-        return await _attempt(act)
+        return await _attempt(self.board, act)
 
     async def servo_write(self, call: ToolCallContext, pin: int | str, angle: float) -> ToolResult:
         """Turn a hobby servo on a pin to an angle.
@@ -255,10 +171,10 @@ class _HardwareTools:
             if not 0 <= angle <= 180:
                 raise PinError(f"Angle {angle:g} is out of range: give 0 to 180 degrees.")
             await self._approved(call, "servo_write", ref, f"servo to {round(angle)}°")
-            await self.board.servo_write(ref.token, round(angle))
-            return f"{ref.label}: servo at {round(angle)}°."
+            reading = await self.board.servo_write(ref.token, round(angle))
+            return f"{ref.label}: servo at {reading.value:g}°."
 
-        return await _attempt(act)
+        return await _attempt(self.board, act)
 
     async def gpio_pattern(
         self,
@@ -268,9 +184,10 @@ class _HardwareTools:
         period_ms: int = 1000,
         repeat: int = 0,
     ) -> ToolResult:
-        """Run a light pattern on a digital output in the background: blink (on half the
-        period), pulse (a short flash each period) or heartbeat (two quick beats). A new
-        pattern or a gpio_write on the pin stops it.
+        """Run a light pattern on a digital output: blink (on half the period), pulse (a
+        short flash each period) or heartbeat (two quick beats). A finite pattern of up to
+        10 s is waited for and reported as it ran; longer ones run in the background. A new
+        pattern or a gpio_write on the pin stops it; every pattern ends low.
 
         Args:
             pin: pin number (13) or configured name ("led")
@@ -294,14 +211,30 @@ class _HardwareTools:
             steps = [(level, share * period_ms / 1000) for level, share in PATTERNS[pattern]]
             what = f"{pattern} every {period_ms} ms" + (f", {repeat} times" if repeat else "")
             await self._approved(call, "gpio_pattern", ref, what)
-            await self.board.start_pattern(ref.token, pattern, steps, repeat)
+            run = await self.board.start_pattern(ref.token, pattern, steps, repeat)
+            total_s = repeat * period_ms / 1000
+            head = f"{ref.label}: {pattern} every {period_ms} ms"
+            if repeat and total_s <= self.await_s:
+                await self.board.wait_pattern(run, total_s + self.await_s)
+                if run.level is None:
+                    return f"{head} {run.outcome()}. The pin's level is unknown."
+                level = describe_value("output", run.level)
+                if run.ended != "completed":
+                    return f"{head} {run.outcome()}. The pin is {level} now."
+                return f"{head} {run.outcome()} (about {total_s:g} s); the pin is {level} now."
+            grace = self.board.pattern_grace_s
             if repeat:
-                span = f"{repeat} times (about {repeat * period_ms / 1000:g} s)"
-            else:
-                span = "until stopped (gpio_write the pin to stop it)"
-            return f"{ref.label}: {pattern} every {period_ms} ms, {span}."
+                return (
+                    f"{head}, {repeat} times (about {total_s:g} s), started in the background "
+                    "(a gpio_write on the pin stops it). If pinclaw stops before it ends, it "
+                    f"waits up to {grace:g} s for it, then cuts it and leaves the pin low."
+                )
+            return (
+                f"{head}, until stopped (gpio_write the pin to stop it); it stops, leaving the "
+                "pin low, when pinclaw stops."
+            )
 
-        return await _attempt(act)
+        return await _attempt(self.board, act)
 
     async def hardware_board_info(self, call: ToolCallContext) -> ToolResult:
         """Describe the connected board: port, firmware, and each usable pin with what it can
@@ -315,7 +248,7 @@ class _HardwareTools:
             for pin in info.pins:
                 if not pin.capabilities:
                     continue
-                value = describe_value(pin.mode, pin.value)
+                value = describe_value(pin.mode, pin.value, note=pin.note)
                 state = f"mode {pin.mode}" + (f", {value}" if value else "") if pin.mode else ""
                 if pin.number in running:
                     state += f", running {running[pin.number]}"
@@ -323,9 +256,11 @@ class _HardwareTools:
                     f"- {pin.label}{self.policy.about(pin)}: {state or 'mode unknown'}; "
                     f"can {', '.join(pin.capabilities)}"
                 )
+            if info.resets:
+                lines.append(f"Last reset: {info.resets}")
             return "\n".join(lines)
 
-        return await _attempt(act)
+        return await _attempt(self.board, act)
 
     async def hardware_capabilities(self, call: ToolCallContext) -> ToolResult:
         """List what each pin of the connected board can do (output, input, pwm, analog,
@@ -347,7 +282,7 @@ class _HardwareTools:
             lines.append(f"Tools per mode: {tools}.")
             return "\n".join(lines)
 
-        return await _attempt(act)
+        return await _attempt(self.board, act)
 
 
 _WRITERS = frozenset({"gpio_write", "pwm_write", "servo_write", "gpio_pattern"})
@@ -355,9 +290,15 @@ _WRITERS = frozenset({"gpio_write", "pwm_write", "servo_write", "gpio_pattern"})
 
 def _headline(info: BoardInfo) -> str:
     analog = sum(pin.analog_channel is not None for pin in info.pins)
-    return (
+    head = (
         f"Board on {info.port}: {info.firmware} {info.firmware_version} (Firmata protocol "
         f"{info.protocol_version}), {info.pin_count} pins, {analog} analog inputs."
+    )
+    if not info.model:
+        return f"{head}\nTimers: board not recognised, so no timer conflicts are predicted."
+    return (
+        f"{head}\nTimers of an {info.model}: {info.timer_groups}. A servo takes the servo "
+        "timer, which stops PWM on its pins until the board resets."
     )
 
 

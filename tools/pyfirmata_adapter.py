@@ -1,9 +1,10 @@
 """pyfirmata2, adapted: the one module that imports it (lazily, on first connect).
 
 pyfirmata2's Board constructor busy-waits five seconds and mis-reads the capability report
-of current StandardFirmata, so the adapted class skips it: pyfirmata2 only parses the
-incoming bytes and writes the outgoing ones, and every message it parses is reported to the
-FirmataLink that waits for it. Port autodetection follows pyfirmata2's rule without building
+of current StandardFirmata, and its pin objects write whole ports from what they remember
+(wrong after a reset), so the adapted class skips both: pyfirmata2 only parses the incoming
+bytes and frames sysex messages, and every message it parses is reported to the FirmataLink
+that waits for it. Port autodetection follows pyfirmata2's rule without building
 its board.
 """
 
@@ -25,7 +26,8 @@ from tools.board_types import (
 
 @functools.cache
 def firmata_class() -> type[Any]:
-    """pyfirmata2's Board, minus its constructor, reporting each message to its listener."""
+    """pyfirmata2's Board as a parser only: it reads the port and reports each message to
+    its listener; pinclaw keeps no pin objects of pyfirmata2's."""
     import pyfirmata2
 
     class Firmata(pyfirmata2.Board):  # type: ignore[misc]  # pyfirmata2 is untyped
@@ -56,11 +58,9 @@ def firmata_class() -> type[Any]:
 
         def _handle_digital_message(self, port: int, lsb: int, msb: int) -> None:
             self._link.seen("port", port, lsb | msb << 7)
-            super()._handle_digital_message(port, lsb, msb)
 
         def _handle_analog_message(self, channel: int, lsb: int, msb: int) -> None:
             self._link.seen("analog", channel, lsb | msb << 7)
-            super()._handle_analog_message(channel, lsb, msb)
 
         def _capabilities(self, *data: int) -> None:
             self._link.seen("caps", 0, data)

@@ -11,6 +11,7 @@ from pathlib import Path
 from agent.config import Settings
 from agent.turns.quirks import ProviderQuirks
 from agent.workspace import BOOTSTRAP_FILES
+from tools.board_types import BoardInfo, pin_runs
 
 # The environment variable LiteLLM reads for each provider prefix of a model name.
 PROVIDER_KEYS = {
@@ -88,11 +89,8 @@ async def run_doctor(settings: Settings, *, check_model: bool = False) -> int:
         if info is None:
             report(False, "board", board.last_error or "not found")
         else:
-            report(
-                True,
-                "board",
-                f"{info.firmware} {info.firmware_version} on {info.port}, {info.pin_count} pins",
-            )
+            report(True, "board", _board_line(info))
+            print(f"note board: {_timer_line(info)}")
     if check_model and model:
         from agent.llm import LLMClient, LLMError
 
@@ -104,6 +102,25 @@ async def run_doctor(settings: Settings, *, check_model: bool = False) -> int:
         except LLMError as exc:
             report(False, "model call", str(exc))
     return 1 if problems else 0
+
+
+def _board_line(info: BoardInfo) -> str:
+    """Firmware, port and what the pins can do, from the board's own reports."""
+    usable = [pin for pin in info.pins if pin.capabilities]
+    pwm = [pin.number for pin in usable if "pwm" in pin.capabilities]
+    analog = [f"A{pin.analog_channel}" for pin in usable if pin.analog_channel is not None]
+    return (
+        f"{info.firmware} {info.firmware_version} on {info.port} (Firmata protocol "
+        f"{info.protocol_version}), {info.pin_count} pins: digital "
+        f"{pin_runs([pin.number for pin in usable if 'output' in pin.capabilities])}, "
+        f"PWM {pin_runs(pwm) or 'none'}, analog {', '.join(analog) or 'none'}"
+    )
+
+
+def _timer_line(info: BoardInfo) -> str:
+    if not info.model:
+        return "timers: board not recognised, so no timer conflicts are predicted"
+    return f"{info.model}, PWM timers {info.timer_groups}"
 
 
 def _report_sandbox(settings: Settings, report: Callable[[bool, str, str], None]) -> None:

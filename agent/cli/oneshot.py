@@ -102,6 +102,10 @@ async def run_once(settings: Settings, text: str, *, session: str | None = None)
             say=lambda line: print(line, file=sys.stderr, flush=True),
         )
     finally:
+        if app.board is not None and app.board.finite_patterns:
+            pins = ", ".join(map(str, app.board.finite_patterns))
+            wait = f"at most {app.board.pattern_grace_s:g} s"
+            print(f"waiting for the pattern on pin {pins} to end ({wait})", file=sys.stderr)
         await app.close()
     if ended.error is not None:
         print(f"error: {ended.error}", file=sys.stderr)

@@ -8,11 +8,18 @@ tests read and set. It follows StandardFirmata 2.5's callbacks, including its qu
 mode clears the pin's state, enabling a report sends the current value at once.
 
 `close()` makes the port vanish, as unplugging the board does; `reopen()` plugs it back in at
-the same path (a symlink re-pointed at a new pty), reset as after a power cycle.
+the same path (a symlink re-pointed at a new pty), reset as after a power cycle. `reset()`
+resets the MCU with the port kept open: after `boot_s` (StandardFirmata blinks for about two
+seconds) it announces its version and firmware unsolicited, and what arrived meanwhile is
+read then. The Servo library's hold on Timer1 is modelled: once a servo was attached, PWM on
+the layout's `servo_timer_pins` (9 and 10 on an Uno) stops until the MCU resets, so `pwm()`
+says what the chip makes, where `state()` says what Firmata remembers. Opening the port does
+not reset the emulator (the simavr rig in tests/simavr does that).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import threading
@@ -22,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["NANO", "UNO", "FirmataBoard", "Layout"]
+__all__ = ["MEGA", "NANO", "UNO", "FirmataBoard", "Layout"]
 
 INPUT, OUTPUT, ANALOG, PWM, SERVO, I2C, PULLUP = 0, 1, 2, 3, 4, 6, 11
 MODE_NAMES = {0: "input", 1: "output", 2: "analog", 3: "pwm", 4: "servo", 6: "i2c",
@@ -47,6 +54,7 @@ class Layout:
     analog: tuple[int, ...]  # pins in channel order: analog[0] is A0
     pwm: frozenset[int]
     i2c: frozenset[int] = frozenset()
+    servo_timer_pins: frozenset[int] = frozenset()  # PWM pins of the timer servos take
 
     def capabilities(self, pin: int) -> dict[int, int]:
         """Mode -> resolution, in the order StandardFirmata's capability response lists them."""
@@ -65,10 +73,14 @@ class Layout:
 
 
 UNO = Layout("uno", 20, frozenset(range(2, 20)), tuple(range(14, 20)),
-             frozenset({3, 5, 6, 9, 10, 11}), frozenset({18, 19}))  # fmt: skip
+             frozenset({3, 5, 6, 9, 10, 11}), frozenset({18, 19}), frozenset({9, 10}))  # fmt: skip
+# StandardFirmata's Mega 2560: pins 0 and 1 are the serial port; servos take Timer5 first.
+MEGA = Layout("mega", 70, frozenset(range(2, 70)), tuple(range(54, 70)),
+              frozenset({*range(2, 14), 44, 45, 46}), frozenset({20, 21}),
+              frozenset({44, 45, 46}))  # fmt: skip
 # An Uno plus A6 and A7, which (as on a Nano) are analog inputs and nothing else.
 NANO = Layout("nano", 22, frozenset(range(2, 20)), tuple(range(14, 22)),
-              frozenset({3, 5, 6, 9, 10, 11}), frozenset({18, 19}))  # fmt: skip
+              frozenset({3, 5, 6, 9, 10, 11}), frozenset({18, 19}), frozenset({9, 10}))  # fmt: skip
 
 
 @dataclass
@@ -100,9 +112,14 @@ class FirmataBoard:
         self._inputs: dict[int, int] = {}  # what the outside world drives digital inputs to
         self._analog = [0] * len(layout.analog)  # raw readings per channel
         self._transitions: dict[int, int] = {}
+        self._changed_at: dict[int, float] = {}
         self._events: list[tuple[str, int, object]] = []
         self._thread: threading.Thread | None = None
         self.received = 0  # bytes read from the client
+        self.resets = 0
+        self._boot_until = 0.0
+        self._announce = False
+        self._servo_timer_taken = False
         self._reset()
         self._open()
 
@@ -123,10 +140,24 @@ class FirmataBoard:
             number = self._number(pin)
             return self._level(number, self._pins[number])
 
+    def pwm(self, pin: int | str) -> int | None:
+        """The duty (0-255) the chip's timer makes on `pin`; None when it makes no PWM there."""
+        with self._lock:
+            number = self._number(pin)
+            target = self._pins[number]
+            if target.mode != PWM or self._timer_held(number):
+                return None
+            return target.state
+
     def transitions(self, pin: int | str) -> int:
         """How many times the output level of `pin` has changed."""
         with self._lock:
             return self._transitions.get(self._number(pin), 0)
+
+    def changed_at(self, pin: int | str) -> float:
+        """time.monotonic() of the last change of `pin`'s output level (0.0: never)."""
+        with self._lock:
+            return self._changed_at.get(self._number(pin), 0.0)
 
     def events(self) -> list[tuple[str, int, object]]:
         """Every change the client made, in order: ("mode", pin, name), ("level", pin, 0|1),
@@ -164,6 +195,20 @@ class FirmataBoard:
                 os.close(fd)
         self.path.unlink(missing_ok=True)
 
+    def reset(self, boot_s: float = 0.0) -> None:
+        """Reset the MCU, the port staying open: every pin back to its default, then, after
+        `boot_s`, the firmware announces itself (as after a DTR edge or the reset button)."""
+        with self._lock:
+            with contextlib.suppress(OSError):  # what was on its way is lost with the reset
+                while os.read(self._master, 4096):
+                    pass
+            self._reset()
+            self._servo_timer_taken = False
+            self.resets += 1
+            self._boot_until = time.monotonic() + boot_s
+            self._announce = True
+        os.write(self._wake_w, b"x")
+
     def reopen(self) -> None:
         """Plug the board back in at the same path, reset as after a power cycle."""
         self.close()
@@ -192,8 +237,12 @@ class FirmataBoard:
         self._thread = threading.Thread(target=self._run, name="firmata-emulator", daemon=True)
         self._thread.start()
 
+    def _timer_held(self, pin: int) -> bool:
+        return self._servo_timer_taken and pin in self.layout.servo_timer_pins
+
     def _reset(self) -> None:
-        """StandardFirmata's systemResetCallback: analog pins analog, digital pins low outputs."""
+        """StandardFirmata's systemResetCallback: analog pins analog, digital pins low outputs
+        (the Servo library's timer stays taken: only an MCU reset gives it back)."""
         layout = self.layout
         self._pins = [
             _Pin(ANALOG if p in layout.analog else OUTPUT if p in layout.digital else INPUT)
@@ -210,7 +259,18 @@ class FirmataBoard:
         next_sample = time.monotonic()
         while not self._stop.is_set():
             wait = max(0.0, min(0.05, next_sample - time.monotonic()))
-            ready, _, _ = select.select([self._master, self._wake_r], [], [], wait)
+            booting = time.monotonic() < self._boot_until
+            watched = [self._wake_r] if booting else [self._wake_r, self._master]
+            ready, _, _ = select.select(watched, [], [], wait)
+            if self._wake_r in ready:
+                os.read(self._wake_r, 64)
+            if booting:
+                continue
+            if self._announce:
+                with self._lock:
+                    self._announce = False
+                    self._send(bytes([REPORT_VERSION, *self.version]))
+                    self._on_sysex(REPORT_FIRMWARE, [])
             if self._master in ready:
                 try:
                     data = os.read(self._master, 4096)
@@ -303,6 +363,7 @@ class FirmataBoard:
             self._interval_ms = max(1, args[0] | args[1] << 7)
         elif command == SERVO_CONFIG and len(args) > 4 and args[0] in self.layout.digital:
             self._set_mode(args[0], SERVO)
+            self._servo_timer_taken = True
         elif command == EXTENDED_ANALOG and len(args) > 1:
             self._analog_write(args[0], sum(b << (7 * i) for i, b in enumerate(args[1:])))
 
@@ -313,6 +374,8 @@ class FirmataBoard:
             self._report_analog(self.layout.analog.index(pin), mode == ANALOG)
         if mode == OUTPUT:
             self._set_output(pin, 0)
+        if mode == SERVO:
+            self._servo_timer_taken = True  # attaching a servo takes the timer for good
         target = self._pins[pin]
         target.mode, target.state = mode, 1 if mode == PULLUP else 0
         self._events.append(("mode", pin, MODE_NAMES[mode]))
@@ -331,6 +394,7 @@ class FirmataBoard:
         target = self._pins[pin]
         if target.mode == OUTPUT and target.state != level:
             self._transitions[pin] = self._transitions.get(pin, 0) + 1
+            self._changed_at[pin] = time.monotonic()
             self._events.append(("level", pin, level))
         target.state = level
 
