@@ -22,6 +22,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "agent.workspace": (),
     "agent.security": (),
     "agent.llm": ("agent.config",),
+    "agent.llm_warmup": ("agent.llm", "agent.config"),
     "agent.prompt": ("agent.prompt", "agent.config", "agent.workspace", "channels", "tools"),
     "agent.turns": (
         "agent.turns", "agent.prompt", "agent.llm", "agent.config", "agent.workspace",
