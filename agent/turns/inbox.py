@@ -9,12 +9,11 @@ done: they are the record of what was asked and when.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-
-import aiosqlite
 
 from agent.turns.store import StateDB
 from channels.base import Attachment, ChatRef, IncomingMessage, RemoteFile
@@ -76,13 +75,13 @@ class Inbox:
 
     async def add(self, msg: IncomingMessage, *, status: str = "pending") -> int | None:
         """Store the message, committed to disk; None when it was stored before."""
-        async with self._db.transaction() as conn:
-            return await self.insert(conn, msg, status=status)
+        return await self._db.write(lambda conn: self.insert(conn, msg, status=status))
 
-    async def insert(
-        self, conn: aiosqlite.Connection, msg: IncomingMessage, *, status: str = "pending"
+    def insert(
+        self, conn: sqlite3.Connection, msg: IncomingMessage, *, status: str = "pending"
     ) -> int | None:
-        cursor = await conn.execute(
+        """Store the message inside the caller's transaction (`StateDB.write`)."""
+        cursor = conn.execute(
             "INSERT OR IGNORE INTO inbox (channel, chat_key, message_id, message, status,"
             " received_at, done_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
@@ -126,10 +125,10 @@ class Inbox:
             )
         return int(row[0]) if row else 0
 
-    async def finish(self, conn: aiosqlite.Connection, inbox_id: int, status: str) -> None:
+    def finish(self, conn: sqlite3.Connection, inbox_id: int, status: str) -> None:
         """Mark the message answered ("done") or given up on ("failed"), inside the
         transaction that stored its reply."""
-        await conn.execute(
+        conn.execute(
             "UPDATE inbox SET status = ?, done_at = ? WHERE id = ?",
             (status, time.time(), inbox_id),
         )
@@ -138,9 +137,10 @@ class Inbox:
         self, inbox_id: int, *, retry_at: float, failing_since: float, notified: bool
     ) -> None:
         """The turn could not run now (no model answered): try again at `retry_at`."""
-        async with self._db.transaction() as conn:
-            await conn.execute(
+        await self._db.write(
+            lambda conn: conn.execute(
                 "UPDATE inbox SET attempts = attempts + 1, next_attempt_at = ?,"
                 " failing_since = ?, notified = ? WHERE id = ?",
                 (retry_at, failing_since, int(notified), inbox_id),
             )
+        )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -165,14 +166,12 @@ class ChannelRuntime:
         await self._queue_reply(msg.chat, Reply(self._stranger_text(msg), reply_to=msg.message_id))
 
     async def _queue_reply(self, chat: ChatRef, reply: Reply) -> None:
-        async with self.store.db.transaction() as conn:
-            await self.store.outbox.insert(
-                conn,
-                chat,
-                self.channel.parts(reply),
-                inbox_id=None,
-                deliver_within_s=self._deliver_within_s,
+        parts, within = self.channel.parts(reply), self._deliver_within_s
+        await self.store.db.write(
+            lambda conn: self.store.outbox.insert(
+                conn, chat, parts, inbox_id=None, deliver_within_s=within
             )
+        )
         self.courier.wake(chat.key)
 
     @property
@@ -238,13 +237,16 @@ class ChannelRuntime:
         silent = msg.is_group and outcome.status == "done" and is_silent(outcome.text)
         reply = resolve_reply(outcome.text, self._paths, reply_to=msg.message_id)
         status = "failed" if outcome.status == "retry" else outcome.status
-        async with self.store.db.transaction() as conn:
-            await self.sessions.add_turn(conn, msg.chat.key, outcome.messages, pending.id)
-            outgoing = None if silent else await self.store.outbox.insert(
-                conn, msg.chat, self.channel.parts(reply), inbox_id=pending.id,
-                deliver_within_s=self._deliver_within_s,
+        parts, within = None if silent else self.channel.parts(reply), self._deliver_within_s
+
+        def commit(conn: sqlite3.Connection) -> int | None:  # one transaction, one trip
+            self.sessions.add_turn(conn, msg.chat.key, outcome.messages, pending.id)
+            self.store.inbox.finish(conn, pending.id, status)
+            return None if parts is None else self.store.outbox.insert(
+                conn, msg.chat, parts, inbox_id=pending.id, deliver_within_s=within
             )  # fmt: skip
-            await self.store.inbox.finish(conn, pending.id, status)
+
+        outgoing = await self.store.db.write(commit)
         if stream is not None and outgoing is not None:
             self.courier.streams[outgoing] = stream
         self.courier.wake(msg.chat.key)
