@@ -39,13 +39,7 @@ from agent.turns.sessions import SessionStore
 from agent.turns.state import Access, TurnRecord
 from agent.turns.store import StateDB
 from agent.turns.turn import HoldSilentPrefix, TurnOutcome, TurnRunner, is_silent
-from channels.base import (
-    Channel,
-    ChatRef,
-    IncomingMessage,
-    Reply,
-    sender_allowed,
-)
+from channels.base import Channel, ChatRef, IncomingMessage, Reply, sender_allowed
 from tools.base import ToolCallContext
 from tools.memory_store import MemoryStore
 from tools.paths import PathRules
@@ -268,6 +262,8 @@ class ChannelRuntime:
         return True
 
     async def _fetch_files(self, msg: IncomingMessage) -> IncomingMessage:
+        if not msg.files:
+            return msg
         return await fetch_files(
             msg,
             self.channel,

@@ -14,7 +14,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -65,6 +65,7 @@ _SESSION = "(SELECT COALESCE(MAX(session), 1) FROM chats WHERE chat_key = ?)"
 class Turn:
     number: int
     messages: list[Message]
+    tokens: list[int] = field(default_factory=list)  # per message, counted as stored
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class SessionStore:
             if not turns or turns[-1].number != number:
                 turns.append(Turn(number, []))
             turns[-1].messages.append(json.loads(text))
+            turns[-1].tokens.append(self._count(text))  # the text `tokens()` would count
         return Recent(summary, turns)
 
     async def save_summary(self, chat_key: str, up_to_turn: int, content: str) -> None:
