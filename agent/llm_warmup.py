@@ -35,7 +35,9 @@ _TOOL = {
     },
 }
 # Providers LiteLLM sends through the OpenAI SDK's client, whose resource modules (about
-# 0.25 s of imports) load on the first real request, past where the dry run stops.
+# 0.25 s of imports) load on the first real request, past where the dry run stops. Not
+# warmed: the tokenizer some providers' requests load (Anthropic's, about 0.15 s), 40 MiB
+# that a daemon on an OpenAI model never needs.
 _OPENAI_SDK_PROVIDERS = ("openai", "azure")
 
 
@@ -48,7 +50,6 @@ def warm_up_now(settings: LLMSettings) -> float:
     response = litellm.completion(**kwargs, mock_response="ok")
     price_of(litellm, response, settings.model)
     supports_native_tools(settings.model)
-    litellm.token_counter(model=settings.model, messages=_MESSAGES)  # the model's tokenizer
     try:
         _, provider, _, _ = litellm.get_llm_provider(settings.model)
     except Exception:

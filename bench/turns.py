@@ -19,6 +19,13 @@ reaching the fake Telegram server (LiteLLM, the turn commit, the courier, sendMe
 The daemon runs as `agent run` in its own process with the default settings, under the
 probe of bench/durability.py, which logs what each state.db operation takes; a second table
 gives those figures per run. The fakes run in this process.
+
+First, unless `--own 0`: pinclaw's own work per message, without the model and the
+platform. The same runtime runs in this process with doubles that cost nothing (the model
+answers at once, a part counts as sent when handed over), one message at a time; the CPU of
+every thread is counted (state.db's and auto-recall's included), so what is left is ours:
+intake, the inbox, auto-recall, the history, the prompt, the turn, the outbox, the courier.
+`--chats` with no number runs only that.
 """
 
 from __future__ import annotations
@@ -272,7 +279,7 @@ def main() -> None:
         print(main_row, flush=True)
         db_rows.append(db_row)
     print(
-        "\nIn the daemon: state.db, ms p50/p99 per operation (lock wait included), and its sum per"
+        "\nIn the daemon: state.db, ms p50/p99 per operation (the queue included), and its sum per"
         "\nmessage; the garbage collector: full collections, longest pause, ms per message"
     )
     print(
