@@ -256,8 +256,8 @@ def main() -> None:
     if args.own:
         cpu, wall = asyncio.run(own_work(args.own, chats=100))
         print(
-            f"pinclaw's own work, model and platform in-process doubles: {cpu:.2f} ms CPU, "
-            f"{wall:.2f} ms wall per message ({args.own} messages, one at a time)\n"
+            f"own work per message (model, platform: in-process doubles; {args.own} messages "
+            f"one at a time): {cpu:.2f} ms CPU, {wall:.2f} ms wall\n"
         )
     if not args.chats:
         return
