@@ -23,6 +23,10 @@ log = logging.getLogger(__name__)
 
 Message = dict[str, Any]
 MAX_BACKOFF_S = 30.0
+# LiteLLM's own switch (its MCP handlers set it on their inner calls), popped before sending.
+SKIP_MCP_PROBE = "_skip_mcp_handler"
+# Models LiteLLM has no price for: asked once per process (its cost map does not change).
+_UNPRICED: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,41 @@ def load_litellm() -> ModuleType:
     litellm.telemetry = False
     litellm.suppress_debug_info = True
     return litellm
+
+
+def request(
+    litellm: ModuleType,
+    settings: LLMSettings,
+    model: str,
+    messages: list[Message],
+    tools: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The keyword arguments of one `litellm.acompletion` call: what every call sends, and
+    what the warm-up (agent/cli/llm_warmup.py) primes LiteLLM's code path with."""
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "temperature": settings.temperature,
+        "timeout": settings.timeout_s,
+        "num_retries": 0,
+        "max_retries": 0,
+    }
+    if tools:
+        kwargs["tools"] = tools
+        # Our tools are plain functions: LiteLLM's probe for MCP gateway tools imports its
+        # MCP client (0.6 s on the first call) only to find none. tests/test_llm_cold_path.py
+        # fails when a LiteLLM release stops honouring this.
+        kwargs[SKIP_MCP_PROBE] = True
+    if _explicit_cache_control(litellm, model):
+        # The byte-stable system prompt is billed as cached from the second turn on.
+        kwargs["cache_control_injection_points"] = [{"location": "message", "role": "system"}]
+    if settings.max_tokens:
+        kwargs["max_tokens"] = settings.max_tokens
+    if settings.api_base:
+        kwargs["api_base"] = settings.api_base
+    if settings.api_key is not None:
+        kwargs["api_key"] = settings.api_key.get_secret_value()
+    return kwargs
 
 
 @dataclass
@@ -191,25 +230,7 @@ class LLMClient:
         tools: list[dict[str, Any]] | None,
         on_text: Callable[[str], None] | None,
     ) -> LLMResponse:
-        kwargs: dict[str, Any] = {
-            "model": model,
-            "messages": messages,
-            "temperature": self.settings.temperature,
-            "timeout": self.settings.timeout_s,
-            "num_retries": 0,
-            "max_retries": 0,
-        }
-        if tools:
-            kwargs["tools"] = tools
-        if _explicit_cache_control(litellm, model):
-            # The byte-stable system prompt is billed as cached from the second turn on.
-            kwargs["cache_control_injection_points"] = [{"location": "message", "role": "system"}]
-        if self.settings.max_tokens:
-            kwargs["max_tokens"] = self.settings.max_tokens
-        if self.settings.api_base:
-            kwargs["api_base"] = self.settings.api_base
-        if self.settings.api_key is not None:
-            kwargs["api_key"] = self.settings.api_key.get_secret_value()
+        kwargs = request(litellm, self.settings, model, messages, tools)
         if on_text is None:
             response = await litellm.acompletion(**kwargs)
         else:
@@ -273,18 +294,31 @@ def _to_response(litellm: ModuleType, response: Any, model: str) -> LLMResponse:
         for call in (message.tool_calls or [])
     )
     usage = getattr(response, "usage", None)
-    try:
-        cost = float(litellm.completion_cost(completion_response=response) or 0.0)
-    except Exception:  # unknown price: LiteLLM raises rather than answering 0
-        cost = 0.0
     return LLMResponse(
         content=message.content or "",
         tool_calls=calls,
         model=model,
         prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
         completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-        cost_usd=cost,
+        cost_usd=price_of(litellm, response, model),
     )
+
+
+def price_of(litellm: ModuleType, response: Any, model: str) -> float:
+    """What the call cost. LiteLLM prices every response as it logs it and keeps the figure
+    in `_hidden_params["response_cost"]` (None when it has no price for the model): read it
+    rather than pricing the response a second time. Only when it is missing is the price
+    looked up here, and a model LiteLLM cannot price is looked up once, not per call."""
+    hidden = getattr(response, "_hidden_params", None)
+    if isinstance(hidden, dict) and "response_cost" in hidden:
+        return float(hidden["response_cost"] or 0.0)
+    if model in _UNPRICED:
+        return 0.0
+    try:
+        return float(litellm.completion_cost(completion_response=response) or 0.0)
+    except Exception:  # unknown price: LiteLLM raises (and builds a traceback) every time
+        _UNPRICED.add(model)
+        return 0.0
 
 
 def _explicit_cache_control(litellm: ModuleType, model: str) -> bool:

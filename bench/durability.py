@@ -3,18 +3,18 @@
 The micro-benchmark runs, on a temp state.db opened as the daemon opens it (WAL,
 synchronous=FULL) and with the real classes of agent/turns/, the steps one message takes
 through ChannelRuntime and Courier: the intake commit (Inbox.add, before the channel
-acknowledges), the reads that start the turn (Inbox.oldest, SessionStore.history), the turn
+acknowledges), the reads that start the turn (Inbox.oldest, SessionStore.recent), the turn
 commit (the turn's messages, the reply in the outbox and the message done, together), the
 courier's read (Outbox.oldest), the mark_sent commit once the part has gone out, and the
-two reads by which the chat's worker and courier find their queues empty. Each
-step is timed as the runtime sees it: the lock wait, aiosqlite's thread hop and the fsync
+two reads by which the chat's worker and courier find their queues empty. Each step is
+timed as the runtime sees it: the queue, the trip to the database's thread and the fsync
 included. `--in-flight 16` runs 16 chats' messages at once, as 16 turn slots can.
 
     .venv/bin/python bench/durability.py [--messages 2000] [--chats 100] [--in-flight 1 16]
 
 The same file holds the probe bench/turns.py starts the daemon with (`--probe-daemon FILE
-ARGS...`): it wraps StateDB.transaction and StateDB.fetchall to log each operation's time
-(lock wait, body, COMMIT) to FILE, then runs `agent ARGS...`, so the paced runs report the
+ARGS...`): it wraps StateDB.write and StateDB.read to log each operation's time (queue
+and BEGIN, body, COMMIT) to FILE, then runs `agent ARGS...`, so the paced runs report the
 commit cost inside the real daemon. agent/ itself is not changed.
 """
 
@@ -23,13 +23,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import sqlite3
 import statistics
 import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -45,7 +45,6 @@ from agent.turns.sessions import SessionStore  # noqa: E402
 from agent.turns.store import StateDB  # noqa: E402
 from channels.base import ChatRef, IncomingMessage, OutgoingPart  # noqa: E402
 
-MAX_HISTORY = 40  # agent.max_history_messages, the default
 REPLY = "Here is what I found. " * 10  # about 220 characters, one Telegram part
 # The steps between the message's arrival and its reply leaving: what the user waits for.
 ON_REPLY_PATH = ("intake commit", "turn reads", "turn commit", "courier read")
@@ -81,19 +80,20 @@ async def one_message(
 
     started = time.perf_counter()
     pending = await inbox.oldest(ref.key)
-    await sessions.history(ref.key, MAX_HISTORY)
+    await sessions.recent(ref.key)
     took["turn reads"] = time.perf_counter() - started
     assert pending is not None
 
     turn = [{"role": "user", "content": msg.text}, {"role": "assistant", "content": REPLY}]
     started = time.perf_counter()
-    async with db.transaction() as conn:
-        await sessions.add_turn(conn, ref.key, turn, pending.id)
-        await outbox.insert(
-            conn, ref, [OutgoingPart(REPLY, reply_to=str(n))], inbox_id=pending.id,
-            deliver_within_s=3600.0,
-        )  # fmt: skip
-        await inbox.finish(conn, pending.id, "done")
+    parts = [OutgoingPart(REPLY, reply_to=str(n))]
+
+    def commit(conn: sqlite3.Connection) -> None:
+        sessions.add_turn(conn, ref.key, turn, pending.id)
+        inbox.finish(conn, pending.id, "done")
+        outbox.insert(conn, ref, parts, inbox_id=pending.id, deliver_within_s=3600.0)
+
+    await db.write(commit)
     took["turn commit"] = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -157,9 +157,12 @@ def _caller(depth: int) -> str:
 def install_probe(out: IO[str]) -> None:
     """Log every state.db transaction and read: `kind caller end wait body commit` (ms,
     `end` on the monotonic clock, which other processes share); and every garbage
-    collection, which stops the event loop (`gc genN end pause`)."""
-    transaction = StateDB.transaction
-    fetchall = StateDB.fetchall
+    collection, which stops the event loop (`gc genN end pause`). A transaction's "wait" runs
+    from the call to its function starting on the database's thread (the queue ahead and
+    BEGIN), "commit" from the function's end to the caller resuming (COMMIT and the way
+    back)."""
+    write = StateDB.write
+    read = StateDB.read
 
     def log(kind: str, caller: str, *ms: float) -> None:
         figures = " ".join(f"{value * 1000:.3f}" for value in ms)
@@ -175,28 +178,32 @@ def install_probe(out: IO[str]) -> None:
 
     gc.callbacks.append(on_gc)
 
-    @asynccontextmanager
-    async def timed(db: StateDB, caller: str) -> AsyncIterator[Any]:
+    async def timed_write(db: StateDB, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        caller = _caller(2)
+        body: list[float] = []
+
+        def timed(conn: sqlite3.Connection) -> Any:
+            body.append(time.perf_counter())
+            try:
+                return fn(conn)
+            finally:
+                body.append(time.perf_counter())
+
         called = time.perf_counter()
-        async with transaction(db) as conn:
-            began = time.perf_counter()
-            yield conn
-            body_done = time.perf_counter()
-        committed = time.perf_counter()
-        log("txn", caller, began - called, body_done - began, committed - body_done)
+        result = await write(db, timed)
+        done = time.perf_counter()
+        log("txn", caller, body[0] - called, body[1] - body[0], done - body[1])
+        return result
 
-    def timed_transaction(db: StateDB) -> AbstractAsyncContextManager[Any]:
-        return timed(db, _caller(2))
-
-    async def timed_fetchall(db: StateDB, sql: str, params: Iterable[Any] = ()) -> list[Any]:
+    async def timed_read(db: StateDB, fn: Callable[[sqlite3.Connection], Any]) -> Any:
         caller = _caller(2)
         called = time.perf_counter()
-        rows = await fetchall(db, sql, params)
+        rows = await read(db, fn)
         log("read", caller, time.perf_counter() - called)
         return rows
 
-    StateDB.transaction = timed_transaction  # type: ignore[method-assign,assignment]
-    StateDB.fetchall = timed_fetchall  # type: ignore[method-assign]
+    StateDB.write = timed_write  # type: ignore[method-assign,assignment]
+    StateDB.read = timed_read  # type: ignore[method-assign,assignment]
 
 
 def probe_daemon(out_path: str, args: list[str]) -> None:
@@ -215,7 +222,7 @@ def probe_summary(path: Path, since: float, messages: int) -> dict[str, tuple[fl
     the garbage collector: ("gc", (full collections, longest pause ms)), ("gc per message",
     (ms, nan)).
 
-    Transactions count from the call to the end of COMMIT (the lock wait included): what
+    Transactions count from the call to the end of COMMIT (the queue included): what
     the coroutine that asked for them waits.
     """
     groups: dict[str, list[float]] = defaultdict(list)

@@ -19,11 +19,20 @@ reaching the fake Telegram server (LiteLLM, the turn commit, the courier, sendMe
 The daemon runs as `agent run` in its own process with the default settings, under the
 probe of bench/durability.py, which logs what each state.db operation takes; a second table
 gives those figures per run. The fakes run in this process.
+
+First, unless `--own 0`: pinclaw's own work per message, without the model and the
+platform. The same runtime runs in this process with doubles that cost nothing (the model
+answers at once, a part counts as sent when handed over), one message at a time; the CPU of
+every thread is counted (state.db's and auto-recall's included), so what is left is ours:
+intake, the inbox, auto-recall, the history, the prompt, the turn, the outbox, the courier.
+`--chats` with no number runs only that.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import io
 import json
 import os
 import re
@@ -43,6 +52,13 @@ sys.path.insert(0, str(REPO / "bench"))
 from durability import probe_summary, quantile  # noqa: E402
 from fakes.llm_server import FakeLLM, Reply, echo  # noqa: E402
 from fakes.telegram_server import FakeTelegram  # noqa: E402
+
+from agent.app import build_app  # noqa: E402
+from agent.config import load_settings  # noqa: E402
+from agent.llm import LLMClient, LLMResponse, Message  # noqa: E402
+from agent.turns.state import Access  # noqa: E402
+from channels.base import ChatRef, IncomingMessage, OutgoingPart  # noqa: E402
+from channels.cli import TerminalChannel  # noqa: E402
 
 LLM_LATENCY_S = 0.2
 FIRST_CHAT = 10_000
@@ -162,9 +178,68 @@ def run(chats: int, rate: float, concurrency: int) -> tuple[str, str]:
     return main_row, db_row
 
 
+# -- pinclaw's own work ------------------------------------------------------------------------
+
+
+class InstantModel(LLMClient):
+    """The model's double: answers at once, in this process (no LiteLLM, no HTTP)."""
+
+    async def complete(
+        self, messages: list[Message], *, tools: Any = None, on_text: Any = None
+    ) -> LLMResponse:
+        asked = next(m["content"] for m in reversed(messages) if m["role"] == "user")
+        return LLMResponse(f"echo: {str(asked)[-80:]}", (), self.model, 1500, 30, 0.0)
+
+
+class HandedOver(TerminalChannel):
+    """The platform's double: a part counts as delivered when it is handed over."""
+
+    def __init__(self) -> None:
+        super().__init__(out=io.StringIO())
+        self.delivered = 0
+        self.changed = asyncio.Event()
+
+    async def send_part(self, chat: ChatRef, part: OutgoingPart) -> None:
+        self.delivered += 1
+        self.changed.set()
+
+    async def until(self, count: int) -> None:
+        while self.delivered < count:
+            self.changed.clear()
+            await self.changed.wait()
+
+
+async def own_work(messages: int, chats: int) -> tuple[float, float]:
+    """CPU and wall ms per message for everything pinclaw does with a message, the model
+    and the platform replaced by in-process doubles: intake (the inbox commit), the chat's
+    queue, auto-recall, the history, the prompt, the loop, the turn commit, the courier and
+    the mark_sent commit; one message at a time, so nothing waits for anything else."""
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["PINCLAW_HOME"] = home
+        os.environ["PINCLAW_LLM__MODEL"] = "openai/bench"
+        app = await build_app(load_settings())
+        app.llm = InstantModel(app.settings.llm)
+        channel = HandedOver()
+        runtime = app.runtime(channel, Access(open_to_all=True))
+        warm_up = 50
+        for n in range(warm_up + messages):
+            if n == warm_up:
+                cpu, wall = time.process_time(), time.perf_counter()
+            chat = ChatRef("cli", str(FIRST_CHAT + n % chats))
+            message = f"hello from {chat.chat_id}, message {n}: what is on my list today?"
+            await runtime.submit(
+                IncomingMessage(chat, "owner", "Owner", message, message_id=str(n))
+            )
+            await channel.until(n + 1)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        await runtime.drain(5.0)
+        await app.close()
+    return cpu * 1000 / messages, wall * 1000 / messages
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--chats", type=int, nargs="+", default=[1, 100, 1000])
+    parser.add_argument("--chats", type=int, nargs="*", default=[1, 100, 1000])
     parser.add_argument(
         "--concurrency", type=int, default=16, help="agent.max_concurrent_turns (16 is the default)"
     )
@@ -174,7 +249,18 @@ def main() -> None:
         default=0.0,
         help="messages per second across all chats; 0: all at once (a burst: measures the queue)",
     )
+    parser.add_argument(
+        "--own", type=int, default=1000, help="messages for the own-work row (0: leave it out)"
+    )
     args = parser.parse_args()
+    if args.own:
+        cpu, wall = asyncio.run(own_work(args.own, chats=100))
+        print(
+            f"own work per message (model, platform: in-process doubles; {args.own} messages "
+            f"one at a time): {cpu:.2f} ms CPU, {wall:.2f} ms wall\n"
+        )
+    if not args.chats:
+        return
     if not args.rate:
         ceiling = args.concurrency / LLM_LATENCY_S
         print(
@@ -193,7 +279,7 @@ def main() -> None:
         print(main_row, flush=True)
         db_rows.append(db_row)
     print(
-        "\nIn the daemon: state.db, ms p50/p99 per operation (lock wait included), and its sum per"
+        "\nIn the daemon: state.db, ms p50/p99 per operation (the queue included), and its sum per"
         "\nmessage; the garbage collector: full collections, longest pause, ms per message"
     )
     print(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from fakes.llm_server import FakeLLM, error, text, tool_calls
 
 from agent.config import LLMSettings
-from agent.llm import LLMClient, LLMError, LLMRequestRejected
+from agent.llm import LLMClient, LLMError, LLMRequestRejected, load_litellm, price_of
 
 HELLO = [{"role": "user", "content": "hello"}]
 
@@ -77,3 +79,39 @@ async def test_streaming_hands_over_each_delta(fake_llm: FakeLLM) -> None:
     assert len(pieces) > 1
     assert "".join(pieces) == reply.content == "streamed reply arrives in pieces"
     assert fake_llm.requests[0]["stream"] is True
+
+
+async def test_the_cost_is_litellms_price_for_the_tokens_used(fake_llm: FakeLLM) -> None:
+    litellm = load_litellm()
+    reply = await client(fake_llm, model="openai/gpt-4o-mini").complete(HELLO)
+    prompt, completion = litellm.cost_per_token(
+        model="gpt-4o-mini",
+        prompt_tokens=reply.prompt_tokens,
+        completion_tokens=reply.completion_tokens,
+    )
+    assert reply.cost_usd > 0
+    assert reply.cost_usd == pytest.approx(prompt + completion)
+
+
+async def test_a_model_without_a_price_costs_nothing_and_is_not_priced_again(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    litellm = load_litellm()
+    asked: list[str] = []
+    price = litellm.completion_cost
+
+    def counted(*args: Any, **kwargs: Any) -> float:
+        asked.append(kwargs["completion_response"].model)
+        return float(price(*args, **kwargs))
+
+    monkeypatch.setattr(litellm, "completion_cost", counted)
+    llm = client(fake_llm, model="openai/no-price-known-for-this-one")
+    replies = [await llm.complete(HELLO) for _ in range(3)]
+    assert [r.cost_usd for r in replies] == [0.0, 0.0, 0.0]
+    assert asked == []  # LiteLLM priced each response as it logged it: not priced twice
+    # A response LiteLLM did not price (no figure in its hidden params) is priced here,
+    # and a model it has no price for only once.
+    bare = litellm.ModelResponse(model="no-price-known-for-this-one-either")
+    for _ in range(3):
+        assert price_of(litellm, bare, "openai/no-price-known-for-this-one-either") == 0.0
+    assert asked == ["no-price-known-for-this-one-either"]

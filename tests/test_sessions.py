@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import threading
+import time
 from pathlib import Path
+
+import pytest
 
 from agent.app import open_store
 from agent.turns.runtime import Store
@@ -71,11 +76,14 @@ async def answered(store: Store, n: int, *, expired: bool) -> None:
     msg = IncomingMessage(ChatRef("t", "1"), "42", "Ann", f"question {n}", message_id=str(n))
     inbox_id = await store.inbox.add(msg)
     assert inbox_id is not None
-    async with store.db.transaction() as conn:
-        await store.sessions.add_turn(conn, "t:1:", turn(n), inbox_id)
-        outgoing = await store.outbox.insert(conn, msg.chat, [OutgoingPart(f"answer {n}")],
-                                             inbox_id=inbox_id, deliver_within_s=60)
-        await store.inbox.finish(conn, inbox_id, "done")
+
+    def commit(conn: sqlite3.Connection) -> int:
+        store.sessions.add_turn(conn, "t:1:", turn(n), inbox_id)
+        store.inbox.finish(conn, inbox_id, "done")
+        return store.outbox.insert(conn, msg.chat, [OutgoingPart(f"answer {n}")],
+                                   inbox_id=inbox_id, deliver_within_s=60)
+
+    outgoing = await store.db.write(commit)
     if expired:
         await store.outbox.note_failure(outgoing, "429 for an hour", expired=True)
 
@@ -113,3 +121,37 @@ async def test_chats_are_separate_and_survive_reopening(tmp_path: Path) -> None:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         rows = db.execute("SELECT role, created_at > 0 FROM messages ORDER BY id").fetchall()
     assert rows == [("user", 1), ("assistant", 1), ("user", 1), ("assistant", 1)]
+
+
+async def test_a_write_that_fails_leaves_nothing_and_the_store_goes_on(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "state.db")
+
+    def half_a_turn(conn: sqlite3.Connection) -> None:
+        store.sessions.add_turn(conn, "t:1:", turn(1))
+        raise ValueError("the reply could not be stored")
+
+    with pytest.raises(ValueError, match="could not be stored"):
+        await store.db.write(half_a_turn)
+    assert await store.sessions.count("t:1:") == 0
+    await store.sessions.append_turn("t:1:", turn(2))
+    assert await store.sessions.count("t:1:") == 2
+    await store.db.close()
+
+
+async def test_a_write_whose_caller_is_cancelled_still_commits_whole(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "state.db")
+    started = threading.Event()
+
+    def slow_turn(conn: sqlite3.Connection) -> None:
+        started.set()
+        store.sessions.add_turn(conn, "t:1:", turn(1))
+        time.sleep(0.2)
+        store.sessions.add_turn(conn, "t:1:", turn(2))
+
+    writing = asyncio.create_task(store.db.write(slow_turn))
+    await asyncio.to_thread(started.wait, 5)
+    writing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await writing
+    assert await store.sessions.count("t:1:") == 4  # both turns: never half of it
+    await store.db.close()

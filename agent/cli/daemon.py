@@ -20,6 +20,7 @@ import os
 import signal
 
 from agent.app import App, build_app, build_channels, start_scheduler
+from agent.cli.llm_warmup import warm_up
 from agent.cli.local_server import DaemonRunning, LocalServer
 from agent.cli.oneshot import OneShots, SocketChannel
 from agent.config import Settings
@@ -42,6 +43,9 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
             return 2
         await _connect_board(app)
         runtimes = await start_channels(app)
+        # The first message should cost what later ones do: LiteLLM's call path is loaded
+        # now, in a thread, while the channels already serve (and before the freeze below).
+        await warm_up(settings.llm)
         # Everything loaded so far (LiteLLM's tables, the prompt, the libraries) lives as long
         # as the process: out of the collector's sight, full collections stay short.
         gc.freeze()

@@ -50,7 +50,7 @@ def _setup_logging(verbose: int, scrub_filter: logging.Filter) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING)
-    for noisy in ("httpx", "LiteLLM", "litellm", "aiosqlite", "telegram", "discord", "asyncio"):
+    for noisy in ("httpx", "LiteLLM", "litellm", "telegram", "discord", "asyncio"):
         logging.getLogger(noisy).setLevel(logging.WARNING if verbose < 2 else logging.INFO)
 
 
@@ -91,14 +91,15 @@ class _Commands(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from click.utils import make_default_short_help
-
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names))
         rows = []
-        for name in self.list_commands(ctx):
-            limit = formatter.width - 6 - max(map(len, self.list_commands(ctx)))
-            if name in self.SUMMARIES:
-                rows.append((name, make_default_short_help(self.SUMMARIES[name], limit)))
-            elif (command := super().get_command(ctx, name)) is not None:
+        for name in names:
+            if name in self.SUMMARIES:  # a stand-in, so the summary is cut as click cuts
+                command: click.Command | None = click.Command(name, help=self.SUMMARIES[name])
+            else:
+                command = super().get_command(ctx, name)
+            if command is not None:
                 rows.append((name, command.get_short_help_str(limit)))
         with formatter.section("Commands"):
             formatter.write_dl(rows)

@@ -32,7 +32,7 @@ async def history_for(
 ) -> list[Message]:
     recent = await sessions.recent(chat_key)
     turns = recent.turns
-    costs = [sum(sessions.tokens(m) for m in turn.messages) for turn in turns]
+    costs = [sum(turn.tokens) for turn in turns]
     summary = recent.summary
     if sum(costs) + _cost(sessions, summary) > budget_tokens or _count(turns) > max_messages:
         keep = _newest(turns, costs, budget_tokens // 2, max_messages // 2)

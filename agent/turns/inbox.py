@@ -9,12 +9,11 @@ done: they are the record of what was asked and when.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-
-import aiosqlite
 
 from agent.turns.store import StateDB
 from agent.turns.triggers import Trigger, decode_trigger, encode_trigger
@@ -85,28 +84,23 @@ class Inbox:
     @classmethod
     async def open(cls, db: StateDB) -> Inbox:
         """The inbox on an open state.db (its SCHEMA created), older files migrated."""
-        columns = {row[1] for row in await db.fetchall("PRAGMA table_info(inbox)")}
-        missing = [sql for column, sql in MIGRATIONS.items() if column not in columns]
-        if missing:
-            async with db.transaction() as conn:
-                for sql in missing:
-                    await conn.execute(sql)
+        await db.write(_migrate)
         return cls(db)
 
     async def add(self, msg: IncomingMessage, *, status: str = "pending") -> int | None:
         """Store the message, committed to disk; None when it was stored before."""
-        async with self._db.transaction() as conn:
-            return await self.insert(conn, msg, status=status)
+        return await self._db.write(lambda conn: self.insert(conn, msg, status=status))
 
-    async def insert(
+    def insert(
         self,
-        conn: aiosqlite.Connection,
+        conn: sqlite3.Connection,
         msg: IncomingMessage,
         *,
         status: str = "pending",
         trigger: Trigger | None = None,
     ) -> int | None:
-        cursor = await conn.execute(
+        """Store the message inside the caller's transaction (`StateDB.write`)."""
+        cursor = conn.execute(
             "INSERT OR IGNORE INTO inbox (channel, chat_key, message_id, message, status,"
             " received_at, done_at, trigger) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -152,10 +146,10 @@ class Inbox:
             )
         return int(row[0]) if row else 0
 
-    async def finish(self, conn: aiosqlite.Connection, inbox_id: int, status: str) -> None:
+    def finish(self, conn: sqlite3.Connection, inbox_id: int, status: str) -> None:
         """Mark the message answered ("done") or given up on ("failed"), inside the
         transaction that stored its reply."""
-        await conn.execute(
+        conn.execute(
             "UPDATE inbox SET status = ?, done_at = ? WHERE id = ?",
             (status, time.time(), inbox_id),
         )
@@ -164,9 +158,17 @@ class Inbox:
         self, inbox_id: int, *, retry_at: float, failing_since: float, notified: bool
     ) -> None:
         """The turn could not run now (no model answered): try again at `retry_at`."""
-        async with self._db.transaction() as conn:
-            await conn.execute(
+        await self._db.write(
+            lambda conn: conn.execute(
                 "UPDATE inbox SET attempts = attempts + 1, next_attempt_at = ?,"
                 " failing_since = ?, notified = ? WHERE id = ?",
                 (retry_at, failing_since, int(notified), inbox_id),
             )
+        )
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(inbox)")}
+    for column, sql in MIGRATIONS.items():
+        if column not in columns:
+            conn.execute(sql)

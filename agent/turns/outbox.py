@@ -6,10 +6,9 @@ the chat's history, see sessions.py)."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from dataclasses import asdict, dataclass
-
-import aiosqlite
 
 from agent.turns.store import StateDB
 from channels.base import ChatRef, OutgoingMedia, OutgoingPart
@@ -60,18 +59,18 @@ class Outbox:
     def __init__(self, db: StateDB) -> None:
         self._db = db
 
-    async def insert(
+    def insert(
         self,
-        conn: aiosqlite.Connection,
+        conn: sqlite3.Connection,
         chat: ChatRef,
         parts: list[OutgoingPart],
         *,
         inbox_id: int | None,
         deliver_within_s: float,
     ) -> int:
-        """Queue a reply inside the caller's transaction."""
+        """Queue a reply inside the caller's transaction (`StateDB.write`)."""
         now = time.time()
-        cursor = await conn.execute(
+        cursor = conn.execute(
             "INSERT INTO outbox (channel, chat_key, chat, inbox_id, parts, created_at,"
             " deliver_by) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
@@ -108,19 +107,21 @@ class Outbox:
 
     async def mark_sent(self, outgoing_id: int, sent: int, *, done: bool) -> None:
         """`sent` parts have gone out; with `done`, the whole reply has."""
-        async with self._db.transaction() as conn:
-            await conn.execute(
+        await self._db.write(
+            lambda conn: conn.execute(
                 "UPDATE outbox SET sent = ?, status = ? WHERE id = ?",
                 (sent, "sent" if done else "pending", outgoing_id),
             )
+        )
 
     async def note_failure(self, outgoing_id: int, error: str, *, expired: bool) -> None:
-        async with self._db.transaction() as conn:
-            await conn.execute(
+        await self._db.write(
+            lambda conn: conn.execute(
                 "UPDATE outbox SET attempts = attempts + 1, last_error = ?, status = ?"
                 " WHERE id = ?",
                 (error[:500], "expired" if expired else "pending", outgoing_id),
             )
+        )
 
     async def waiting(self) -> int:
         row = await self._db.fetchone("SELECT COUNT(*) FROM outbox WHERE status = 'pending'")

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,13 +41,7 @@ from agent.turns.state import Access, TurnRecord
 from agent.turns.store import StateDB
 from agent.turns.triggers import Trigger
 from agent.turns.turn import HoldSilentPrefix, TurnOutcome, TurnRunner, is_silent
-from channels.base import (
-    Channel,
-    ChatRef,
-    IncomingMessage,
-    Reply,
-    sender_allowed,
-)
+from channels.base import Channel, ChatRef, IncomingMessage, Reply, sender_allowed
 from tools.base import ToolCallContext
 from tools.memory_store import MemoryStore
 from tools.paths import PathRules
@@ -168,14 +163,12 @@ class ChannelRuntime:
         await self._queue_reply(msg.chat, Reply(text, reply_to=msg.message_id))
 
     async def _queue_reply(self, chat: ChatRef, reply: Reply) -> None:
-        async with self.store.db.transaction() as conn:
-            await self.store.outbox.insert(
-                conn,
-                chat,
-                self.channel.parts(reply),
-                inbox_id=None,
-                deliver_within_s=self._deliver_within_s,
+        parts, within = self.channel.parts(reply), self._deliver_within_s
+        await self.store.db.write(
+            lambda conn: self.store.outbox.insert(
+                conn, chat, parts, inbox_id=None, deliver_within_s=within
             )
+        )
         self.courier.wake(chat.key)
 
     @property
@@ -247,13 +240,16 @@ class ChannelRuntime:
         reply = resolve_reply(outcome.text, self._paths, reply_to="" if trigger else msg.message_id)
         status = "failed" if outcome.status == "retry" else outcome.status
         kept = [] if silent and trigger is not None else outcome.messages  # no empty check-ins
-        async with self.store.db.transaction() as conn:
-            await self.sessions.add_turn(conn, msg.chat.key, kept, pending.id)
-            outgoing = None if silent else await self.store.outbox.insert(
-                conn, msg.chat, self.channel.parts(reply), inbox_id=pending.id,
-                deliver_within_s=self._deliver_within_s,
+        parts, within = None if silent else self.channel.parts(reply), self._deliver_within_s
+
+        def commit(conn: sqlite3.Connection) -> int | None:  # one transaction, one trip
+            self.sessions.add_turn(conn, msg.chat.key, kept, pending.id)
+            self.store.inbox.finish(conn, pending.id, status)
+            return None if parts is None else self.store.outbox.insert(
+                conn, msg.chat, parts, inbox_id=pending.id, deliver_within_s=within
             )  # fmt: skip
-            await self.store.inbox.finish(conn, pending.id, status)
+
+        outgoing = await self.store.db.write(commit)
         if stream is not None and outgoing is not None:
             self.courier.streams[outgoing] = stream
         self.courier.wake(msg.chat.key)
@@ -275,6 +271,8 @@ class ChannelRuntime:
         return True
 
     async def _fetch_files(self, msg: IncomingMessage) -> IncomingMessage:
+        if not msg.files:
+            return msg
         return await fetch_files(
             msg,
             self.channel,

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from zoneinfo import ZoneInfo
@@ -182,10 +183,13 @@ class Scheduler:
         trigger = Trigger(
             kind, schedule.id, schedule.set_by, schedule.created_at, repeats, occurrence
         )
-        async with self._schedules.db.transaction() as conn:
-            if not await self._schedules.advance(conn, schedule, next_due=following, ran_at=now):
+
+        def store(conn: sqlite3.Connection) -> None:
+            if not self._schedules.advance(conn, schedule, next_due=following, ran_at=now):
                 raise _Changed
-            await runtime.store.inbox.insert(conn, msg, trigger=trigger)
+            runtime.store.inbox.insert(conn, msg, trigger=trigger)
+
+        await self._schedules.db.write(store)
         log.info("schedule #%d due: a turn in %s", schedule.id, schedule.chat.key)
         runtime.wake(schedule.chat.key)
 
@@ -199,19 +203,20 @@ class Scheduler:
         tell: str | None,
     ) -> None:
         """Record the skip (and queue `tell` to the chat, in the same transaction)."""
-        async with self._schedules.db.transaction() as conn:
-            if not await self._schedules.advance(
+        parts = None if tell is None else runtime.channel.parts(Reply(tell))
+        within = self._settings.channels.delivery_deadline_s
+
+        def store(conn: sqlite3.Connection) -> None:
+            if not self._schedules.advance(
                 conn, schedule, next_due=following, ran_at=None, note=note
             ):
                 raise _Changed
-            if tell is not None:
-                await runtime.store.outbox.insert(
-                    conn,
-                    schedule.chat,
-                    runtime.channel.parts(Reply(tell)),
-                    inbox_id=None,
-                    deliver_within_s=self._settings.channels.delivery_deadline_s,
+            if parts is not None:
+                runtime.store.outbox.insert(
+                    conn, schedule.chat, parts, inbox_id=None, deliver_within_s=within
                 )
+
+        await self._schedules.db.write(store)
         if tell is not None:
             runtime.courier.wake(schedule.chat.key)
 

@@ -11,12 +11,11 @@ active (see `advance`).
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
-
-import aiosqlite
 
 from agent.turns.store import StateDB
 from channels.base import ChatRef
@@ -114,8 +113,8 @@ class Schedules:
         return self._db
 
     async def add(self, new: NewSchedule) -> Schedule:
-        async with self._db.transaction() as conn:
-            cursor = await conn.execute(
+        def insert(conn: sqlite3.Connection) -> int | None:
+            return conn.execute(
                 "INSERT INTO schedules (kind, spec, task, channel, chat_key, chat, sender_id,"
                 " sender_name, sender_username, in_group, created_at, next_due)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -124,8 +123,9 @@ class Schedules:
                     json.dumps(asdict(new.chat)), new.sender_id, new.sender_name,
                     new.sender_username, int(new.in_group), time.time(), new.next_due,
                 ),
-            )  # fmt: skip
-            schedule_id = cursor.lastrowid
+            ).lastrowid  # fmt: skip
+
+        schedule_id = await self._db.write(insert)
         assert schedule_id is not None
         found = await self.get(schedule_id)
         assert found is not None
@@ -178,17 +178,18 @@ class Schedules:
 
     async def cancel(self, schedule_id: int, note: str = "") -> bool:
         """Cancel it if it is still active; False when it was not."""
-        async with self._db.transaction() as conn:
-            cursor = await conn.execute(
+        cursor = await self._db.write(
+            lambda conn: conn.execute(
                 "UPDATE schedules SET status = 'cancelled', next_due = NULL, note = ?"
                 " WHERE id = ? AND status = 'active'",
                 (note, schedule_id),
             )
-            return cursor.rowcount == 1
+        )
+        return cursor.rowcount == 1
 
-    async def advance(
+    def advance(
         self,
-        conn: aiosqlite.Connection,
+        conn: sqlite3.Connection,
         schedule: Schedule,
         *,
         next_due: float | None,
@@ -202,7 +203,7 @@ class Schedules:
         if status is None:
             finished: Status = "done" if ran_at is not None else "skipped"
             status = "active" if next_due is not None else finished
-        cursor = await conn.execute(
+        cursor = conn.execute(
             "UPDATE schedules SET next_due = ?, status = ?, note = ?,"
             " last_run = COALESCE(?, last_run), runs = runs + ?"
             " WHERE id = ? AND status = 'active' AND next_due IS ?",
@@ -214,8 +215,9 @@ class Schedules:
         return cursor.rowcount == 1
 
     async def update_heartbeat(self, schedule_id: int, spec: str, next_due: float) -> None:
-        async with self._db.transaction() as conn:
-            await conn.execute(
+        await self._db.write(
+            lambda conn: conn.execute(
                 "UPDATE schedules SET spec = ?, next_due = ? WHERE id = ?",
                 (spec, next_due, schedule_id),
             )
+        )

@@ -11,12 +11,12 @@ the user never saw. The system prompt and the delivery instructions are never st
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
-
-import aiosqlite
 
 from agent.turns.store import StateDB
 
@@ -65,6 +65,7 @@ _SESSION = "(SELECT COALESCE(MAX(session), 1) FROM chats WHERE chat_key = ?)"
 class Turn:
     number: int
     messages: list[Message]
+    tokens: list[int] = field(default_factory=list)  # per message, counted as stored
 
 
 @dataclass(frozen=True)
@@ -91,51 +92,41 @@ class SessionStore:
         cls, db: StateDB, *, count_tokens: Callable[[str], int] = estimate_tokens
     ) -> SessionStore:
         """The store on an open state.db (its SCHEMA created), older files migrated."""
-        columns = {row[1] for row in await db.fetchall("PRAGMA table_info(messages)")}
-        missing = [sql for column, sql in MIGRATIONS.items() if column not in columns]
-        if missing:
-            async with db.transaction() as conn:
-                for sql in missing:
-                    await conn.execute(sql)
+        await db.write(_migrate)
         return cls(db, count_tokens=count_tokens)
 
     def tokens(self, message: Message) -> int:
         return self._count(json.dumps(message, ensure_ascii=False))
 
     async def recent(self, chat_key: str) -> Recent:
-        """The latest summary of the session and every turn after it."""
-        row = await self._db.fetchone(
-            f"SELECT up_to_turn, content FROM summaries WHERE chat_key = ? AND session = "
-            f"{_SESSION} ORDER BY up_to_turn DESC LIMIT 1",
-            (chat_key, chat_key),
-        )
-        up_to, summary = (int(row[0]), str(row[1])) if row else (0, "")
-        rows = await self._db.fetchall(
-            f"SELECT m.turn, m.message FROM messages m WHERE m.chat_key = ? AND m.session = "
-            f"{_SESSION} AND m.turn > ? AND {_DELIVERED} ORDER BY m.id",
-            (chat_key, chat_key, up_to),
-        )
+        """The latest summary of the session and every turn after it (one trip to the
+        database: what a turn reads before it runs)."""
+        summary, rows = await self._db.read(partial(_recent, chat_key))
         turns: list[Turn] = []
         for number, text in rows:
             if not turns or turns[-1].number != number:
                 turns.append(Turn(number, []))
             turns[-1].messages.append(json.loads(text))
+            turns[-1].tokens.append(self._count(text))  # the text `tokens()` would count
         return Recent(summary, turns)
 
     async def save_summary(self, chat_key: str, up_to_turn: int, content: str) -> None:
         """Store the summary of every turn up to `up_to_turn`; the originals stay, marked
         compacted."""
-        async with self._db.transaction() as conn:
-            session = await _session(conn, chat_key)
-            await conn.execute(
+
+        def save(conn: sqlite3.Connection) -> None:
+            session = _session(conn, chat_key)
+            conn.execute(
                 "INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?)",
                 (chat_key, session, up_to_turn, content, time.time()),
             )
-            await conn.execute(
+            conn.execute(
                 "UPDATE messages SET compacted = 1 WHERE chat_key = ? AND session = ? "
                 "AND turn <= ?",
                 (chat_key, session, up_to_turn),
             )
+
+        await self._db.write(save)
 
     async def history(
         self, chat_key: str, max_messages: int, max_tokens: int | None = None
@@ -170,28 +161,26 @@ class SessionStore:
         self, chat_key: str, messages: Sequence[Message], inbox_id: int | None = None
     ) -> None:
         """Store one turn on its own: the user's message first, then what answered it."""
-        async with self._db.transaction() as conn:
-            await self.add_turn(conn, chat_key, messages, inbox_id)
+        await self._db.write(lambda conn: self.add_turn(conn, chat_key, messages, inbox_id))
 
-    async def add_turn(
+    def add_turn(
         self,
-        conn: aiosqlite.Connection,
+        conn: sqlite3.Connection,
         chat_key: str,
         messages: Sequence[Message],
         inbox_id: int | None = None,
     ) -> None:
-        """Store one turn inside the caller's transaction."""
+        """Store one turn inside the caller's transaction (`StateDB.write`)."""
         if not messages:
             return
-        session = await _session(conn, chat_key)
-        async with conn.execute(
+        session = _session(conn, chat_key)
+        row = conn.execute(
             "SELECT COALESCE(MAX(turn), 0) FROM messages WHERE chat_key = ? AND session = ?",
             (chat_key, session),
-        ) as cursor:
-            row = await cursor.fetchone()
+        ).fetchone()
         turn = (int(row[0]) if row else 0) + 1
         now = time.time()
-        await conn.executemany(
+        conn.executemany(
             "INSERT INTO messages (chat_key, session, turn, position, role, message, created_at,"
             " inbox_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
@@ -211,13 +200,15 @@ class SessionStore:
 
     async def new_session(self, chat_key: str) -> None:
         """Start the chat afresh; the old messages stay in the file but leave the history."""
-        async with self._db.transaction() as conn:
-            session = await _session(conn, chat_key)
-            await conn.execute(
+
+        def start(conn: sqlite3.Connection) -> None:
+            conn.execute(
                 "INSERT INTO chats (chat_key, session) VALUES (?, ?) "
                 "ON CONFLICT(chat_key) DO UPDATE SET session = excluded.session",
-                (chat_key, session + 1),
+                (chat_key, _session(conn, chat_key) + 1),
             )
+
+        await self._db.write(start)
 
     async def count(self, chat_key: str) -> int:
         row = await self._db.fetchone(
@@ -228,7 +219,28 @@ class SessionStore:
         return int(row[0]) if row else 0
 
 
-async def _session(conn: aiosqlite.Connection, chat_key: str) -> int:
-    async with conn.execute("SELECT session FROM chats WHERE chat_key = ?", (chat_key,)) as cursor:
-        row = await cursor.fetchone()
+def _migrate(conn: sqlite3.Connection) -> None:
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(messages)")}
+    for column, sql in MIGRATIONS.items():
+        if column not in columns:
+            conn.execute(sql)
+
+
+def _recent(chat_key: str, conn: sqlite3.Connection) -> tuple[str, list[Any]]:
+    row = conn.execute(
+        f"SELECT up_to_turn, content FROM summaries WHERE chat_key = ? AND session = "
+        f"{_SESSION} ORDER BY up_to_turn DESC LIMIT 1",
+        (chat_key, chat_key),
+    ).fetchone()
+    up_to, summary = (int(row[0]), str(row[1])) if row else (0, "")
+    rows = conn.execute(
+        f"SELECT m.turn, m.message FROM messages m WHERE m.chat_key = ? AND m.session = "
+        f"{_SESSION} AND m.turn > ? AND {_DELIVERED} ORDER BY m.id",
+        (chat_key, chat_key, up_to),
+    ).fetchall()
+    return summary, rows
+
+
+def _session(conn: sqlite3.Connection, chat_key: str) -> int:
+    row = conn.execute("SELECT session FROM chats WHERE chat_key = ?", (chat_key,)).fetchone()
     return int(row[0]) if row else 1
