@@ -18,11 +18,13 @@ import gc
 import logging
 import os
 import signal
+from collections.abc import Mapping
 
 from agent.app import App, build_app, build_channels, start_scheduler
 from agent.cli.llm_warmup import warm_up
-from agent.cli.local_server import DaemonRunning, LocalServer
+from agent.cli.local_server import DaemonRunning, Handler, LocalServer
 from agent.cli.oneshot import OneShots, SocketChannel
+from agent.cli.send_op import SendOp
 from agent.config import Settings
 from agent.home import settings_fingerprint
 from agent.turns.runtime import ChannelRuntime
@@ -37,12 +39,14 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    local = local_server(app)
+    chat_runtimes: dict[str, ChannelRuntime] = {}
+    local = local_server(app, chat_runtimes)
     try:
         if not await _listen(local):
             return 2
         await _connect_board(app)
         runtimes = await start_channels(app)
+        chat_runtimes.update((runtime.channel.name, runtime) for runtime in runtimes)
         # The first message should cost what later ones do: LiteLLM's call path is loaded
         # now, in a thread, while the channels already serve (and before the freeze below).
         await warm_up(settings.llm)
@@ -69,12 +73,15 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         await app.close()
 
 
-def local_server(app: App) -> LocalServer:
-    """The socket's ops: "run" answers one-shots on a runtime of the cli channel."""
+def local_server(app: App, chat_runtimes: Mapping[str, ChannelRuntime]) -> LocalServer:
+    """The socket's ops: "run" answers one-shots on a runtime of the cli channel; "send"
+    queues the owner's text in a chat of the channels that started (`chat_runtimes`,
+    filled as they start)."""
     fingerprint = settings_fingerprint(app.settings.config_file, os.environ)
     runtime = app.runtime(SocketChannel(), Access(open_to_all=True))
     one_shots = OneShots(runtime, app.scrub, fingerprint)
-    return LocalServer(app.settings.home, {"run": one_shots.run})
+    ops: dict[str, Handler] = {"run": one_shots.run, "send": SendOp(chat_runtimes, app.scrub)}
+    return LocalServer(app.settings.home, ops)
 
 
 async def _listen(local: LocalServer) -> bool:

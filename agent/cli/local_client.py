@@ -121,6 +121,14 @@ def run_one_shot(
 ) -> int | None:
     """Ask the daemon; print what it answers as the in-process one-shot would. The exit
     status, or None when no daemon takes it (the caller then runs it here)."""
+    request = {"op": "run", "message": message, "session": session,
+               "settings": fingerprint, "tty": sys.stdin.isatty()}  # fmt: skip
+    return call(home, request, verbose=verbose)
+
+
+def call(home: Path, request: dict[str, Any], *, verbose: bool = False) -> int | None:
+    """Send one request and print its events (notes on stderr, a reply on stdout). The exit
+    status, or None when no daemon takes it."""
     try:
         sock = connect(home)
     except Unreachable as exc:
@@ -130,8 +138,6 @@ def run_one_shot(
         return None
     with sock:
         lines = _Lines(sock, token(home))
-        request = {"op": "run", "message": message, "session": session,
-                   "settings": fingerprint, "tty": sys.stdin.isatty()}  # fmt: skip
         taken = True
         try:
             lines.request(request)

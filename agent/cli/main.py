@@ -67,6 +67,7 @@ class _Commands(click.Group):
     ELSEWHERE: ClassVar[dict[str, str]] = {
         "memory": "agent.cli.memory",
         "schedules": "agent.cli.schedules",
+        "send": "agent.cli.send",
         "service": "agent.cli.service",
         "skills": "agent.cli.skills",
     }
@@ -75,6 +76,7 @@ class _Commands(click.Group):
         "schedules": (
             "List and cancel what the agent is to do later (also while `agent run` is running)."
         ),
+        "send": "Send TEXT (or standard input) to a chat as the bot, through the running daemon.",
         "service": "Run `agent run` as a login service (systemd user unit, launchd agent).",
         "skills": "List, inspect and create skills (folders with a SKILL.md).",
     }

@@ -137,7 +137,7 @@ class ChannelRuntime:
             return False
         if refused:
             text = refusal_text(refused, limits.max_attachment_mb)
-            await self._queue_reply(msg.chat, Reply(text, reply_to=msg.message_id))
+            await self.queue_reply(msg.chat, Reply(text, reply_to=msg.message_id))
         if not nothing_left:
             self.wake(msg.chat.key)
         return True
@@ -147,7 +147,7 @@ class ChannelRuntime:
         if await self.store.inbox.add(msg, status="done") is None:
             return False
         text = await run_command(msg.text, self._command_context(msg.chat.key))
-        await self._queue_reply(msg.chat, Reply(text or "", reply_to=msg.message_id))
+        await self.queue_reply(msg.chat, Reply(text or "", reply_to=msg.message_id))
         return True
 
     async def _answer_stranger(self, msg: IncomingMessage) -> None:
@@ -160,16 +160,18 @@ class ChannelRuntime:
             return
         self._strangers_told.add(msg.sender_id)
         text = stranger_text(self.channel.name, msg.sender_id)
-        await self._queue_reply(msg.chat, Reply(text, reply_to=msg.message_id))
+        await self.queue_reply(msg.chat, Reply(text, reply_to=msg.message_id))
 
-    async def _queue_reply(self, chat: ChatRef, reply: Reply) -> None:
+    async def queue_reply(self, chat: ChatRef, reply: Reply) -> int:
+        """A reply no message of the chat is waiting for, stored in the outbox; its id."""
         parts, within = self.channel.parts(reply), self._deliver_within_s
-        await self.store.db.write(
+        outgoing_id = await self.store.db.write(
             lambda conn: self.store.outbox.insert(
                 conn, chat, parts, inbox_id=None, deliver_within_s=within
             )
         )
         self.courier.wake(chat.key)
+        return outgoing_id
 
     @property
     def _deliver_within_s(self) -> float:
@@ -262,7 +264,7 @@ class ChannelRuntime:
         if now - since >= agent.retry_failed_turns_for_s:
             return False
         if not pending.notified and pending.trigger is None:
-            await self._queue_reply(pending.message.chat, Reply(OUTAGE_NOTICE))
+            await self.queue_reply(pending.message.chat, Reply(OUTAGE_NOTICE))
         wait = min(agent.turn_retry_backoff_s * 2**pending.attempts, MAX_RETRY_WAIT_S)
         await self.store.inbox.defer(
             pending.id, retry_at=now + wait, failing_since=since, notified=True

@@ -1,0 +1,46 @@
+"""`agent send --channel telegram --to CHAT "text"`: a message of the owner's own (a script,
+a cron job) handed to the running daemon, which sends it as the bot through the chat's
+outbox. Thin like the one-shot client: click and the standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+EXIT_NO_DAEMON = 2
+
+
+@click.command()
+@click.option(
+    "--channel", required=True, type=click.Choice(["telegram", "discord"]), help="Where to send."
+)
+@click.option("--to", "chat", required=True, help="The chat id (Telegram chat, Discord channel).")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(0, 600),
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for the delivery before returning (it goes on in the daemon).",
+)
+@click.argument("text", required=False)
+def send(channel: str, chat: str, wait_s: float, text: str | None) -> None:
+    """Send TEXT (or standard input) to a chat as the bot, through the running daemon."""
+    from agent.cli.local_client import call
+    from agent.home import default_home
+
+    if text is None or text == "-":
+        text = sys.stdin.read()
+    request = {"op": "send", "channel": channel, "to": chat, "text": text, "wait_s": wait_s}
+    code = call(default_home(os.environ), request)
+    if code is None:
+        click.echo(
+            "error: agent send needs the running daemon (`agent run`, or `agent service "
+            "install`): it is the daemon that holds the chat channels",
+            err=True,
+        )
+        code = EXIT_NO_DAEMON
+    sys.exit(code)
