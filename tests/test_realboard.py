@@ -196,3 +196,37 @@ def test_doctor_names_the_firmware_pins_and_timers(
         "note board: Arduino Uno/Nano (ATmega328P), PWM timers Timer0: 5, 6; "
         "Timer1: 9, 10 (servos); Timer2: 3, 11"
     ) in lines
+
+
+async def test_one_shots_through_the_daemon_keep_the_board_as_the_last_one_left_it(
+    simboard: SimBoard, llm_env: dict[str, str], fake_llm: FakeLLM,
+    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The daemon holds the port: a second `agent run -m` neither reopens nor resets the
+    board, so the LED the first one switched on is still on."""
+    monkeypatch.setenv("PINCLAW_HARDWARE__ENABLED", "true")
+    monkeypatch.setenv("PINCLAW_HARDWARE__PORT", simboard.port)
+    monkeypatch.setenv("PINCLAW_HARDWARE__PINS", json.dumps(PINS))
+    fake_llm.script(tool_calls(("gpio_write", {"pin": "led", "value": 1})), text("LED on."),
+                    tool_calls(("gpio_read", {"pin": "led"})), text("It is on."))  # fmt: skip
+
+    async def one_shot(message: str) -> str:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agent", "run", "-m", message, cwd=REPO, env=dict(os.environ),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 0, err.decode()
+        return out.decode().strip()
+
+    async with daemon():
+        await asyncio.sleep(0.5)  # the socket is up
+        assert await one_shot("switch the LED on") == "LED on."
+        after_first = simboard.stats()
+        assert await one_shot("is the LED still on?") == "It is on."
+        after_second = simboard.stats()
+        assert simboard.output(13) == 1
+    read = [m for m in fake_llm.requests[3]["messages"] if m["role"] == "tool"]
+    assert read[0]["content"].startswith("led (pin 13): high")
+    assert (after_second["opens"], after_second["resets"]) == (
+        after_first["opens"], after_first["resets"])  # fmt: skip
