@@ -146,6 +146,11 @@ def plan_watch(
         if changes:
             if hysteresis is not None:
                 raise WatchRefused("hysteresis is for above/below; leave it out with changes")
+            named = policy.named.get(pin.strip().lower()) if isinstance(pin, str) else None
+            if named is not None and named.mode == "analog":
+                raise WatchRefused(
+                    f"{named.label} is an analog input: watch it with above or below"
+                )
             ref = policy.resolve(pin, "read")
             return WatchSpec(ref.token, ref.label, _input_mode(ref), changes=True,
                              min_interval_s=interval)  # fmt: skip

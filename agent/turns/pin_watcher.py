@@ -12,8 +12,8 @@ schedule's (allow-list, scopes, approvals, outbox).
 The rows are read again every SYNC_S and whenever the tools change one, so a cancel from
 `agent schedules cancel` (another process) is seen without a signal. A board that cannot be
 reached pauses its watches and each chat is told once; Board reconnects by itself while pins
-are watched and the watches resume silently (a watch whose board was missing at start is
-retried at each read of the rows).
+are watched (a watch whose board was missing at start is retried at each read of the rows),
+and the chat hears in one line that its watches listen again.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import contextlib
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from agent.config import Settings
 from agent.turns.runtime import ChannelRuntime
@@ -92,6 +93,21 @@ def reading_text(spec: WatchSpec, value: float) -> str:
     return f"{spec.label} read {describe_value('analog', value, FULL_SCALE)}, {spec.condition}"
 
 
+def notice(watches: list[_Live], paused: str) -> str:
+    """One message about a chat's watches: paused (why), or back when `paused` is ""."""
+    named = [f"#{w.row.id} ({w.spec.label} {w.spec.condition})" for w in watches]
+    many = len(named) > 1
+    which = f"pin watch{'es' if many else ''} " + (
+        f"{', '.join(named[:-1])} and {named[-1]}" if many else named[0]
+    )
+    if not paused:
+        return f"The board is back: {which} {'are' if many else 'is'} listening again."
+    return (
+        f"I cannot reach the board ({paused}), so {which} {'are' if many else 'is'} paused; "
+        f"{'they resume' if many else 'it resumes'} by itself when the board is back."
+    )
+
+
 @dataclass(eq=False)
 class _Live:
     """A watch being listened to."""
@@ -102,7 +118,6 @@ class _Live:
     sub: Subscription | None = None
     paused: str = ""  # why the board is not reporting, while it is not
     told: bool = False  # the chat heard it is paused
-    tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
 
 class _Gone(Exception):
@@ -129,7 +144,8 @@ class PinWatcher:
         self._lock = asyncio.Lock()  # one sync or track at a time
         self._woken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._to_tell: dict[str, list[_Live]] = {}
+        self._to_tell: dict[tuple[str, str], list[_Live]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()  # firings and notices under way
         self._stopped = False
 
     async def start(self) -> None:
@@ -144,7 +160,7 @@ class PinWatcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        tasks = [task for live in self._live.values() for task in live.tasks]
+        tasks = list(self._tasks)
         for watch_id in list(self._live):
             self.untrack(watch_id)
         for task in tasks:
@@ -235,8 +251,8 @@ class PinWatcher:
                 raise WatchRefused(str(exc)) from None
             return self._pause(live, str(exc))
         if live.paused:
-            log.info("pin watch #%d: listening again", live.row.id)
-        live.paused, live.told = "", False
+            self._resume(live)
+        live.told = False
         log.info("pin watch #%d: listening to %s (%s)", live.row.id, spec.label, spec.condition)
 
     # -- the board's reports (on the event loop) ------------------------------------------------
@@ -244,13 +260,10 @@ class PinWatcher:
     def _heard(self, live: _Live, value: float) -> None:
         if self._live.get(live.row.id) is not live:
             return
-        if live.paused:  # the board reconnected and subscribed again by itself
-            log.info("pin watch #%d: the board is back", live.row.id)
-            live.paused, live.told = "", False
+        if live.paused:  # the board reconnected, and Board subscribed again by itself
+            self._resume(live)
         if live.crossing.update(value, self._clock()):
-            task = asyncio.create_task(self._fire(live, value))
-            live.tasks.add(task)
-            task.add_done_callback(live.tasks.discard)
+            self._spawn(self._fire(live, value))
 
     def _pause(self, live: _Live, reason: str) -> None:
         """The board is gone (or refuses the pin): the watch hears nothing; its chat is told
@@ -258,33 +271,34 @@ class PinWatcher:
         if self._stopped or self._live.get(live.row.id) is not live:
             return
         live.paused = reason
-        if live.told:
-            return
-        live.told = True
-        log.warning("pin watch #%d paused: %s", live.row.id, reason)
-        chat_key = live.row.chat.key
+        if not live.told:
+            live.told = True
+            log.warning("pin watch #%d paused: %s", live.row.id, reason)
+            self._notify(live, reason)
+
+    def _resume(self, live: _Live) -> None:
+        """Listening again: a chat that was told of the pause is told of the end of it."""
+        told, live.paused, live.told = live.told, "", False
+        log.info("pin watch #%d: listening again", live.row.id)
+        if told:
+            self._notify(live, "")
+
+    def _notify(self, live: _Live, paused: str) -> None:
+        """Queue a notice (paused, or back when `paused` is ""); those of one moment go to
+        each chat as one message."""
         if not self._to_tell:
-            asyncio.get_running_loop().call_soon(self._tell_paused)
-        self._to_tell.setdefault(chat_key, []).append(live)
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._to_tell.setdefault((live.row.chat.key, paused), []).append(live)
 
-    def _tell_paused(self) -> None:
+    def _flush(self) -> None:
         batches, self._to_tell = self._to_tell, {}
-        for watches in batches.values():
-            task = asyncio.create_task(self._say_paused(watches))
-            watches[0].tasks.add(task)
-            task.add_done_callback(watches[0].tasks.discard)
+        for (_, paused), watches in batches.items():
+            self._spawn(self._tell(watches[0].row.chat, notice(watches, paused)))
 
-    async def _say_paused(self, watches: list[_Live]) -> None:
-        named = [f"#{w.row.id} ({w.spec.label} {w.spec.condition})" for w in watches]
-        if len(named) == 1:
-            which = f"pin watch {named[0]} is paused; it resumes"
-        else:
-            which = f"pin watches {', '.join(named[:-1])} and {named[-1]} are paused; they resume"
-        text = (
-            f"I cannot reach the board ({watches[0].paused}), so {which} by itself when the "
-            "board is back."
-        )
-        await self._tell(watches[0].row.chat, text)
+    def _spawn(self, job: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(job)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _tell(self, chat: ChatRef, text: str) -> None:
         runtime = self._runtimes[chat.channel]
