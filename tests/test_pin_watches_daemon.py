@@ -152,7 +152,7 @@ async def schedules_cli(env: dict[str, str], *args: str) -> tuple[int, str]:
     return process.returncode or 0, out.decode()
 
 
-async def test_a_watch_survives_a_restart_and_agent_schedules_cancel_ends_it(
+async def test_a_watch_survives_restarts_with_and_without_the_board_and_a_cli_cancel_ends_it(
     watch_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
     emulator: FirmataBoard, home: Path, daemon: Callable[[], Daemon],
 ) -> None:  # fmt: skip
@@ -170,14 +170,21 @@ async def test_a_watch_survives_a_restart_and_agent_schedules_cancel_ends_it(
         f"#1 watch light (A0) above 700 (again once below 680), at most every 0.2 s: {TASK}  "
         f"[telegram:{OWNER}:, set by User]"
     )
+    emulator.close()  # unplugged while the daemon was down
+    async with daemon():
+        [_, paused] = await fake_telegram.await_for(lambda m: m.chat_id == OWNER, count=2)
+    assert (paused.plain or "").startswith("I cannot reach the board (")
+    assert rows(db, "SELECT status, runs FROM schedules") == [("active", 0)]
     fake_llm.script(text("The light is on."))
+    emulator.reopen()
     emulator.set_analog("A0", 800)  # while nobody listened
     async with daemon():
-        await fake_telegram.await_for(lambda m: m.chat_id == OWNER, count=2, timeout=10)
+        await fake_telegram.await_for(lambda m: m.chat_id == OWNER, count=3, timeout=10)
         code, said = await schedules_cli(watch_env, "cancel", "1")
         assert code == 0 and said.startswith("Cancelled #1 watch light (A0) above 700")
         await hold(emulator, 600, 800)  # armed again, but the watch is cancelled
-    assert [m.plain for m in to_owner(fake_telegram)] == ["Watching A0.", "The light is on."]
+    said = [m.plain for m in to_owner(fake_telegram)]
+    assert said == ["Watching A0.", paused.plain, "The light is on."]
     assert len(fake_llm.requests) == 3
     assert rows(db, "SELECT status, runs, note FROM schedules") == [
         ("cancelled", 1, "cancelled with agent schedules cancel")

@@ -9,11 +9,12 @@ reading, in the same transaction that counts the run on the row (a row cancelled
 rolls the message back), and the chat's worker is woken: from there it is a turn like a
 schedule's (allow-list, scopes, approvals, outbox).
 
-The rows are read again every SYNC_S and whenever the tools change one, so a cancel from
-`agent schedules cancel` (another process) is seen without a signal. A board that cannot be
-reached pauses its watches and each chat is told once; Board reconnects by itself while pins
-are watched (a watch whose board was missing at start is retried at each read of the rows),
-and the chat hears in one line that its watches listen again.
+The rows are read again every SYNC_S (the tools start and stop their watches at once), so
+a cancel from `agent schedules cancel` (another process) is seen without a signal, and a
+firing is stored only while its row is active. A board that cannot be reached pauses its
+watches and each chat is told once; Board reconnects by itself while pins are watched (a
+watch whose board was missing at start is retried at each read of the rows), and the chat
+hears in one line that its watches listen again.
 """
 
 from __future__ import annotations
@@ -142,14 +143,13 @@ class PinWatcher:
         self._clock = clock
         self._live: dict[int, _Live] = {}
         self._lock = asyncio.Lock()  # one sync or track at a time
-        self._woken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._to_tell: dict[tuple[str, str], list[_Live]] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # firings and notices under way
         self._stopped = False
 
     async def start(self) -> None:
-        await self.sync()
+        """Listen in the background (a board slow to answer does not hold up the start)."""
         self._task = asyncio.create_task(self._run(), name="pin-watcher")
 
     async def stop(self) -> None:
@@ -167,19 +167,13 @@ class PinWatcher:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    def wake(self) -> None:
-        self._woken.set()
-
     async def _run(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(SYNC_S):
-                    await self._woken.wait()
-            self._woken.clear()
             try:
                 await self.sync()
             except Exception:  # the store failed: try again later, keep the daemon up
                 log.exception("pin watcher: reading the watches failed")
+            await asyncio.sleep(SYNC_S)
 
     # -- the rows ------------------------------------------------------------------------------
 
