@@ -11,10 +11,11 @@ import pytest
 
 from agent.app import build_tools, make_board, open_store
 from agent.config import load_settings
-from agent.turns.pin_watcher import Crossing, reading_text
-from agent.turns.schedules import Schedules
+from agent.turns.pin_watcher import Crossing, PinWatcher, reading_text
+from agent.turns.schedules import NewSchedule, Schedules
 from agent.turns.triggers import Trigger, decode_trigger, encode_trigger, trigger_text
 from agent.turns.watch_book import ChatWatches
+from channels.base import ChatRef
 from tools.base import Speaker, ToolCallContext
 from tools.board_policy import PinPolicy
 from tools.config import HardwareSettings, PinSettings
@@ -161,3 +162,27 @@ def test_read_only_autonomy_refuses_setting_and_cancelling_watches(
     for name, writes in (("watch_pin", True), ("cancel_watch", True), ("list_watches", False)):
         tool = tools.get(name)
         assert tool is not None and (type(tool).__name__ == "ReadOnlyRefusal") == writes
+
+
+async def test_a_watch_on_a_pin_the_config_no_longer_allows_is_cancelled_at_start(
+    settings_env: None, home: Path
+) -> None:
+    settings = load_settings()
+    store = await open_store(settings.state_db)
+    board = make_board(settings)
+    assert board is not None
+    try:
+        schedules = Schedules(store.db)
+        spec = WatchSpec("A2", "A2", "analog", above=700, hysteresis=20)  # allowed back then
+        row = await schedules.add(
+            NewSchedule("pin", spec.to_json(), "say so", ChatRef("telegram", "42"), "42", None)
+        )
+        watcher = PinWatcher(schedules, {"telegram": None}, board, settings)  # type: ignore[dict-item]
+        await watcher.sync()
+        found = await schedules.get(row.id)
+        assert found is not None and found.status == "cancelled"
+        assert found.note == ("A2 is not allowed. Allowed pins: A0. ([hardware] in config.toml)")
+        assert board.last_error is None  # the board was not even opened
+    finally:
+        await board.close()
+        await store.db.close()

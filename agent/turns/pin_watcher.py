@@ -186,13 +186,20 @@ class PinWatcher:
                 self.untrack(watch_id)
             for watch_id, row in rows.items():
                 live = self._live.get(watch_id)
-                if live is None or live.sub is None:
-                    with contextlib.suppress(WatchRefused):
-                        await self._listen(live or self._adopt(row))
+                if live is not None and live.sub is not None:
+                    continue
+                try:
+                    await self._listen(live or self._adopt(row))
+                except WatchRefused as exc:  # the config no longer allows the pin
+                    log.warning("pin watch #%d cancelled: %s", watch_id, exc)
+                    self.untrack(watch_id)
+                    await self._schedules.cancel(watch_id, note=str(exc))
 
     async def track(self, watch: Schedule) -> str:
         """A watch just set: listen now. "" or why it is paused; WatchRefused when the board
         cannot report its pin that way (the caller cancels the row)."""
+        if watch.chat.channel not in self._runtimes:
+            raise WatchRefused(f"the {watch.chat.channel} channel is not running in the daemon")
         async with self._lock:
             live = self._live.get(watch.id) or self._adopt(watch)
             live.told = True  # the tool's result says it is paused; the chat needs no notice
@@ -220,18 +227,16 @@ class PinWatcher:
         return live
 
     async def _listen(self, live: _Live, *, refuse: bool = False) -> None:
-        """Subscribe the watch's pin (lock held). A board that cannot be reached pauses it;
-        a pin the config no longer allows, or the board cannot report, is refused: with
-        `refuse` (a new watch) as WatchRefused, otherwise paused with the reason."""
+        """Subscribe the watch's pin (lock held). A pin the config no longer allows is a
+        WatchRefused; a board that cannot be reached pauses the watch, and so does one that
+        cannot report the pin that way, unless `refuse` (a new watch): then WatchRefused."""
         spec = live.spec
         try:
             self._policy.resolve(spec.pin, "analog" if spec.mode == "analog" else "read")
-            await self._board.connect()
         except PinError as exc:
-            why = f"{exc} (check [hardware] in config.toml)"
-            if refuse:
-                raise WatchRefused(why) from None
-            return self._pause(live, why)
+            raise WatchRefused(f"{exc} ([hardware] in config.toml)") from None
+        try:
+            await self._board.connect()
         except BoardError as exc:
             return self._pause(live, str(exc))
         try:
