@@ -31,6 +31,7 @@ from agent.turns.sessions import SCHEMA as SESSIONS_SCHEMA
 from agent.turns.sessions import SessionStore
 from agent.turns.state import Access
 from agent.turns.store import StateDB
+from agent.turns.watch_book import ChatWatches
 from agent.workspace import ensure_workspace
 from channels.base import Channel
 from tools.base import Tool, ToolRegistry, read_only
@@ -43,8 +44,10 @@ from tools.schedule_times import zone_named
 from tools.schedule_tools import ScheduleBook, ScheduleTools
 from tools.shell import ShellTool
 from tools.skill_tools import ReadSkillTool, SkillDoc, SkillTool
+from tools.watch_tools import WatchBook, WatchDefaults, WatchTools
 
 if TYPE_CHECKING:
+    from agent.turns.pin_watcher import PinWatcher
     from tools.hardware import Board
 
 log = logging.getLogger(__name__)
@@ -65,6 +68,7 @@ class App:
     history_tokens: int = 16_000
     memory: MemoryStore | None = None  # for auto-recall
     schedules: ChatSchedules | None = None  # what the schedule tools keep
+    watches: ChatWatches | None = None  # what the pin-watch tools keep
 
     def runtime(self, channel: Channel, access: Access) -> ChannelRuntime:
         return ChannelRuntime(
@@ -112,6 +116,21 @@ async def start_scheduler(app: App, runtimes: Sequence[ChannelRuntime]) -> Sched
     if app.schedules is not None:
         app.schedules.on_change = scheduler.wake
     return scheduler
+
+
+async def start_watcher(app: App, runtimes: Sequence[ChannelRuntime]) -> PinWatcher | None:
+    """Listen to the board for the pin watches of the channels that started (None: no board,
+    or `[watches]` off). Stop it before the runtimes and the board."""
+    if app.board is None or not app.settings.watches.enabled:
+        return None
+    from agent.turns.pin_watcher import PinWatcher
+
+    by_channel = {runtime.channel.name: runtime for runtime in runtimes}
+    watcher = PinWatcher(Schedules(app.store.db), by_channel, app.board, app.settings)
+    await watcher.start()
+    if app.watches is not None:
+        app.watches.live = watcher
+    return watcher
 
 
 def voice_transcriber(settings: Settings, channel: str) -> Callable[[Path], Awaitable[str]] | None:
@@ -171,9 +190,11 @@ def build_tools(
     board: Board | None = None,
     skills: SkillCatalog | None = None,
     schedules: ScheduleBook | None = None,
+    watches: WatchBook | None = None,
 ) -> ToolRegistry:
-    """Every tool of this configuration. `schedules`: where the schedule tools keep theirs
-    (without it they are offered all the same, so the prompt does not change, and refuse)."""
+    """Every tool of this configuration. `schedules`, `watches`: where the schedule and
+    pin-watch tools keep theirs (without one they are offered all the same, so the prompt
+    does not change, and refuse)."""
     security = settings.security
     shell = ShellTool(
         policy,
@@ -197,6 +218,12 @@ def build_tools(
         from tools.gpio import hardware_tools
 
         tools += hardware_tools(settings.hardware, board, autonomy=policy.autonomy)
+        if settings.watches.enabled:
+            defaults = WatchDefaults(settings.watches.min_interval_s, settings.watches.hysteresis)
+            tools += WatchTools(
+                watches, settings.hardware, timezone_of(settings), defaults,
+                scrub=make_scrubber(settings),
+            ).tools()  # fmt: skip
     if settings.schedules.enabled:
         timezone = timezone_of(settings)
         tools += ScheduleTools(schedules, timezone, scrub=make_scrubber(settings)).tools()
@@ -294,7 +321,8 @@ async def build_app(settings: Settings) -> App:
     skills = SkillCatalog.from_settings(settings)
     store = await open_store(settings.state_db)
     schedules = ChatSchedules(Schedules(store.db), settings)
-    tools = build_tools(settings, policy, board, skills, schedules)
+    watches = ChatWatches(Schedules(store.db), settings)
+    tools = build_tools(settings, policy, board, skills, schedules, watches)
     return App(
         settings=settings,
         tools=tools,
@@ -309,6 +337,7 @@ async def build_app(settings: Settings) -> App:
         quirks=ProviderQuirks(settings.state_db),
         memory=memory_store(settings) if settings.memory.enabled else None,
         schedules=schedules,
+        watches=watches,
     )
 
 

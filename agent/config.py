@@ -99,6 +99,15 @@ class HeartbeatSettings(_Section):
     interval_minutes: float = Field(default=30.0, gt=0)
 
 
+class WatchesSettings(_Section):
+    """Pin watches (watch_pin): a turn when a watched pin's reading crosses a threshold."""
+
+    enabled: bool = True
+    min_interval_s: float = Field(default=60.0, ge=0)  # least time between two firings
+    hysteresis: float = Field(default=20.0, ge=0)  # raw units (of 1023) before it re-arms
+    max_per_chat: int = Field(default=10, ge=1)
+
+
 class PersonSettings(_Section):
     """One person's ids on each channel, so their memories follow them across channels."""
 
@@ -137,6 +146,7 @@ class Settings(BaseSettings):
     identity: IdentitySettings = Field(default_factory=IdentitySettings)
     schedules: SchedulesSettings = Field(default_factory=SchedulesSettings)
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
+    watches: WatchesSettings = Field(default_factory=WatchesSettings)
     people: dict[str, PersonSettings] = Field(default_factory=dict)
 
     _home: Path = PrivateAttr(default_factory=lambda: default_home(os.environ))

@@ -20,7 +20,7 @@ import os
 import signal
 from collections.abc import Mapping
 
-from agent.app import App, build_app, build_channels, start_scheduler
+from agent.app import App, build_app, build_channels, start_scheduler, start_watcher
 from agent.cli.llm_warmup import warm_up
 from agent.cli.local_server import DaemonRunning, Handler, LocalServer
 from agent.cli.oneshot import OneShots, SocketChannel
@@ -60,10 +60,13 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         if not enabled:
             log.info("no chat channel is enabled: serving one-shots on %s", local.path)
         scheduler = await start_scheduler(app, runtimes)  # schedules and the heartbeat
+        watcher = await start_watcher(app, runtimes)  # pin watches
         await stop.wait()
         log.info("stopping: no new messages; letting running turns finish")
         if scheduler is not None:
             await scheduler.stop()
+        if watcher is not None:
+            await watcher.stop()
         await shutdown(runtimes, settings.agent.shutdown_grace_s, local)
         return 0
     finally:

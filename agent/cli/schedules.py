@@ -1,7 +1,8 @@
-"""`agent schedules list|cancel`: the owner's view of every chat's schedules.
+"""`agent schedules list|cancel`: the owner's view of every chat's schedules and pin watches.
 
 Reads and writes state.db directly, so it works with the daemon running or not: a running
-scheduler reads the table again before each run, and a cancelled schedule does not run.
+scheduler (and pin watcher) reads the table again before each run, and a cancelled schedule
+does not run (nor a cancelled watch fire).
 Nothing heavy is imported until a command runs (`agent --help` stays fast).
 """
 
@@ -63,14 +64,21 @@ def _fail(message: str) -> NoReturn:
 
 
 def _line(schedule: Schedule, zone: ZoneInfo) -> str:
+    from agent.turns.watch_book import watch_entry
     from tools.schedule_tools import describe
+    from tools.watch_tools import describe_watch
 
-    return f"{describe(schedule.entry(), zone)}  [{schedule.chat.key}, set by {schedule.set_by}]"
+    if schedule.kind == "pin":
+        what = describe_watch(watch_entry(schedule), zone)
+    else:
+        what = describe(schedule.entry(), zone)
+    return f"{what}  [{schedule.chat.key}, set by {schedule.set_by}]"
 
 
 @click.group()
 def schedules() -> None:
-    """List and cancel what the agent is to do later (also while `agent run` is running)."""
+    """List and cancel what the agent is to do later, and its pin watches (also while `agent
+    run` is running)."""
 
 
 @schedules.command("list")
@@ -91,7 +99,7 @@ def list_schedules(ctx: click.Context, show_all: bool) -> None:
 @click.argument("schedule_id", metavar="ID", type=int)
 @click.pass_context
 def cancel(ctx: click.Context, schedule_id: int) -> None:
-    """Cancel schedule ID so it never runs again."""
+    """Cancel schedule (or pin watch) ID so it never runs again."""
     settings = ctx.obj["load"](ctx)
     found = asyncio.run(_with_schedules(settings, "cancel", schedule_id))
     if not found:  # no state.db yet

@@ -23,7 +23,7 @@ from tools.schedule_tools import ScheduleEntry, ScheduleRefused
 
 CHAT_CHANNELS = ("telegram", "discord")  # the order an owner's private chat is looked for
 NO_CHAT = (
-    "schedules run in a Telegram or Discord chat, delivered by the daemon (`agent run`); "
+    "{what} run in a Telegram or Discord chat, delivered by the daemon (`agent run`); "
     "from the terminal they go to the owner's private chat, and none is configured: enable "
     "a chat channel and add the owner to config.toml, e.g. [people.me] owner = true, "
     'telegram = "<your user id>"'
@@ -41,6 +41,35 @@ class OwnerChat:
     @property
     def where(self) -> str:
         return f"the owner's private {self.chat.channel.capitalize()} chat"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the turns of a schedule or pin watch made in a call run, and as whom."""
+
+    chat: ChatRef
+    sender_id: str
+    sender_name: str
+    sender_username: str = ""
+    in_group: bool = False
+    where: str = ""  # in words, when it is not the calling chat
+
+
+async def placement(settings: Settings, db: StateDB, call: ToolCallContext, what: str) -> Placement:
+    """The calling chat and speaker; for the terminal, the owner's private chat (or a
+    ScheduleRefused saying how to configure one). `what`: "schedules", "pin watches"."""
+    if _terminal(call):
+        owner = await owner_chat(settings, db, enabled_channels(settings))
+        if owner is None:
+            raise ScheduleRefused(NO_CHAT.format(what=what))
+        where = f"{owner.where}, when the daemon (`agent run`) is running"
+        return Placement(owner.chat, owner.sender_id, owner.name, where=where)
+    speaker = call.speaker
+    if not speaker.id:
+        raise ScheduleRefused(f"this call does not say who asked, so no {what} can be kept")
+    return Placement(
+        chat_of(call.chat_key), speaker.id, speaker.name, speaker.username, speaker.in_group
+    )
 
 
 def chat_of(chat_key: str) -> ChatRef:
@@ -105,29 +134,16 @@ class ChatSchedules:
         self, call: ToolCallContext, when: When, task: str
     ) -> tuple[NewSchedule, str]:
         """The schedule as it will be kept, and where it runs when that is not this chat."""
-        if _terminal(call):
-            owner = await owner_chat(
-                self._settings, self._schedules.db, enabled_channels(self._settings)
-            )
-            if owner is None:
-                raise ScheduleRefused(NO_CHAT)
-            where = f"{owner.where}, when the daemon (`agent run`) is running"
-            return NewSchedule(
-                when.kind, when.spec, task, owner.chat, owner.sender_id, when.first_due,
-                sender_name=owner.name,
-            ), where  # fmt: skip
-        speaker = call.speaker
-        if not speaker.id:
-            raise ScheduleRefused("this call does not say who asked, so nothing can be scheduled")
+        at = await placement(self._settings, self._schedules.db, call, "schedules")
         return NewSchedule(
-            when.kind, when.spec, task, chat_of(call.chat_key), speaker.id, when.first_due,
-            sender_name=speaker.name, sender_username=speaker.username,
-            in_group=speaker.in_group,
-        ), ""  # fmt: skip
+            when.kind, when.spec, task, at.chat, at.sender_id, when.first_due,
+            sender_name=at.sender_name, sender_username=at.sender_username,
+            in_group=at.in_group,
+        ), at.where  # fmt: skip
 
     async def entries(self, call: ToolCallContext) -> list[ScheduleEntry]:
         chat_key = None if _terminal(call) else call.chat_key
-        return [s.entry() for s in await self._schedules.listing(chat_key)]
+        return [s.entry() for s in await self._schedules.listing(chat_key, watches=False)]
 
     async def cancel(self, call: ToolCallContext, schedule_id: int) -> ScheduleEntry:
         schedule = await self._schedules.get(schedule_id)
@@ -140,6 +156,8 @@ class ChatSchedules:
                 "the heartbeat is set in config.toml ([heartbeat] enabled); it is not cancelled "
                 "here"
             )
+        if schedule.kind == "pin":
+            raise ScheduleRefused(f"#{schedule_id} is a pin watch: cancel it with cancel_watch")
         if not await self._schedules.cancel(schedule_id, note="cancelled in a chat"):
             raise ScheduleRefused(f"schedule #{schedule_id} has already ended ({schedule.status})")
         return schedule.entry()

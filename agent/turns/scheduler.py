@@ -12,7 +12,8 @@ sends nothing.
 Late runs: a run found due more than `schedules.catch_up_s` after its time (the daemon was
 down, the machine asleep) is skipped — a one-off is marked "skipped", a repeating one moves
 to its next time — and the chat is told once; a run less late than that runs once, however
-many times a repeating schedule was missed. A pin watch will be one more kind of row.
+many times a repeating schedule was missed. Pin watches are rows of the same table with no
+due time, which the scheduler never reads: agent/turns/pin_watcher.py fires them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 A row keeps the chat it was made in and the person who set it, so its turn runs later as
 theirs (their allow-list entry, their memories, the chat's approvals). `next_due` is UTC
-epoch seconds, NULL once nothing more is due. The daemon's scheduler reads the rows again
+epoch seconds, NULL once nothing more is due; a pin watch (kind "pin", its pin and
+condition as JSON in `spec`) has none: the board's readings, not a clock, fire it
+(agent/turns/pin_watcher.py). The daemon's scheduler reads the rows again
 each time it wakes, so `agent schedules cancel` (another process, writing the file
 directly) takes effect without telling it; a run is recorded only while its row is still
 active (see `advance`).
@@ -21,7 +23,7 @@ from agent.turns.store import StateDB
 from channels.base import ChatRef
 from tools.schedule_tools import ScheduleEntry
 
-ScheduleKind = Literal["once", "cron", "heartbeat"]  # "pin" joins with pin watches
+ScheduleKind = Literal["once", "cron", "heartbeat", "pin"]  # "pin": a pin watch
 Status = Literal["active", "done", "cancelled", "skipped"]
 
 SCHEMA = """
@@ -58,7 +60,7 @@ ENDED_KEPT = 20  # ended schedules listed per chat, newest first
 class Schedule:
     id: int
     kind: ScheduleKind
-    spec: str  # ISO time, cron expression, or "every N minutes"
+    spec: str  # ISO time, cron expression, "every N minutes", or a pin watch's JSON
     task: str
     chat: ChatRef
     sender_id: str
@@ -91,7 +93,7 @@ class NewSchedule:
     task: str
     chat: ChatRef
     sender_id: str
-    next_due: float
+    next_due: float | None  # None for a pin watch
     sender_name: str = ""
     sender_username: str = ""
     in_group: bool = False
@@ -152,10 +154,14 @@ class Schedules:
             if (channels is None or s.chat.channel in channels) and (kind is None or s.kind == kind)
         ]
 
-    async def listing(self, chat_key: str | None = None) -> list[Schedule]:
+    async def listing(
+        self, chat_key: str | None = None, *, watches: bool | None = None
+    ) -> list[Schedule]:
         """A chat's schedules (None: every chat's): the active ones, soonest first, then the
-        newest ended ones."""
+        newest ended ones. `watches`: only pin watches (True), none (False), both (None)."""
         where, params = ("", ()) if chat_key is None else (" AND chat_key = ?", (chat_key,))
+        if watches is not None:
+            where += " AND kind = 'pin'" if watches else " AND kind != 'pin'"
         active = await self._db.fetchall(
             f"SELECT {_COLUMNS} FROM schedules WHERE status = 'active'{where}"
             " ORDER BY next_due, id",
@@ -168,10 +174,11 @@ class Schedules:
         )
         return [_row(row) for row in [*active, *ended]]
 
-    async def count_active(self, chat_key: str) -> int:
+    async def count_active(self, chat_key: str, *, watches: bool = False) -> int:
+        """A chat's active schedules (the heartbeat aside), or its active pin watches."""
+        kinds = "kind = 'pin'" if watches else "kind NOT IN ('heartbeat', 'pin')"
         row = await self._db.fetchone(
-            "SELECT COUNT(*) FROM schedules WHERE status = 'active' AND chat_key = ?"
-            " AND kind != 'heartbeat'",
+            f"SELECT COUNT(*) FROM schedules WHERE status = 'active' AND chat_key = ? AND {kinds}",
             (chat_key,),
         )
         return int(row[0]) if row else 0
@@ -213,6 +220,13 @@ class Schedules:
             ),
         )  # fmt: skip
         return cursor.rowcount == 1
+
+    async def watches(self, channels: Collection[str]) -> list[Schedule]:
+        """The active pin watches of these channels, oldest first."""
+        rows = await self._db.fetchall(
+            f"SELECT {_COLUMNS} FROM schedules WHERE status = 'active' AND kind = 'pin' ORDER BY id"
+        )
+        return [s for s in map(_row, rows) if s.chat.channel in channels]
 
     async def update_heartbeat(self, schedule_id: int, spec: str, next_due: float) -> None:
         await self._db.write(

@@ -1,7 +1,8 @@
-"""What started a turn nobody typed: a schedule that came due, or the heartbeat (and later a
-pin watch). Stored with its message in the inbox, so the turn survives a restart like any
-other; the envelope tells the model what it is, and the runtime sends no reply when the
-answer is only the silent token, and replies to no message.
+"""What started a turn nobody typed: a schedule that came due, the heartbeat, or a pin watch
+whose condition came true (with the reading that made it). Stored with its message in the
+inbox, so the turn survives a restart like any other; the envelope tells the model what it
+is, and the runtime sends no reply when the answer is only the silent token, and replies to
+no message.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 from agent.prompt.context import SILENT_REPLY
 
-TriggerKind = Literal["scheduled", "heartbeat"]  # "pin" joins when pin watches come
+TriggerKind = Literal["scheduled", "heartbeat", "pin"]
 
 SILENCE_ALLOWED = (
     f"If nothing needs saying, reply with exactly {SILENT_REPLY} and nothing else: "
@@ -29,7 +30,8 @@ class Trigger:
     set_by: str = ""  # who set it, as people read it: "Alice (@alice)"
     set_at: float = 0.0  # UTC epoch
     repeats: str = ""  # the cron expression or the heartbeat's interval; "" for once
-    due_at: float = 0.0  # the time this run was for
+    due_at: float = 0.0  # the time this run was for (for a pin watch: of the reading)
+    reading: str = ""  # a pin watch's: "light (A0) read 800/1023 (3.91 V), above 700"
 
 
 def encode_trigger(trigger: Trigger | None) -> str:
@@ -49,6 +51,13 @@ def trigger_text(trigger: Trigger, task: str, zone: ZoneInfo) -> str:
             "Report only what needs the owner's attention. " + SILENCE_ALLOWED
         )
     set_at = datetime.fromtimestamp(trigger.set_at, zone).strftime("%a %Y-%m-%d %H:%M")
+    if trigger.kind == "pin":
+        read_at = datetime.fromtimestamp(trigger.due_at, zone).strftime("%H:%M:%S")
+        return (
+            f"Pin watch #{trigger.schedule_id} (set {set_at} by {trigger.set_by}): "
+            f"{trigger.reading} at {read_at}.\nTask: {task}\n(Nobody is waiting on a message. "
+            f"Do the task, and your reply goes to this chat. {SILENCE_ALLOWED})"
+        )
     how = f', repeating "{trigger.repeats}"' if trigger.repeats else ""
     return (
         f"Scheduled task #{trigger.schedule_id} (set {set_at} by {trigger.set_by}{how}): "
