@@ -6,10 +6,12 @@ may see. Search ranks by words (memory_search.py: SQLite FTS5, English, Korean, 
 and emoji alike) and, when an embedder is given, also by meaning (cosine similarity of
 embeddings), the two orders merged by reciprocal-rank fusion.
 
-Every call opens its own SQLite connection on a worker thread (asyncio.to_thread): the
-state.db that other code writes at the same time is shared through SQLite's own locking
-(WAL, busy_timeout, BEGIN IMMEDIATE), nothing is held open between calls, and scoring and
-the vector scan run off the event loop.
+The store keeps one SQLite connection on a thread of its own, opened at the first call
+(opening one per call cost more than a recall): every call is one trip there, run whole,
+one after another, so scoring and the vector scan stay off the event loop. The state.db
+that other code and other processes write at the same time is shared through SQLite's own
+locking (WAL, busy_timeout, BEGIN IMMEDIATE); a connection that failed is dropped and the
+next call opens a new one.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -77,6 +80,8 @@ class MemoryStore:
         self._embed_timeout_s = embed_timeout_s
         self._ready = False
         self._dim: int | None = None  # length of the embedder's vectors, once seen
+        self._db: sqlite3.Connection | None = None  # used only on self._thread
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory")
 
     # ---- writing ----
 
@@ -286,16 +291,36 @@ class MemoryStore:
     # ---- plumbing ----
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await asyncio.to_thread(self._with_db, work)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, self._with_db, work)
 
     def _with_db(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        db = schema.connect(self.path)
+        """`work` on the kept connection (opened here on first use), on the store's thread."""
+        if self._db is None:
+            self._db = schema.connect(self.path)
+        db = self._db
         try:
             if not self._ready:
                 schema.ensure(db, self._legacy_scope)
                 self._ready = True
             return work(db)
+        except sqlite3.Error:
+            self._db = None  # whatever went wrong, the next call starts on a fresh connection
+            db.close()
+            raise
         finally:
+            if self._db is not None and db.in_transaction:  # never left open between calls
+                db.execute("ROLLBACK")
+
+    async def close(self) -> None:
+        """Close the kept connection once what was asked before has run; a later call
+        opens a new one."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._thread, self._close)
+
+    def _close(self) -> None:
+        db, self._db = self._db, None
+        if db is not None:
             db.close()
 
 
