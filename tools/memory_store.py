@@ -6,12 +6,10 @@ may see. Search ranks by words (memory_search.py: SQLite FTS5, English, Korean, 
 and emoji alike) and, when an embedder is given, also by meaning (cosine similarity of
 embeddings), the two orders merged by reciprocal-rank fusion.
 
-The store keeps one SQLite connection on a thread of its own, opened at the first call
-(opening one per call cost more than a recall): every call is one trip there, run whole,
-one after another, so scoring and the vector scan stay off the event loop. The state.db
-that other code and other processes write at the same time is shared through SQLite's own
-locking (WAL, busy_timeout, BEGIN IMMEDIATE); a connection that failed is dropped and the
-next call opens a new one.
+Calls run on the store's one connection, kept on a thread of its own (memory_db.py), so
+scoring and the vector scan stay off the event loop; the state.db that other code writes
+at the same time is shared through SQLite's own locking (WAL, busy_timeout, BEGIN
+IMMEDIATE).
 """
 
 from __future__ import annotations
@@ -22,13 +20,13 @@ import logging
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from tools import memory_schema as schema
+from tools.memory_db import MemoryDB
 from tools.memory_rows import ForgetResult, Memory, Source, from_row, parse_row, to_row
 from tools.memory_search import lexical, twin
 from tools.memory_text import normalise
@@ -76,12 +74,9 @@ class MemoryStore:
     ) -> None:
         self.path = db_path
         self._embed = embed
-        self._legacy_scope = legacy_scope  # the scope of a row of the old, per-chat table
         self._embed_timeout_s = embed_timeout_s
-        self._ready = False
         self._dim: int | None = None  # length of the embedder's vectors, once seen
-        self._db: sqlite3.Connection | None = None  # used only on self._thread
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory")
+        self._db = MemoryDB(db_path, lambda db: schema.ensure(db, legacy_scope))
 
     # ---- writing ----
 
@@ -291,37 +286,11 @@ class MemoryStore:
     # ---- plumbing ----
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._thread, self._with_db, work)
-
-    def _with_db(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """`work` on the kept connection (opened here on first use), on the store's thread."""
-        if self._db is None:
-            self._db = schema.connect(self.path)
-        db = self._db
-        try:
-            if not self._ready:
-                schema.ensure(db, self._legacy_scope)
-                self._ready = True
-            return work(db)
-        except sqlite3.Error:
-            self._db = None  # whatever went wrong, the next call starts on a fresh connection
-            db.close()
-            raise
-        finally:
-            if self._db is not None and db.in_transaction:  # never left open between calls
-                db.execute("ROLLBACK")
+        return await self._db.run(work)
 
     async def close(self) -> None:
-        """Close the kept connection once what was asked before has run; a later call
-        opens a new one."""
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._thread, self._close)
-
-    def _close(self) -> None:
-        db, self._db = self._db, None
-        if db is not None:
-            db.close()
+        """Let go of the file; a later call opens it again."""
+        await self._db.close()
 
 
 @contextmanager
