@@ -12,6 +12,7 @@ import pytest
 from fakes.llm_server import FakeLLM
 
 from agent.llm import embed
+from tools.memory_schema import index
 from tools.memory_store import RECALL_THRESHOLD, MemoryStore
 
 OWNER = "person:owner"
@@ -173,6 +174,30 @@ async def test_fifty_concurrent_stores_lose_nothing(tmp_path: Path) -> None:
     assert await best(store, "item37") == ["Fact number 37: item37 is kept"]
     same = await asyncio.gather(*(store.add(OWNER, "Parks the car on level 3") for _ in range(10)))
     assert [updated for _, updated in same].count(False) == 1 and len({m.id for m, _ in same}) == 1
+
+
+
+async def test_the_kept_connection_sees_other_writers_and_holds_no_lock(tmp_path: Path) -> None:
+    """The store keeps its connection between calls: what another process commits meanwhile
+    is found by the next search, and between calls the store holds no lock on the file."""
+    store = await filled(tmp_path)
+    assert await best(store, "cello") == []
+    other = sqlite3.connect(tmp_path / "state.db", timeout=0, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # would fail at once if the store held the write lock
+    other.execute(
+        "INSERT INTO memories (scope, content, tags, source, created_at, updated_at)"
+        " VALUES (?, 'Plays the cello', '[]', 'tool', 1.0, 1.0)",
+        (OWNER,),
+    )
+    ident = other.execute("SELECT last_insert_rowid()").fetchone()[0]
+    index(other, ident, "Plays the cello", [])  # as another process's store does
+    other.execute("COMMIT")
+    assert await best(store, "cello") == ["Plays the cello"]
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("COMMIT")
+    other.close()
+    await store.close()  # closing lets go of the file; a later call opens it again
+    assert await best(store, "cello") == ["Plays the cello"]
 
 
 OLD_SCHEMA = """

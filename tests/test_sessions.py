@@ -155,3 +155,43 @@ async def test_a_write_whose_caller_is_cancelled_still_commits_whole(tmp_path: P
         await writing
     assert await store.sessions.count("t:1:") == 4  # both turns: never half of it
     await store.db.close()
+
+
+async def test_the_courier_sends_every_reply_in_order_also_one_queued_while_it_marks(
+    tmp_path: Path,
+) -> None:
+    """The courier reads a chat's next reply in the same trip as the last mark of the one
+    before: a reply queued meanwhile (here: while the first one's parts go out) is still
+    sent, in order, and the outbox ends with every reply marked sent."""
+    from agent.turns.delivery import Courier
+    from channels.cli import TerminalChannel
+
+    store = await open_store(tmp_path / "state.db")
+    chat = ChatRef("t", "1")
+    sent: list[str] = []
+
+    async def queue(*texts: str) -> None:
+        parts = [OutgoingPart(text) for text in texts]
+        await store.db.write(
+            lambda conn: store.outbox.insert(conn, chat, parts, inbox_id=None, deliver_within_s=60)
+        )
+        courier.wake(chat.key)
+
+    class Recorder(TerminalChannel):
+        async def send_part(self, to: ChatRef, part: OutgoingPart) -> None:
+            sent.append(part.text)
+            if part.text == "1c":  # the last part of the first reply
+                await queue("3")
+
+    courier = Courier(Recorder(), store.outbox)
+    await queue("1a", "1b", "1c")
+    await queue("2")
+    for _ in range(200):
+        if not courier.busy:
+            break
+        await asyncio.sleep(0.01)
+    assert sent == ["1a", "1b", "1c", "2", "3"]
+    assert await store.outbox.waiting() == 0
+    rows = await store.db.fetchall("SELECT sent, status FROM outbox ORDER BY id")
+    assert rows == [(3, "sent"), (1, "sent"), (1, "sent")]
+    await store.db.close()

@@ -171,3 +171,29 @@ async def test_an_anthropic_request_marks_the_system_prompt_as_a_cache_breakpoin
     system = body["system"]
     assert isinstance(system, list) and system[-1]["cache_control"] == {"type": "ephemeral"}
     assert "## Tools" in system[0]["text"]
+
+
+async def test_workspace_files_and_skills_edited_between_turns_reach_the_next_turn(
+    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
+    daemon: Callable[[], Daemon],
+) -> None:  # fmt: skip
+    """The prompt is kept between turns, but an edited file, a new skill or an edited skill
+    is in the very next turn's prompt."""
+    workspace = home / "workspace"
+    skill = workspace / "skills" / "greenhouse" / "SKILL.md"
+    edits: list[Callable[[], object]] = [
+        lambda: (workspace / "AGENTS.md").write_text("# Rules\n\nAlways answer in haiku.\n"),
+        lambda: (skill.parent.mkdir(parents=True), skill.write_text(
+            "---\nname: greenhouse\ndescription: How the greenhouse is wired.\n---\n# Steps\n")),
+        lambda: skill.write_text(
+            "---\nname: greenhouse\ndescription: The fan is on pin 9.\n---\n# Steps\n"),
+    ]  # fmt: skip
+    async with daemon():
+        for n, edit in enumerate([lambda: None, *edits], start=1):
+            edit()
+            fake_telegram.inject_message(OWNER, OWNER, f"turn {n}")
+            await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=n)
+    prompts = [str(r["messages"][0]["content"]) for r in fake_llm.requests]
+    assert ["haiku" in p for p in prompts] == [False, True, True, True]
+    assert ["greenhouse is wired" in p for p in prompts] == [False, False, True, False]
+    assert ["fan is on pin 9" in p for p in prompts] == [False, False, False, True]

@@ -6,10 +6,10 @@ may see. Search ranks by words (memory_search.py: SQLite FTS5, English, Korean, 
 and emoji alike) and, when an embedder is given, also by meaning (cosine similarity of
 embeddings), the two orders merged by reciprocal-rank fusion.
 
-Every call opens its own SQLite connection on a worker thread (asyncio.to_thread): the
-state.db that other code writes at the same time is shared through SQLite's own locking
-(WAL, busy_timeout, BEGIN IMMEDIATE), nothing is held open between calls, and scoring and
-the vector scan run off the event loop.
+Calls run on the store's one connection, kept on a thread of its own (memory_db.py), so
+scoring and the vector scan stay off the event loop; the state.db that other code writes
+at the same time is shared through SQLite's own locking (WAL, busy_timeout, BEGIN
+IMMEDIATE).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from tools import memory_schema as schema
+from tools.memory_db import MemoryDB
 from tools.memory_rows import ForgetResult, Memory, Source, from_row, parse_row, to_row
 from tools.memory_search import lexical, twin
 from tools.memory_text import normalise
@@ -73,10 +74,9 @@ class MemoryStore:
     ) -> None:
         self.path = db_path
         self._embed = embed
-        self._legacy_scope = legacy_scope  # the scope of a row of the old, per-chat table
         self._embed_timeout_s = embed_timeout_s
-        self._ready = False
         self._dim: int | None = None  # length of the embedder's vectors, once seen
+        self._db = MemoryDB(db_path, lambda db: schema.ensure(db, legacy_scope))
 
     # ---- writing ----
 
@@ -286,17 +286,11 @@ class MemoryStore:
     # ---- plumbing ----
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await asyncio.to_thread(self._with_db, work)
+        return await self._db.run(work)
 
-    def _with_db(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        db = schema.connect(self.path)
-        try:
-            if not self._ready:
-                schema.ensure(db, self._legacy_scope)
-                self._ready = True
-            return work(db)
-        finally:
-            db.close()
+    async def close(self) -> None:
+        """Let go of the file; a later call opens it again."""
+        await self._db.close()
 
 
 @contextmanager

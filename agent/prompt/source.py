@@ -1,7 +1,9 @@
 """What the channel prompts are built from, and a cheap fingerprint of it.
 
 A runtime keeps its prompt until the fingerprint changes: a workspace file's mtime or
-size, the skills, or the tool set. Checking costs a few `stat` calls per turn.
+size, the skills, or the tool set. Checking costs a few `stat` calls per turn: the paths are
+worked out once, and the skills folder is listed again only when its own mtime moves (or
+is too recent to trust).
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ import json
 import os
 import platform
 import socket
+import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.config import Settings
@@ -31,6 +34,7 @@ from channels.base import ChannelCapabilities
 from tools.base import Tool, ToolRegistry
 
 DEFAULT_BUDGET_TOKENS = 8_000
+RACY_S = 2.0  # a folder changed this recently may change again within the same mtime
 COMPACT_BOOTSTRAP_CHARS = 6_000
 
 Fingerprint = tuple[object, ...]
@@ -68,18 +72,32 @@ class PromptSource:
     count_tokens: TokenCounter
     budget_tokens: int
     skills: SkillCatalog | None = None  # None: the settings' skills
+    workspace: Path = field(init=False)
+    _watched: tuple[str, ...] = field(init=False, repr=False)  # the files whose stat counts
+    _skill_folders: SkillFolders = field(init=False, repr=False)
+    _host_zone: tuple[str | None, str] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.skills is None:
             self.skills = SkillCatalog.from_settings(self.settings)
-
-    @property
-    def workspace(self) -> Path:
-        return self.settings.workspace_dir
+        self.workspace = self.settings.workspace_dir
+        watched = [self.workspace / name for name in BOOTSTRAP_FILES]
+        aieos = self.settings.identity.aieos_path
+        if aieos:
+            watched.append(self.workspace / Path(aieos).expanduser())
+        self._watched = tuple(os.fspath(path) for path in watched)
+        self._skill_folders = SkillFolders(os.fspath(self.workspace / SKILLS))
 
     @property
     def timezone(self) -> str:
-        return self.settings.agent.timezone or host_timezone()
+        """The configured zone, else the host's (read again only when $TZ changes)."""
+        configured = self.settings.agent.timezone
+        if configured:
+            return configured
+        tz = os.environ.get("TZ")
+        if self._host_zone is None or self._host_zone[0] != tz:
+            self._host_zone = (tz, host_timezone())
+        return self._host_zone[1]
 
     def context(
         self,
@@ -123,21 +141,49 @@ class PromptSource:
 
     def fingerprint(self) -> Fingerprint:
         stats: list[object] = [tuple(self.tools.names())]
-        for name in BOOTSTRAP_FILES:
-            stats.append(_stat(self.workspace / name))
-        skills_dir = self.workspace / SKILLS
-        if skills_dir.is_dir():
-            for skill in sorted(skills_dir.glob("*/SKILL.md")):
-                stats.append((skill.parent.name, _stat(skill)))
-        aieos = self.settings.identity.aieos_path
-        if aieos:
-            stats.append(_stat(self.workspace / Path(aieos).expanduser()))
+        stats.extend(_stat(path) for path in self._watched)
+        for name, skill in self._skill_folders.skill_files():
+            found = _stat(skill)
+            if found is not None:
+                stats.append((name, found))
         return tuple(stats)
 
 
-def _stat(path: Path) -> tuple[int, int] | None:
+class SkillFolders:
+    """The workspace's skill folders, listed again only when the skills folder's mtime
+    moves, or while it is too recent to trust (two changes within one mtime tick)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self._seen: tuple[int, int] | None = None  # the root's mtime_ns and size when listed
+        self._listed_at = 0.0
+        self._files: list[tuple[str, str]] = []  # (folder name, its SKILL.md), sorted
+
+    def skill_files(self) -> list[tuple[str, str]]:
+        try:
+            info = os.stat(self.root)
+        except OSError:
+            self._seen, self._files = None, []
+            return self._files
+        seen = (info.st_mtime_ns, info.st_size)
+        if seen != self._seen or self._listed_at - info.st_mtime_ns / 1e9 < RACY_S:
+            self._listed_at = time.time()
+            self._files = self._list()
+            self._seen = seen
+        return self._files
+
+    def _list(self) -> list[tuple[str, str]]:
+        try:
+            with os.scandir(self.root) as entries:
+                folders = sorted(entry.name for entry in entries if entry.is_dir())
+        except OSError:
+            return []
+        return [(name, os.path.join(self.root, name, "SKILL.md")) for name in folders]
+
+
+def _stat(path: str) -> tuple[int, int] | None:
     try:
-        info = path.stat()
+        info = os.stat(path)
     except OSError:
         return None
     return (info.st_mtime_ns, info.st_size)

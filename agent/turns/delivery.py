@@ -58,14 +58,12 @@ class Courier:
 
     async def _send_all(self, chat_key: str) -> None:
         try:
-            while True:
-                self._again.discard(chat_key)
-                outgoing = await self._outbox.oldest(chat_key)
+            outgoing = await self._next(chat_key)
+            while outgoing is not None or chat_key in self._again:  # woken while reading
                 if outgoing is None:
-                    if chat_key in self._again:
-                        continue
-                    return
-                await self._deliver(outgoing)
+                    outgoing = await self._next(chat_key)
+                else:
+                    outgoing = await self._deliver(outgoing)
         except asyncio.CancelledError:
             raise
         except Exception:  # the store went away: the reply stays queued for the next start
@@ -73,7 +71,14 @@ class Courier:
         finally:
             self._senders.pop(chat_key, None)
 
-    async def _deliver(self, outgoing: Outgoing) -> None:
+    async def _next(self, chat_key: str) -> Outgoing | None:
+        """The chat's oldest reply still to send; a wake() from here on is not missed."""
+        self._again.discard(chat_key)
+        return await self._outbox.oldest(chat_key)
+
+    async def _deliver(self, outgoing: Outgoing) -> Outgoing | None:
+        """Send the reply's parts; then the chat's next reply, read in the same trip as the
+        last mark (or None when there is none)."""
         sent, backoff = outgoing.sent, self._backoff_s
         stream = self.streams.pop(outgoing.id, None)
         while sent < len(outgoing.parts):
@@ -87,7 +92,7 @@ class Courier:
                 else:
                     wait = max(exc.retry_after or 0.0, backoff)
                     if not await self._wait_or_expire(outgoing, str(exc), wait):
-                        return
+                        return await self._next(outgoing.chat.key)
                     backoff = min(backoff * 2, MAX_BACKOFF_S)
                     continue
             except Exception as exc:  # unexpected: retried like a network error
@@ -97,13 +102,14 @@ class Courier:
                 if not await self._wait_or_expire(
                     outgoing, f"{type(exc).__name__}: {exc}", backoff
                 ):
-                    return
+                    return await self._next(outgoing.chat.key)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
                 continue
             sent += 1
-            await self._outbox.mark_sent(outgoing.id, sent, done=sent == len(outgoing.parts))
-        if not outgoing.parts:
-            await self._outbox.mark_sent(outgoing.id, 0, done=True)
+            if sent < len(outgoing.parts):
+                await self._outbox.mark_sent(outgoing.id, sent, done=False)
+        self._again.discard(outgoing.chat.key)  # what is queued from here on, the read sees
+        return await self._outbox.mark_sent(outgoing.id, sent, done=True, next_of=outgoing.chat.key)
 
     async def _wait_or_expire(self, outgoing: Outgoing, error: str, wait_s: float) -> bool:
         """Wait before the next attempt; False (and the reply expired) when the next attempt

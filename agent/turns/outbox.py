@@ -95,24 +95,23 @@ class Outbox:
         return [key for (key,) in rows]
 
     async def oldest(self, chat_key: str) -> Outgoing | None:
-        row = await self._db.fetchone(
-            "SELECT id, chat, inbox_id, parts, sent, deliver_by FROM outbox"
-            " WHERE status = 'pending' AND chat_key = ? ORDER BY id LIMIT 1",
-            (chat_key,),
-        )
-        if row is None:
-            return None
-        chat = ChatRef(**json.loads(row[1]))
-        return Outgoing(row[0], chat, row[2], _decode_parts(row[3]), row[4], row[5])
+        return await self._db.read(lambda conn: _oldest(conn, chat_key))
 
-    async def mark_sent(self, outgoing_id: int, sent: int, *, done: bool) -> None:
-        """`sent` parts have gone out; with `done`, the whole reply has."""
-        await self._db.write(
-            lambda conn: conn.execute(
+    async def mark_sent(
+        self, outgoing_id: int, sent: int, *, done: bool, next_of: str | None = None
+    ) -> Outgoing | None:
+        """`sent` parts have gone out; with `done`, the whole reply has. With `next_of` (a
+        chat key), that chat's oldest pending reply is read in the same trip and returned:
+        the courier's next step needs no trip of its own."""
+
+        def mark(conn: sqlite3.Connection) -> Outgoing | None:
+            conn.execute(
                 "UPDATE outbox SET sent = ?, status = ? WHERE id = ?",
                 (sent, "sent" if done else "pending", outgoing_id),
             )
-        )
+            return None if next_of is None else _oldest(conn, next_of)
+
+        return await self._db.write(mark)
 
     async def note_failure(self, outgoing_id: int, error: str, *, expired: bool) -> None:
         await self._db.write(
@@ -126,3 +125,15 @@ class Outbox:
     async def waiting(self) -> int:
         row = await self._db.fetchone("SELECT COUNT(*) FROM outbox WHERE status = 'pending'")
         return int(row[0]) if row else 0
+
+
+def _oldest(conn: sqlite3.Connection, chat_key: str) -> Outgoing | None:
+    row = conn.execute(
+        "SELECT id, chat, inbox_id, parts, sent, deliver_by FROM outbox"
+        " WHERE status = 'pending' AND chat_key = ? ORDER BY id LIMIT 1",
+        (chat_key,),
+    ).fetchone()
+    if row is None:
+        return None
+    chat = ChatRef(**json.loads(row[1]))
+    return Outgoing(row[0], chat, row[2], _decode_parts(row[3]), row[4], row[5])
