@@ -89,6 +89,8 @@ class App:
     async def close(self) -> None:
         if self.board is not None:
             await self.board.close()
+        if self.memory is not None:
+            await self.memory.close()
         await self.store.db.close()
 
 
@@ -191,10 +193,11 @@ def build_tools(
     skills: SkillCatalog | None = None,
     schedules: ScheduleBook | None = None,
     watches: WatchBook | None = None,
+    memories: MemoryStore | None = None,
 ) -> ToolRegistry:
     """Every tool of this configuration. `schedules`, `watches`: where the schedule and
     pin-watch tools keep theirs (without one they are offered all the same, so the prompt
-    does not change, and refuse)."""
+    does not change, and refuse); `memories`: the store auto-recall searches too."""
     security = settings.security
     shell = ShellTool(
         policy,
@@ -212,6 +215,7 @@ def build_tools(
             scrub=scrub,
             embed=memory_embedder(settings),
             legacy_scope=LegacyScope(settings.people),
+            store=memories,
         )
         tools += memory.tools()
     if board is not None:
@@ -322,7 +326,8 @@ async def build_app(settings: Settings) -> App:
     store = await open_store(settings.state_db)
     schedules = ChatSchedules(Schedules(store.db), settings)
     watches = ChatWatches(Schedules(store.db), settings)
-    tools = build_tools(settings, policy, board, skills, schedules, watches)
+    memories = memory_store(settings) if settings.memory.enabled else None
+    tools = build_tools(settings, policy, board, skills, schedules, watches, memories)
     return App(
         settings=settings,
         tools=tools,
@@ -335,7 +340,7 @@ async def build_app(settings: Settings) -> App:
         board=board,
         history_tokens=history_budget(settings),
         quirks=ProviderQuirks(settings.state_db),
-        memory=memory_store(settings) if settings.memory.enabled else None,
+        memory=memories,
         schedules=schedules,
         watches=watches,
     )

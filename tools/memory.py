@@ -52,8 +52,11 @@ class MemoryTools:
         scrub: Callable[[str], str] = lambda text: text,
         embed: Embedder | None = None,
         legacy_scope: Callable[[str], str] = chat_scope,
+        store: MemoryStore | None = None,
     ) -> None:
-        self.store = MemoryStore(db_path, embed=embed, legacy_scope=legacy_scope)
+        """`store`: the runtime's own (auto-recall searches it too), so one connection
+        serves both; without one, a store of `db_path`."""
+        self.store = store or MemoryStore(db_path, embed=embed, legacy_scope=legacy_scope)
         self._settings = settings
         self._scrub = scrub  # nothing secret is kept, even when the model is told one
 

@@ -74,7 +74,8 @@ class _Commands(click.Group):
     SUMMARIES: ClassVar[dict[str, str]] = {
         "memory": "List, search, delete, export and import the agent's long-term memories.",
         "schedules": (
-            "List and cancel what the agent is to do later (also while `agent run` is running)."
+            "List and cancel what the agent is to do later, and its pin watches (also while "
+            "`agent run` is running)."
         ),
         "send": "Send TEXT (or standard input) to a chat as the bot, through the running daemon.",
         "service": "Run `agent run` as a login service (systemd user unit, launchd agent).",
