@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from fakes.firmata_board import FirmataBoard
 from fakes.llm_server import FakeLLM
 from fakes.telegram_server import FakeTelegram
 
@@ -31,6 +32,13 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "home"
     monkeypatch.setenv("PINCLAW_HOME", str(path))
     return path
+
+
+@pytest.fixture
+def emulator(tmp_path: Path) -> Iterator[FirmataBoard]:
+    """The Firmata board emulator on a pseudo-terminal (tests/fakes/firmata_board.py)."""
+    with FirmataBoard(tmp_path / "ttyACM0") as board:
+        yield board
 
 
 @pytest.fixture

@@ -8,17 +8,16 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fakes.firmata_board import NANO, FirmataBoard
+from hardware_calls import call, eventually
 from pydantic import ValidationError
 
-from tools.base import ToolCallContext, ToolResult
 from tools.config import HardwareSettings
-from tools.gpio import hardware_tools
 from tools.hardware import Board, BoardError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,24 +33,6 @@ def settings(port: Path | str, **overrides: Any) -> HardwareSettings:
         "pins": {"led": {"pin": 12, "mode": "output"}},
     }
     return HardwareSettings.model_validate(values | overrides)
-
-
-async def call(board: Board, name: str, **args: Any) -> ToolResult:
-    tools = {tool.name: tool for tool in hardware_tools(board._settings, board)}
-    return await tools[name].run(args, ToolCallContext(workspace=REPO))
-
-
-async def eventually(check: Any, within: float = 3.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, "the emulator never reached the expected state"
-        await asyncio.sleep(0.005)
-
-
-@pytest.fixture
-def emulator(tmp_path: Path) -> Iterator[FirmataBoard]:
-    with FirmataBoard(tmp_path / "ttyACM0") as board:
-        yield board
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +51,6 @@ class Owner:
     async def __call__(self, request: ApprovalRequest) -> bool:
         self.asked.append(request)
         return self.yes
-
-
-@pytest.fixture
-def emulator(tmp_path: Path) -> Iterator[FirmataBoard]:
-    with FirmataBoard(tmp_path / "ttyACM0") as board:
-        yield board
 
 
 @pytest.fixture

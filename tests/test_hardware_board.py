@@ -3,21 +3,19 @@ taken by servos, resets, the serial line's HUPCL, a port that does not speak Fir
 
 from __future__ import annotations
 
-import asyncio
 import os
 import termios
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fakes.firmata_board import MEGA, FirmataBoard
+from hardware_calls import call, eventually
 
-from tools.base import ToolCallContext, ToolResult
 from tools.config import HardwareSettings
-from tools.gpio import hardware_tools
 from tools.hardware import Board, BoardError
 
 PINS = {"fan": {"pin": 9, "mode": "pwm"}, "door": {"pin": 10, "mode": "servo"},
@@ -29,24 +27,6 @@ def settings(port: Path | str, **overrides: Any) -> HardwareSettings:
                               "sampling_interval_ms": 10, "allowed_pins": [2, 3, 12, "A0"],
                               "pins": PINS}  # fmt: skip
     return HardwareSettings.model_validate(values | overrides)
-
-
-async def call(board: Board, name: str, **args: Any) -> ToolResult:
-    tools = {tool.name: tool for tool in hardware_tools(board._settings, board)}
-    return await tools[name].run(args, ToolCallContext(workspace=Path.cwd()))
-
-
-async def eventually(check: Callable[[], Any], within: float = 3.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, "the expected state never came"
-        await asyncio.sleep(0.01)
-
-
-@pytest.fixture
-def emulator(tmp_path: Path) -> Iterator[FirmataBoard]:
-    with FirmataBoard(tmp_path / "ttyACM0") as board:
-        yield board
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,12 +21,6 @@ PINS = {
     "fan": {"pin": 9, "mode": "pwm", "description": "ceiling fan"},
     "light": {"pin": "A0", "mode": "analog", "description": "light sensor"},
 }
-
-
-@pytest.fixture
-def emulator(tmp_path: Path) -> Iterator[FirmataBoard]:
-    with FirmataBoard(tmp_path / "ttyACM0") as board:
-        yield board
 
 
 @pytest.fixture

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fakes.firmata_board import FirmataBoard
+from hardware_calls import call, eventually
 
-from tools.base import ToolCallContext, ToolResult
 from tools.config import HardwareSettings
-from tools.gpio import hardware_tools
 from tools.hardware import Board
 
 
@@ -24,24 +22,6 @@ def make_board(port: Path, grace_s: float = 1.0, **overrides: Any) -> Board:
                               "sampling_interval_ms": 10,
                               "allowed_pins": [2, 7, 13, "A0"]}  # fmt: skip
     return Board(HardwareSettings.model_validate(values | overrides), pattern_grace_s=grace_s)
-
-
-async def call(board: Board, name: str, **args: Any) -> ToolResult:
-    tools = {tool.name: tool for tool in hardware_tools(board._settings, board)}
-    return await tools[name].run(args, ToolCallContext(workspace=Path.cwd()))
-
-
-async def eventually(check: Callable[[], Any], within: float = 3.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, "the expected state never came"
-        await asyncio.sleep(0.01)
-
-
-@pytest.fixture
-def emulator(tmp_path: Path) -> Iterator[FirmataBoard]:
-    with FirmataBoard(tmp_path / "ttyACM0") as board:
-        yield board
 
 
 @pytest.fixture

@@ -4,13 +4,13 @@ and the refusals that leave the board untouched."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fakes.firmata_board import FirmataBoard
+from hardware_calls import eventually
 
 from tools.base import Tool, ToolCallContext, ToolResult
 from tools.config import HardwareSettings
@@ -43,12 +43,6 @@ class Hardware:
         return result.output
 
 
-@pytest.fixture
-def emulator(tmp_path: Path) -> Iterator[FirmataBoard]:
-    with FirmataBoard(tmp_path / "ttyACM0") as board:
-        yield board
-
-
 def make_settings(port: Path, **overrides: Any) -> HardwareSettings:
     values = {"enabled": True, "port": str(port), "connect_timeout_s": 1.0,
               "sampling_interval_ms": 10, "allowed_pins": ALLOWED, "pins": NAMED_PINS}  # fmt: skip
@@ -61,13 +55,6 @@ async def hw(emulator: FirmataBoard, tmp_path: Path) -> AsyncIterator[Hardware]:
     board = Board(settings)
     yield Hardware(hardware_tools(settings, board), tmp_path)
     await board.close()
-
-
-async def eventually(check: Callable[[], bool], within: float = 3.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, "the emulator never reached the expected state"
-        await asyncio.sleep(0.005)
 
 
 def test_eight_tools_whose_descriptions_map_names_to_pins(emulator: FirmataBoard) -> None:

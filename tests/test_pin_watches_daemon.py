@@ -12,7 +12,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +28,6 @@ TASK = "Tell Alice the light is on."
 WATCH = {"pin": "A0", "above": 700, "task": TASK}
 PINS = {"light": {"pin": "A0", "mode": "analog", "description": "light sensor"}}
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def emulator(tmp_path: Path) -> Iterator[FirmataBoard]:
-    with FirmataBoard(tmp_path / "ttyACM0") as board:
-        yield board
 
 
 @pytest.fixture
