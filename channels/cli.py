@@ -22,7 +22,9 @@ from channels.base import (
 )
 from channels.capabilities import TERMINAL
 
-_ANSWERS: dict[str, ApprovalAnswer] = {"y": "approve", "yes": "approve", "a": "always"}
+# What may be typed at "Allow? [y/N/a(lways)]", here or at a client of the local daemon;
+# anything else is a no.
+TERMINAL_ANSWERS: dict[str, ApprovalAnswer] = {"y": "approve", "yes": "approve", "a": "always"}
 
 
 class TerminalChannel:
@@ -68,7 +70,7 @@ class TerminalChannel:
             return "deny"
         print(f"{question.text}\nAllow? [y/N/a(lways)] ", end="", file=sys.stderr, flush=True)
         line = await asyncio.to_thread(self._in.readline)
-        return _ANSWERS.get(line.strip().lower(), "deny")
+        return TERMINAL_ANSWERS.get(line.strip().lower(), "deny")
 
     async def stop_intake(self) -> None:
         return None

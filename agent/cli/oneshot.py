@@ -22,8 +22,7 @@ from agent.turns.loop import ToolEvent
 from agent.turns.runtime import ChannelRuntime
 from agent.turns.state import Access
 from channels.base import ApprovalAnswer, ApprovalQuestion, ChatRef, IncomingMessage, MayAnswer
-from channels.cli import _ANSWERS as TERMINAL_ANSWERS
-from channels.cli import TerminalChannel
+from channels.cli import TERMINAL_ANSWERS, TerminalChannel
 
 log = logging.getLogger(__name__)
 
