@@ -86,9 +86,11 @@ class App:
             memory=self.memory,
         )
 
-    async def close(self) -> None:
+    async def close(self, *, board_grace_s: float | None = None) -> None:
+        """`board_grace_s`: how long running light patterns may go on (default: the tool
+        timeout, as a one-shot that started one waits for it)."""
         if self.board is not None:
-            await self.board.close()
+            await self.board.close(grace_s=board_grace_s)
         if self.memory is not None:
             await self.memory.close()
         await self.store.db.close()

@@ -125,3 +125,26 @@ def test_doctor_reports_a_missing_board(telegram_env: dict[str, str], tmp_path: 
     )
     assert result.returncode == 1
     assert "FAIL board:" in result.stdout
+
+
+async def test_a_stopping_daemon_cuts_a_long_pattern_within_its_grace(
+    hardware_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    emulator: FirmataBoard, daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A 30 s pattern is not waited for the tool timeout (60 s) at SIGTERM: the daemon
+    gives it `shutdown_grace_s` (2 s here), then leaves the pin low."""
+    import time
+
+    monkeypatch.setenv("PINCLAW_HARDWARE__ALLOWED_PINS", "[13]")
+    fake_llm.script(
+        tool_calls(("gpio_pattern", {"pin": 13, "pattern": "blink", "repeat": 30})),
+        text("Blinking for half a minute."),
+    )
+    running = daemon()
+    async with running:
+        fake_telegram.inject_message(42, 42, "blink the LED for 30 s")
+        await fake_telegram.await_for(lambda m: m.method == "sendMessage", timeout=10)
+        assert emulator.transitions(13) >= 1
+        stopping = time.monotonic()
+    assert time.monotonic() - stopping < 6
+    assert emulator.level(13) == 0

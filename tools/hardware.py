@@ -73,8 +73,11 @@ class Board:
         async with self._lock:
             await self._ensure()
 
-    async def close(self) -> None:
-        for note in await self._patterns.finish(self.pattern_grace_s):
+    async def close(self, *, grace_s: float | None = None) -> None:
+        """Let finite patterns end within `grace_s` (default `pattern_grace_s`), cut the
+        rest low, stop the watches and let go of the port."""
+        wait = self.pattern_grace_s if grace_s is None else min(grace_s, self.pattern_grace_s)
+        for note in await self._patterns.finish(wait):
             log.warning("%s", note)
         if self._reviving is not None:
             self._reviving.cancel()

@@ -2,9 +2,9 @@
 process until a signal.
 
 The local socket (`agent/cli/local_server.py`) is served always, also with no channel
-enabled: one-shots, and later schedules and the board, go through the warm process. It
-starts before the channels, so a second `agent run` for the same home stops at once
-(exit 2) instead of polling the same bots. SIGINT/SIGTERM stop intake (channels and
+enabled: one-shots, `agent send`, schedules, pin watches and the board live in the warm
+process. It starts before the channels, so a second `agent run` for the same home stops at
+once (exit 2) instead of polling the same bots. SIGINT/SIGTERM stop intake (channels and
 socket), let running turns, one-shots and sending finish for `agent.shutdown_grace_s`,
 cancel what is left (a channel's message stays pending in state.db for the next start),
 then close the store and exit 0. A channel that cannot start is reported and the others
@@ -47,16 +47,16 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         await _connect_board(app)
         runtimes = await start_channels(app)
         chat_runtimes.update((runtime.channel.name, runtime) for runtime in runtimes)
+        enabled = settings.channels.telegram.enabled or settings.channels.discord.enabled
+        if enabled and not runtimes:
+            log.error("no channel could start; see the errors above")
+            return 2
         # The first message should cost what later ones do: LiteLLM's call path is loaded
         # now, in a thread, while the channels already serve (and before the freeze below).
         await warm_up(settings.llm)
         # Everything loaded so far (LiteLLM's tables, the prompt, the libraries) lives as long
         # as the process: out of the collector's sight, full collections stay short.
         gc.freeze()
-        enabled = settings.channels.telegram.enabled or settings.channels.discord.enabled
-        if enabled and not runtimes:
-            log.error("no channel could start; see the errors above")
-            return 2
         if not enabled:
             log.info("no chat channel is enabled: serving one-shots on %s", local.path)
         scheduler = await start_scheduler(app, runtimes)  # schedules and the heartbeat
@@ -73,7 +73,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         await local.close()
-        await app.close()
+        await app.close(board_grace_s=settings.agent.shutdown_grace_s)
 
 
 def local_server(app: App, chat_runtimes: Mapping[str, ChannelRuntime]) -> LocalServer:
