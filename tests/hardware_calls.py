@@ -1,13 +1,16 @@
-"""What the hardware tests share: a tool called as the tool-call loop calls it, and waiting
-for a pin to change while the event loop runs on."""
+"""What the hardware tests share: a tool called as the tool-call loop calls it, waiting for
+a pin to change while the event loop runs on, and a daemon's `[hardware]` environment."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tools.base import ToolCallContext, ToolResult
 from tools.gpio import hardware_tools
@@ -26,3 +29,21 @@ async def eventually(check: Callable[[], Any], within: float = 3.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "the expected state never came"
         await asyncio.sleep(0.005)
+
+
+def board_env(
+    monkeypatch: pytest.MonkeyPatch, port: Path | str, pins: dict[str, Any], **more: str
+) -> dict[str, str]:
+    """The environment of a daemon with `[hardware]` on `port` and these named pins (`more`:
+    other PINCLAW_HARDWARE__ keys, or full PINCLAW_ names); set here and returned."""
+    values = {
+        "PINCLAW_HARDWARE__ENABLED": "true",
+        "PINCLAW_HARDWARE__PORT": str(port),
+        "PINCLAW_HARDWARE__CONNECT_TIMEOUT_S": "3",
+        "PINCLAW_HARDWARE__PINS": json.dumps(pins),
+    }
+    for key, value in more.items():
+        values[key if key.startswith("PINCLAW_") else f"PINCLAW_HARDWARE__{key.upper()}"] = value
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return values

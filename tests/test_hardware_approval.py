@@ -6,7 +6,6 @@ owner; a no leaves the pin as it was and tells the model why. The tools are buil
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -17,6 +16,7 @@ from conftest import Daemon
 from fakes.firmata_board import FirmataBoard
 from fakes.llm_server import FakeLLM, text, tool_calls
 from fakes.telegram_server import FakeTelegram, SentMessage
+from hardware_calls import board_env
 
 from agent.app import build_tools, make_board
 from agent.config import load_settings
@@ -57,17 +57,8 @@ class Owner:
 def hardware_env(
     home: Path, emulator: FirmataBoard, monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, str]:
-    values = {
-        "PINCLAW_HARDWARE__ENABLED": "true",
-        "PINCLAW_HARDWARE__PORT": str(emulator.path),
-        "PINCLAW_HARDWARE__CONNECT_TIMEOUT_S": "3",
-        "PINCLAW_HARDWARE__SAMPLING_INTERVAL_MS": "10",
-        "PINCLAW_HARDWARE__PINS": json.dumps(PINS),
-        "PINCLAW_HARDWARE__REQUIRE_APPROVAL": "true",
-    }
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    return values
+    return board_env(monkeypatch, emulator.path, PINS, sampling_interval_ms="10",
+                     require_approval="true")  # fmt: skip
 
 
 Built = Callable[[str], ToolRegistry]

@@ -3,7 +3,6 @@ Arduino, a one-shot waits for its pattern, doctor describes the board or says wh
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from conftest import Daemon
 from fakes.firmata_board import FirmataBoard
 from fakes.llm_server import FakeLLM, text, tool_calls
 from fakes.telegram_server import FakeTelegram
+from hardware_calls import board_env
 
 REPO = Path(__file__).resolve().parent.parent
 PINS = {
@@ -27,15 +27,7 @@ PINS = {
 def hardware_env(
     telegram_env: dict[str, str], emulator: FirmataBoard, monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, str]:
-    values = {
-        "PINCLAW_HARDWARE__ENABLED": "true",
-        "PINCLAW_HARDWARE__PORT": str(emulator.path),
-        "PINCLAW_HARDWARE__CONNECT_TIMEOUT_S": "3",
-        "PINCLAW_HARDWARE__PINS": json.dumps(PINS),
-    }
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    return {**telegram_env, **values}
+    return {**telegram_env, **board_env(monkeypatch, emulator.path, PINS)}
 
 
 async def test_turn_on_the_fan_at_half_speed(

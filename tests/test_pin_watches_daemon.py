@@ -22,6 +22,7 @@ from daemon_process import rows
 from fakes.firmata_board import FirmataBoard
 from fakes.llm_server import FakeLLM, text, tool_calls
 from fakes.telegram_server import FakeTelegram, SentMessage
+from hardware_calls import board_env
 
 OWNER = 42
 TASK = "Tell Alice the light is on."
@@ -34,16 +35,8 @@ REPO = Path(__file__).resolve().parent.parent
 def watch_env(
     telegram_env: dict[str, str], emulator: FirmataBoard, monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, str]:
-    values = {
-        "PINCLAW_HARDWARE__ENABLED": "true",
-        "PINCLAW_HARDWARE__PORT": str(emulator.path),
-        "PINCLAW_HARDWARE__CONNECT_TIMEOUT_S": "3",
-        "PINCLAW_HARDWARE__SAMPLING_INTERVAL_MS": "20",
-        "PINCLAW_HARDWARE__PINS": json.dumps(PINS),
-        "PINCLAW_WATCHES__MIN_INTERVAL_S": "0.2",
-    }
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
+    values = board_env(monkeypatch, emulator.path, PINS, sampling_interval_ms="20",
+                       PINCLAW_WATCHES__MIN_INTERVAL_S="0.2")  # fmt: skip
     return {**telegram_env, **values}
 
 
