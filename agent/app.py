@@ -80,7 +80,7 @@ class App:
             turn_slots=self.slots,
             quirks=self.quirks,
             scrub=self.scrub,
-            paths=self.policy.paths,
+            policy=self.policy,
             transcribe=voice_transcriber(self.settings, channel.name),
             history_tokens=self.history_tokens,
             memory=self.memory,

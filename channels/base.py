@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -74,6 +74,13 @@ class OutgoingMedia:
     kind: MediaKind
     source: str  # a URL, or a local path the runtime has confined to the workspace
     is_url: bool = False
+    # A local file's bytes, read by the courier through the workspace's resolver just
+    # before sending (never stored): a channel sends these and opens no path itself.
+    data: bytes | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.source.rsplit("/", 1)[-1]
 
 
 @dataclass(frozen=True)
@@ -167,7 +174,7 @@ class Channel(Protocol):
 
     async def send_part(self, chat: ChatRef, part: OutgoingPart) -> None: ...  # SendFailed
 
-    async def fetch_file(self, file: RemoteFile, dest: Path) -> None: ...  # OSError if not
+    async def fetch_file(self, file: RemoteFile) -> bytes: ...  # the bytes; OSError if not
 
     def typing(self, chat: ChatRef) -> AbstractAsyncContextManager[None]: ...
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import sys
 from contextlib import AbstractAsyncContextManager, nullcontext
-from pathlib import Path
 from typing import TextIO
 
 from channels.base import (
@@ -52,7 +51,7 @@ class TerminalChannel:
         line = f"[{part.media.kind}: {part.media.source}]" if part.media else part.text
         print(line, file=self._out, flush=True)
 
-    async def fetch_file(self, file: RemoteFile, dest: Path) -> None:
+    async def fetch_file(self, file: RemoteFile) -> bytes:
         raise OSError("the terminal has no files to fetch")
 
     def typing(self, chat: ChatRef) -> AbstractAsyncContextManager[None]:

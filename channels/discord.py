@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
-import os
 import re
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -208,9 +207,9 @@ class DiscordChannel:
         replied = message.reference.resolved if message.reference else None
         return isinstance(replied, discord.Message) and replied.author.id == bot_id
 
-    async def fetch_file(self, file: RemoteFile, dest: Path) -> None:
-        data = await self._client.http.get_from_cdn(file.ref)
-        await asyncio.to_thread(dest.write_bytes, data)
+    async def fetch_file(self, file: RemoteFile) -> bytes:
+        """The file's bytes: the runtime saves them itself, through the workspace's resolver."""
+        return bytes(await self._client.http.get_from_cdn(file.ref))
 
     def _slash(self, name: str, description: str) -> app_commands.Command[Any, Any, Any]:
         async def command(interaction: discord.Interaction) -> None:
@@ -306,24 +305,21 @@ class DiscordChannel:
             await channel.send(item.source)  # Discord shows a preview of the link
             return
         limit = getattr(getattr(channel, "guild", None), "filesize_limit", DEFAULT_UPLOAD_LIMIT)
-        path = Path(item.source)
-        try:
-            size = await asyncio.to_thread(os.path.getsize, path)
-        except OSError as exc:
-            await channel.send(f"(Could not send {path.name}: {exc.strerror or exc}.)")
+        if item.data is None:
+            await channel.send(f"(Could not send {item.name}: it was not read.)")
             return
-        if size > limit:
+        if len(item.data) > limit:
             await channel.send(
-                f"(Could not send {path.name}: {size / 1e6:.1f} MB is over "
+                f"(Could not send {item.name}: {len(item.data) / 1e6:.1f} MB is over "
                 f"Discord's upload limit of {limit / 1e6:.0f} MB.)"
             )
             return
         try:
-            await channel.send(file=discord.File(path, filename=path.name))
+            await channel.send(file=discord.File(io.BytesIO(item.data), filename=item.name))
         except discord.HTTPException as exc:
             if exc.status >= 500 or exc.status == 429:
                 raise
-            await channel.send(f"(Could not send {path.name}: {exc.text or exc.status}.)")
+            await channel.send(f"(Could not send {item.name}: {exc.text or exc.status}.)")
 
 
 class DiscordStream(PacedStream):

@@ -159,9 +159,10 @@ class TelegramChannel:
         allowed = sender_allowed(self._settings.allowed_users, str(user.id), user.username or "")
         await self._submit(to_incoming(message, self.bot.username, files if allowed else ()))
 
-    async def fetch_file(self, file: RemoteFile, dest: Path) -> None:
+    async def fetch_file(self, file: RemoteFile) -> bytes:
+        """The file's bytes: the runtime saves them itself, through the workspace's resolver."""
         telegram_file = await self.bot.get_file(file.ref)
-        await telegram_file.download_to_drive(dest)
+        return bytes(await telegram_file.download_as_bytearray())
 
     # -- out -----------------------------------------------------------------------------
 
@@ -256,8 +257,9 @@ class TelegramChannel:
                     lambda: send(chat.chat_id, media.source, message_thread_id=thread)
                 )
             else:
-                data = await asyncio.to_thread(Path(media.source).read_bytes)
-                name = Path(media.source).name
+                data, name = media.data, media.name
+                if data is None:
+                    raise OSError("it was not read")
                 await as_send_failed(
                     lambda: send(chat.chat_id, data, filename=name, message_thread_id=thread)
                 )

@@ -27,6 +27,7 @@ from agent.prompt.source import PromptSource
 from agent.workspace import read_bootstrap_file, strip_front_matter
 from channels.capabilities import TELEGRAM
 from tools.base import ToolRegistry
+from tools.paths import PathRules
 
 FULL_FILES = ["AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md", "MEMORY.md"]
 
@@ -268,5 +269,6 @@ def test_missing_or_invalid_aieos_falls_back_to_markdown_and_logs_why(
 
 def test_read_bootstrap_file_scale_never_goes_below_the_floor(workspace: Path) -> None:
     (workspace / "USER.md").write_text("x" * 4_000)
-    assert read_bootstrap_file(workspace, "USER.md", 20_000, 0.5).chars == 2_000
-    assert read_bootstrap_file(workspace, "USER.md", 20_000, 0.0).chars == 500
+    files = PathRules.build(workspace, ())
+    assert read_bootstrap_file(files, "USER.md", 20_000, 0.5).chars == 2_000
+    assert read_bootstrap_file(files, "USER.md", 20_000, 0.0).chars == 500

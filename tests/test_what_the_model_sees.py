@@ -59,7 +59,7 @@ async def test_a_photo_reaches_a_vision_model_as_an_image_downsized_and_only_onc
     assert (
         "which pin is it?" in content[0]["text"] and "[IMAGE:inbox/telegram-" in content[0]["text"]
     )
-    assert list((home / "workspace" / "inbox").glob("telegram-*photo.jpg"))  # still saved
+    assert list((home / "workspace" / "inbox").glob("telegram-*/*photo.jpg"))  # still saved
     # the next turn's history carries the marker text, not the picture
     assert not any(images_in(m.get("content")) for m in second["messages"])
     assert "[IMAGE:inbox/telegram-" in str(second["messages"])

@@ -45,6 +45,9 @@ class ApprovalRequest:
 
 
 Approver = Callable[[ApprovalRequest], Awaitable[bool]]
+# A rule "Always allow" never remembers (changing a file that shapes every prompt): the
+# owner is asked each time, and a request with it is never passed by remembered rules.
+ASK_EACH_TIME = "each-time:"
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,9 @@ class ToolCallContext:
     memory_scope: str = ""
     recall_scopes: tuple[str, ...] = ()
     speaker: Speaker = Speaker()
+    # The owner's own private turn (the terminal, the owner's DM): the only turn that may
+    # touch the owner-private files and every chat's inbox folder (tools/boundaries.py).
+    owner_private: bool = False
 
     async def ask(self, request: ApprovalRequest) -> bool:
         return await self.approve(request) if self.approve is not None else False

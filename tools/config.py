@@ -35,6 +35,9 @@ class SecuritySettings(_Section):
     autonomy: Autonomy = "supervised"
     allowed_commands: list[str] = Field(default_factory=lambda: list(DEFAULT_ALLOWED_COMMANDS))
     forbidden_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_FORBIDDEN_PATHS))
+    # Workspace files only the owner's own private turns may read or write (with
+    # MEMORY.md and USER.md, which are always private): e.g. ["diary.md", "finance/"].
+    owner_private: list[str] = Field(default_factory=list)
     sandbox: SandboxSetting = "auto"
     sandbox_network: bool = True
     approval_timeout_s: float = Field(default=120.0, gt=0, le=3600)

@@ -1,10 +1,18 @@
-"""File tools: read, write, edit and list files inside the workspace."""
+"""File tools: read, write, edit and list files inside the workspace.
+
+Each call works under its own policy (SecurityPolicy.for_call): a turn that is not the
+owner's own private one cannot reach the owner's private files or other chats' incoming
+files. Under `supervised`, replacing an existing file outside tmp/ and scratch/ asks the
+owner, as the shell's `>` does, and so does any change to a file that shapes every prompt
+(those are asked each time: "Always allow" does not cover them)."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-from tools.base import FunctionTool, ToolCallContext, ToolResult
+from tools.base import ASK_EACH_TIME, ApprovalRequest, FunctionTool, ToolCallContext, ToolResult
+from tools.boundaries import SCRATCH_DIRS
 from tools.policy import PolicyError, SecurityPolicy
 
 MAX_READ_CHARS = 50_000
@@ -25,21 +33,28 @@ class FileTools:
             FunctionTool(self.file_list, name="file_list"),
         ]
 
-    def _read(self, raw: str) -> str:
+    @staticmethod
+    def _read(policy: SecurityPolicy, raw: str) -> str:
         """The text of a workspace file, opened through the resolver (no late symlink, no
         hard link from outside)."""
-        fd, _ = self._policy.paths.open_checked(raw, os.O_RDONLY)
+        fd, _ = policy.paths.open_checked(raw, os.O_RDONLY)
         with os.fdopen(fd, encoding="utf-8", errors="replace") as handle:
             return handle.read()
 
-    def _write(self, raw: str, content: str) -> None:
-        if not self._policy.can_write:
+    async def _write(
+        self, call: ToolCallContext, policy: SecurityPolicy, raw: str, content: str, tool: str
+    ) -> None:
+        """Write `content` to `raw`, after the owner's yes when the policy asks for one."""
+        if not policy.can_write:
             raise PolicyError("writing files is not allowed: autonomy is read_only")
-        target = self._policy.paths.resolve_for_write(raw)
+        target = policy.paths.resolve_for_write(raw)
         if target.is_dir():
             raise IsADirectoryError(raw)
+        request = _approval(policy, target, raw, tool)
+        if request is not None and not await call.ask(request):
+            raise PolicyError(f"the owner did not approve it ({request.reason})")
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, _ = self._policy.paths.open_checked(raw, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        fd, _ = policy.paths.open_checked(raw, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(content)
 
@@ -58,7 +73,7 @@ class FileTools:
             end_line: Last line to return (inclusive).
         """
         try:
-            text = self._read(path)
+            text = self._read(self._policy.for_call(call), path)
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
         except FileNotFoundError:
@@ -86,7 +101,7 @@ class FileTools:
             content: The whole new content of the file.
         """
         try:
-            self._write(path, content)
+            await self._write(call, self._policy.for_call(call), path, content, "file_write")
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
         except IsADirectoryError:
@@ -103,10 +118,11 @@ class FileTools:
             old_text: The exact text to find; it must occur exactly once.
             new_text: The text to put in its place.
         """
-        if not self._policy.can_write:
+        policy = self._policy.for_call(call)
+        if not policy.can_write:
             return ToolResult.error("Refused: writing files is not allowed: autonomy is read_only")
         try:
-            text = self._read(path)
+            text = self._read(policy, path)
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
         except FileNotFoundError:
@@ -119,7 +135,7 @@ class FileTools:
                 f"old_text occurs {count} times in {path}; include more context to make it unique"
             )
         try:
-            self._write(path, text.replace(old_text, new_text, 1))
+            await self._write(call, policy, path, text.replace(old_text, new_text, 1), "file_edit")
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
         return ToolResult.success(f"Edited {path}")
@@ -131,13 +147,37 @@ class FileTools:
             path: Folder path relative to the workspace.
         """
         try:
-            target = self._policy.resolve_path(path)
+            policy = self._policy.for_call(call)
+            target = policy.resolve_path(path)
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
         if not target.is_dir():
             return ToolResult.error(f"No such folder: {path}")
-        entries = sorted(target.iterdir(), key=lambda p: p.name)
+        entries = sorted(
+            (p for p in target.iterdir() if not _hidden(policy, p)), key=lambda p: p.name
+        )
         lines = [p.name + ("/" if p.is_dir() else "") for p in entries[:MAX_LIST_ENTRIES]]
         if len(entries) > MAX_LIST_ENTRIES:
             lines.append(f"[... {len(entries) - MAX_LIST_ENTRIES} more entries]")
         return ToolResult.success("\n".join(lines) or "(empty folder)")
+
+
+def _approval(policy: SecurityPolicy, target: Path, raw: str, tool: str) -> ApprovalRequest | None:
+    """What the owner must approve before `tool` writes `target` (None: nothing): under
+    supervised, a file that shapes every prompt (asked each time), or an existing file
+    replaced outside tmp/ and scratch/."""
+    if policy.autonomy != "supervised":
+        return None
+    if policy.is_identity(target):
+        reason = f"{raw} shapes every chat's prompt; it is changed only when the owner says so"
+        return ApprovalRequest(tool, f"{tool} {raw}", reason, (f"{ASK_EACH_TIME}{raw}",))
+    scratch = any(policy.workspace / folder in target.parents for folder in SCRATCH_DIRS)
+    if target.is_file() and not scratch:
+        reason = f"{tool} replaces the existing file {raw}"
+        return ApprovalRequest(tool, f"{tool} {raw}", reason, ("file:overwrite",))
+    return None
+
+
+def _hidden(policy: SecurityPolicy, path: Path) -> bool:
+    """A forbidden entry (another chat's inbox, the owner's private files) is not listed."""
+    return any(path == forbidden for forbidden in policy.forbidden_paths)

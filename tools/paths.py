@@ -5,6 +5,11 @@ outside every forbidden path, and — for an existing regular file — when each
 (hard links) is inside the workspace too: a hard link made from outside would otherwise let
 a tool read or upload a file that lives elsewhere.
 
+The daemon's own reads and writes in the workspace (the prompt's files, skills, incoming
+files, media markers) go through `open_beneath`: every component opened with O_NOFOLLOW
+from the workspace down, so a link planted anywhere on the way is refused, never followed,
+and a file swapped in between the check and the open cannot redirect it.
+
 Writing has one more rule: nothing is written inside a git repository's own folder (`.git`,
 or any folder holding HEAD, objects/ and refs/, as `git init --separate-git-dir` or `--bare`
 make). Git runs the hooks and settings it finds there (hooks/pre-commit, core.fsmonitor,
@@ -13,6 +18,7 @@ aliases) when the owner next runs git — outside the sandbox.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from dataclasses import dataclass
@@ -22,6 +28,8 @@ from pathlib import Path
 _LINK_SCAN_LIMIT = 20_000
 GIT_DIR_NAME = ".git"  # compared case-insensitively: .GIT is .git on macOS and Windows
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NOFOLLOW | _CLOEXEC
 
 
 class PolicyError(Exception):
@@ -159,6 +167,95 @@ class PathRules:
             os.close(fd)
             raise
         return fd, resolved
+
+    def open_beneath(self, raw: str, flags: int, *, make_folders: bool = False) -> int:
+        """Open `raw` inside the workspace for the daemon itself, following no link at any
+        component. A read must find a regular file (a FIFO would hang the daemon: opened
+        non-blocking, then refused). Missing folders are made (0700) with `make_folders`.
+        PolicyError for a link, a forbidden path, a hard link from outside, a git folder."""
+        path = self._lexical(raw)
+        if flags & _WRITE_FLAGS:
+            self.check_write(raw, path)
+        parts = path.relative_to(self.workspace).parts
+        if not parts:
+            raise PolicyError(f"{raw!r} is the workspace itself, not a file")
+        folder = os.open(self.workspace, _DIR_FLAGS)
+        try:
+            for part in parts[:-1]:
+                inner = _step(folder, part, raw, make=make_folders)
+                os.close(folder)
+                folder = inner
+            nonblock = 0 if flags & _WRITE_FLAGS else os.O_NONBLOCK
+            try:
+                fd = os.open(
+                    parts[-1], flags | os.O_NOFOLLOW | _CLOEXEC | nonblock, 0o600, dir_fd=folder
+                )
+            except OSError as exc:
+                _refuse_link(exc, folder, parts[-1], raw)
+                raise
+        finally:
+            os.close(folder)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise PolicyError(f"{raw!r} is not a regular file", short="not a regular file")
+            if info.st_nlink > 1:
+                self.check_hard_links(raw, info)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def read_bytes(self, raw: str, max_bytes: int) -> bytes:
+        """Up to `max_bytes` of a workspace file, opened by `open_beneath`."""
+        with os.fdopen(self.open_beneath(raw, os.O_RDONLY), "rb") as handle:
+            return handle.read(max_bytes)
+
+    def _lexical(self, raw: str) -> Path:
+        """`raw` as a path under the workspace without looking at the disk (".." folded),
+        refused outside it or in a forbidden path. With no link on the way (open_beneath
+        makes sure), this is also its real path."""
+        if not raw or "\x00" in raw:
+            raise PolicyError("the path is empty or contains a NUL byte")
+        path = Path(os.path.normpath(self.workspace / raw))
+        if path != self.workspace and self.workspace not in path.parents:
+            raise PolicyError(
+                f"{raw!r} is outside the workspace", short="it is outside the workspace"
+            )
+        for forbidden in self.forbidden:
+            if path == forbidden or forbidden in path.parents:
+                raise PolicyError(
+                    f"{raw!r} is inside the forbidden path {forbidden}", short="it is forbidden"
+                )
+        return path
+
+
+def _step(folder: int, name: str, raw: str, *, make: bool) -> int:
+    """The folder `name` inside the open folder `folder`, opened; never through a link."""
+    try:
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=folder)
+        except FileNotFoundError:
+            if not make:
+                raise
+            os.mkdir(name, 0o700, dir_fd=folder)
+            return os.open(name, _DIR_FLAGS, dir_fd=folder)
+    except OSError as exc:
+        _refuse_link(exc, folder, name, raw)
+        raise
+
+
+def _refuse_link(exc: OSError, folder: int, name: str, raw: str) -> None:
+    """Raise PolicyError when `exc` came from a link (or a non-folder) where `raw` goes."""
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+        try:
+            linked = stat.S_ISLNK(os.lstat(name, dir_fd=folder).st_mode)
+        except OSError:
+            linked = False
+        what = "a symbolic link" if linked else "not a folder"
+        raise PolicyError(
+            f"{raw!r} goes through {name!r}, which is {what}; refused", short=f"{name} is {what}"
+        )
 
 
 def _is_git_dir(folder: Path) -> bool:

@@ -6,27 +6,17 @@ instructions still cannot read outside the workspace or run a command that is no
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import os
-import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.base import ToolCallContext
+from tools.boundaries import DEFAULT_OWNER_PRIVATE, hidden_from, is_identity_path
 from tools.config import Autonomy, SecuritySettings
 from tools.paths import PathRules, PolicyError
 
 __all__ = ["PolicyError", "SecurityPolicy"]
-
-
-# Command substitution and process substitution would run commands the check never sees.
-_SUBSTITUTION = re.compile(r"`|\$\(|<\(|>\(")
-# Split a command line into the simple commands of a pipeline or list.
-_SEPARATORS = re.compile(r"\|\||&&|[|;&\n]")
-_WRITE_REDIRECT = re.compile(r"(?<![<&0-9])>|[0-9]>(?!&)")
-_HARMLESS_PATHS = frozenset({"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr"})
-# Arguments that make an allowed program run another one (find -exec rm ...) or delete.
-_RUNS_OTHERS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete"})
 
 
 # The runtime's own files in its home: never reachable by a tool, wherever the home is.
@@ -40,6 +30,7 @@ class SecurityPolicy:
     autonomy: Autonomy
     allowed_commands: tuple[str, ...]
     forbidden_paths: tuple[Path, ...]
+    owner_private: tuple[str, ...] = DEFAULT_OWNER_PRIVATE  # workspace-relative names
 
     @classmethod
     def from_settings(
@@ -55,7 +46,24 @@ class SecurityPolicy:
             autonomy=settings.autonomy,
             allowed_commands=tuple(settings.allowed_commands),
             forbidden_paths=tuple(p.resolve() for p in forbidden),
+            owner_private=tuple(dict.fromkeys((*DEFAULT_OWNER_PRIVATE, *settings.owner_private))),
         )
+
+    def for_call(self, call: ToolCallContext) -> SecurityPolicy:
+        """The policy of one call: this one for the owner's own private turn; for any other
+        turn, the owner-private files and the other chats' inbox folders are forbidden too,
+        so the resolver, the shell's parser and the sandbox's masks all keep them out."""
+        if call.owner_private:
+            return self
+        hidden = hidden_from(
+            self.workspace, owner_private=self.owner_private, own_chat_key=call.chat_key
+        )
+        return dataclasses.replace(self, forbidden_paths=(*self.forbidden_paths, *hidden))
+
+    def is_identity(self, path: Path) -> bool:
+        """A resolved path that shapes every chat's prompt (tools/boundaries.py): changing
+        it needs the owner's approval under supervised."""
+        return is_identity_path(self.workspace, path)
 
     @functools.cached_property
     def paths(self) -> PathRules:
@@ -69,44 +77,6 @@ class SecurityPolicy:
         """The real path of `raw` (relative to the workspace), refused unless inside it and
         outside the forbidden paths, and unless every hard link of it is inside too."""
         return self.paths.resolve(raw)
-
-    def check_command(self, command: str) -> None:
-        """Refuse a command line the autonomy level or the allow-list does not permit."""
-        if not command.strip():
-            raise PolicyError("the command is empty")
-        if self.autonomy == "full":
-            return
-        if _SUBSTITUTION.search(command):
-            raise PolicyError(
-                "command substitution (`...`, $(...), <(...)) is not allowed at this autonomy level"
-            )
-        if self.autonomy == "read_only" and _WRITE_REDIRECT.search(command):
-            raise PolicyError("writing with > is not allowed: autonomy is read_only")
-        for part in _SEPARATORS.split(command):
-            if not part.strip():
-                continue
-            program, arguments = _split_command(part)
-            if program not in self.allowed_commands:
-                allowed = ", ".join(self.allowed_commands) or "none"
-                raise PolicyError(
-                    f"command {program!r} is not in the allowed commands ({allowed}); "
-                    "ask the owner to add it to [security] allowed_commands"
-                )
-            for argument in arguments:
-                if argument in _RUNS_OTHERS:
-                    raise PolicyError(f"{program} {argument} is not allowed at this autonomy level")
-                self._check_argument(argument)
-
-    def _check_argument(self, argument: str) -> None:
-        """An argument that names a path must name one inside the workspace, and not a
-        forbidden one there. Words that are not paths resolve inside it and pass."""
-        value = argument.partition("=")[2] if argument.startswith("-") else argument
-        if not value or value in _HARMLESS_PATHS:
-            return
-        try:
-            self.resolve_path(value)
-        except PolicyError as exc:
-            raise PolicyError(f"argument refused: {exc}") from None
 
     def summary(self) -> str:
         """The policy in a few lines, for the prompt's Active Security Policy section."""
@@ -123,16 +93,3 @@ class SecurityPolicy:
         if inside:  # the others are outside the workspace: already out of reach
             lines.append("- Forbidden inside it: " + ", ".join(f"`{p}`" for p in inside))
         return "\n".join(lines)
-
-
-def _split_command(simple_command: str) -> tuple[str, list[str]]:
-    """The program's name and its arguments, after any leading VAR=value assignments."""
-    try:
-        words = shlex.split(simple_command)
-    except ValueError:
-        words = simple_command.split()
-    for index, word in enumerate(words):
-        if "=" in word and not word.startswith(("=", "-")):
-            continue
-        return os.path.basename(word), words[index + 1 :]
-    return "", []

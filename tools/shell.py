@@ -67,8 +67,9 @@ class ShellTool(FunctionTool):
         refusal = self.unconfined_refusal()
         if refusal:
             return ToolResult.error(refusal)
+        policy = self._policy.for_call(call)
         try:
-            plan = plan_command(command, self._policy)
+            plan = plan_command(command, policy)
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
         if plan.ask:
@@ -79,7 +80,7 @@ class ShellTool(FunctionTool):
                     f"Not run: the owner did not approve it ({reasons}). Say what you wanted "
                     "to do, or do it with the allowed commands."
                 )
-        return await self.execute(["/bin/sh", "-c", plan.script])
+        return await self.execute(["/bin/sh", "-c", plan.script], policy)
 
     @property
     def sandbox_kind(self) -> str:
@@ -96,19 +97,18 @@ class ShellTool(FunctionTool):
             )
         return None
 
-    async def execute(self, argv: Sequence[str]) -> ToolResult:
+    async def execute(self, argv: Sequence[str], policy: SecurityPolicy) -> ToolResult:
         """Run `argv` as it is, no shell, in the sandbox with the shell's limits: the
-        shell's checked script, or a skill tool's words."""
-        return await self._run(self._launch(argv))
+        shell's checked script, or a skill tool's words. `policy` is the call's own
+        (SecurityPolicy.for_call): what it forbids inside the workspace is masked."""
+        return await self._run(self._launch(argv, policy))
 
-    def _launch(self, argv: Sequence[str]) -> Launch:
+    def _launch(self, argv: Sequence[str], policy: SecurityPolicy) -> Launch:
         env = {key: os.environ[key] for key in _PASSED_ENV if key in os.environ}
-        inside = tuple(
-            p for p in self._policy.forbidden_paths if self._policy.workspace in p.parents
-        )
+        inside = tuple(p for p in policy.forbidden_paths if policy.workspace in p.parents)
         spec = SandboxSpec(
-            self._policy.workspace,
-            writable=self._policy.can_write,
+            policy.workspace,
+            writable=policy.can_write,
             network=self._network,
             masked=inside,
             limits=Limits(cpu_s=math.ceil(self._settings.timeout_s) + 1),

@@ -133,9 +133,10 @@ class SkillTool:
         refusal = self._runner.unconfined_refusal()
         if refusal:
             return ToolResult.error(refusal)
+        policy = self._policy.for_call(call)
         try:
-            argv = render(self.spec, values, self._policy.resolve_path)
-            request = self._approval(argv)
+            argv = render(self.spec, values, policy.resolve_path)
+            request = self._approval(argv, policy)
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
         except OSError as exc:  # the script vanished or cannot be read since start-up
@@ -145,27 +146,27 @@ class SkillTool:
                 f"Not run: the owner did not approve it ({request.reason}). Say what you "
                 "wanted to do, or do it another way."
             )
-        return await self._runner.execute(argv)
+        return await self._runner.execute(argv, policy)
 
-    def _approval(self, argv: list[str]) -> ApprovalRequest | None:
+    def _approval(self, argv: list[str], policy: SecurityPolicy) -> ApprovalRequest | None:
         """What the owner must approve first (None: nothing); PolicyError: never runs."""
         if self.spec.script is None:
-            plan = check_argv(argv, self._policy)
+            plan = check_argv(argv, policy)
             if not plan.ask:
                 return None
             return ApprovalRequest(self.name, plan.script, "; ".join(plan.ask), plan.rules)
-        if self._policy.autonomy == "full":
+        if policy.autonomy == "full":
             return None
-        script = self._policy.resolve_path(str(self.spec.script))  # inside, not forbidden
-        if self._policy.autonomy == "read_only":
+        script = policy.resolve_path(str(self.spec.script))  # inside, not forbidden
+        if policy.autonomy == "read_only":
             if self._runner.sandbox_kind == "none":
                 raise PolicyError(
                     "autonomy is read_only and no OS sandbox would keep the skill's script "
                     "from writing"
                 )
             return None
-        shown = " ".join(_shown(word, self._policy.workspace) for word in argv)
-        where = script.relative_to(self._policy.workspace)
+        shown = " ".join(_shown(word, policy.workspace) for word in argv)
+        where = script.relative_to(policy.workspace)
         return ApprovalRequest(
             self.name,
             shown,

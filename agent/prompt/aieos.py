@@ -3,29 +3,38 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from agent.prompt.context import IdentityInfo
+from tools.paths import PathRules, PolicyError
 
 _MAX_DEPTH = 4
+_MAX_BYTES = 1024 * 1024
 
 
 class AieosError(Exception):
     """The AIEOS identity is missing or invalid; the caller falls back to the Markdown files."""
 
 
-def load_aieos(identity: IdentityInfo, workspace: Path) -> str:
-    """The identity as a Markdown block, from `aieos_inline` or the file at `aieos_path`."""
+def load_aieos(identity: IdentityInfo, files: PathRules) -> str:
+    """The identity as a Markdown block, from `aieos_inline` or the file at `aieos_path`:
+    in the workspace through its resolver (no link followed); a path the owner configured
+    outside the workspace, where no tool writes, is read as it is."""
     if identity.aieos_inline.strip():
         raw, source = identity.aieos_inline, "aieos_inline"
     elif identity.aieos_path:
         path = Path(identity.aieos_path).expanduser()
-        path = path if path.is_absolute() else workspace / path
+        path = path if path.is_absolute() else files.workspace / path
+        inside = files.workspace in Path(os.path.normpath(path)).parents
         try:
-            raw, source = path.read_text(encoding="utf-8"), str(path)
+            data = files.read_bytes(str(path), _MAX_BYTES) if inside else path.read_bytes()
+        except PolicyError as exc:
+            raise AieosError(f"{path} is refused: {exc.short}") from None
         except OSError as exc:
             raise AieosError(f"cannot read {path}: {exc.strerror}") from None
+        raw, source = data.decode("utf-8", errors="replace"), str(path)
     else:
         raise AieosError("neither aieos_path nor aieos_inline is set")
     try:

@@ -13,6 +13,7 @@ from typing import Literal, Protocol
 
 from channels.base import ChannelCapabilities
 from tools.config import Autonomy
+from tools.paths import PathRules
 
 PromptMode = Literal["full", "minimal", "none"]
 SkillsMode = Literal["full", "compact", "names"]
@@ -90,6 +91,13 @@ class PromptContext:
     # The owner's private conversation (or the terminal): only then do the personal files
     # (USER.md, MEMORY.md) go in. Groups and other people never see them.
     private: bool = True
+    # How the workspace's files are opened (links refused, forbidden paths kept out);
+    # None: the workspace with no forbidden paths inside it.
+    files: PathRules | None = None
+
+    @property
+    def workspace_files(self) -> PathRules:
+        return self.files or PathRules.build(self.workspace_dir, ())
 
 
 class PromptSection(Protocol):

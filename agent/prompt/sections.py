@@ -46,8 +46,9 @@ def _tools(ctx: PromptContext) -> str:
             "",
             "To call a tool, write a JSON object inside <tool_call></tool_call> tags:",
             '<tool_call>{"name": "tool_name", "arguments": {"param": "value"}}</tool_call>',
-            "You may write several tool calls in one reply. Each result comes back in a "
-            '<tool_result name="..."> message. Write no tool_call tags in your final answer.',
+            "You may write several tool calls in one reply; then stop and wait. pinclaw runs "
+            "them and sends each result back to you in the next message: never write a tool "
+            "result yourself. Write no tool_call tags in your final answer.",
         ]
     return "\n".join(lines)
 
@@ -150,7 +151,7 @@ def _aieos_identity(ctx: PromptContext) -> str:
     if ctx.mode != "full" or ctx.identity.format != "aieos":
         return ""
     try:
-        return load_aieos(ctx.identity, ctx.workspace_dir)
+        return load_aieos(ctx.identity, ctx.workspace_files)
     except AieosError as exc:
         log.warning("AIEOS identity not used (%s); using SOUL.md and IDENTITY.md instead", exc)
         return ""
@@ -170,7 +171,7 @@ def _file_blocks(ctx: PromptContext, names: list[str]) -> _Files:
     remaining = ctx.bootstrap_total_max_chars
     for name in names:
         limit = min(ctx.bootstrap_max_chars, remaining)
-        block = read_bootstrap_file(ctx.workspace_dir, name, limit, ctx.bootstrap_scale)
+        block = read_bootstrap_file(ctx.workspace_files, name, limit, ctx.bootstrap_scale)
         if block.text:
             files.blocks.append(f"### {name}\n\n{block.text}")
             remaining -= block.chars
@@ -186,7 +187,7 @@ def _cut_line(ctx: PromptContext, name: str, block: BootstrapBlock) -> str:
     A block carries a marker beyond the characters it counts only when it was cut."""
     if block.missing or len(block.text) <= block.chars:
         return ""
-    whole = read_bootstrap_file(ctx.workspace_dir, name, sys.maxsize).chars
+    whole = read_bootstrap_file(ctx.workspace_files, name, sys.maxsize).chars
     if whole <= block.chars:
         return ""
     reader = "file_read" if any(t.name == "file_read" for t in ctx.tools) else "a tool"

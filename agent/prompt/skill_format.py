@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from agent.prompt.context import SkillInfo, SkillOrigin
+from tools.paths import PathRules, PolicyError
 from tools.skill_spec import SkillToolSpec, parse_tool
 
 SKILL_FILE = "SKILL.md"
@@ -69,14 +70,25 @@ class SkillFile:
         return self.info.location.parent
 
 
-def parse_skill(path: Path, origin: SkillOrigin) -> SkillFile:
-    """The skill in `path` (a SKILL.md), or SkillError saying what is wrong with it."""
+def parse_skill(path: Path, origin: SkillOrigin, files: PathRules | None = None) -> SkillFile:
+    """The skill in `path` (a SKILL.md), or SkillError saying what is wrong with it.
+    A workspace skill is read through `files` (the workspace's resolver: no link followed);
+    a bundled one ships with pinclaw and is read where it is."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
+        if files is not None:
+            inside = (
+                f"{path.parent.parent.name}/{path.parent.name}/{path.name}"  # skills/x/SKILL.md
+            )
+            data = files.read_bytes(inside, MAX_FILE_BYTES + 1)
+        else:
+            data = path.read_bytes()[: MAX_FILE_BYTES + 1]
+        if len(data) > MAX_FILE_BYTES:
             raise SkillError(f"larger than {MAX_FILE_BYTES // 1024} KiB")
-        raw = path.read_text(encoding="utf-8")
+        raw = data.decode("utf-8")
     except UnicodeDecodeError:
         raise SkillError("not UTF-8 text") from None
+    except PolicyError as exc:
+        raise SkillError(f"refused: {exc.short}") from None
     except OSError as exc:
         raise SkillError(f"cannot read it: {exc.strerror}") from None
     meta, body = split_front_matter(raw)

@@ -22,6 +22,7 @@ from xml.sax.saxutils import escape
 from agent.prompt.context import SkillInfo, SkillOrigin, SkillsMode
 from agent.prompt.skill_format import SKILL_FILE, SkillError, SkillFile, parse_skill
 from agent.workspace import BUNDLED_SKILLS_DIR, SKILLS
+from tools.paths import PathRules
 
 if TYPE_CHECKING:
     from agent.config import Settings
@@ -60,6 +61,7 @@ class SkillCatalog:
         which: Callable[[str], str | None] = shutil.which,
     ) -> None:
         self.roots: tuple[tuple[SkillOrigin, Path], ...] = (("workspace", workspace_skills),)
+        self._workspace_files = PathRules.build(workspace_skills.parent, ())
         if bundled is not None:
             self.roots += (("bundled", bundled),)
         self.enabled = enabled
@@ -135,7 +137,8 @@ class SkillCatalog:
         if cached is not None and cached[0] == key:
             return cached[1]
         try:
-            result: SkillFile | SkillError = parse_skill(path, origin)
+            files = self._workspace_files if origin == "workspace" else None
+            result: SkillFile | SkillError = parse_skill(path, origin, files)
         except SkillError as exc:
             result = exc
         self._parsed[path] = (key, result)

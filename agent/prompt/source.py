@@ -32,6 +32,8 @@ from agent.prompt.skills import SkillCatalog
 from agent.workspace import BOOTSTRAP_FILES, SKILLS
 from channels.base import ChannelCapabilities
 from tools.base import Tool, ToolRegistry
+from tools.paths import PathRules
+from tools.policy import SecurityPolicy
 
 DEFAULT_BUDGET_TOKENS = 8_000
 RACY_S = 2.0  # a folder changed this recently may change again within the same mtime
@@ -73,6 +75,7 @@ class PromptSource:
     budget_tokens: int
     skills: SkillCatalog | None = None  # None: the settings' skills
     workspace: Path = field(init=False)
+    files: PathRules = field(init=False)  # the workspace's files, opened as the tools' are
     _watched: tuple[str, ...] = field(init=False, repr=False)  # the files whose stat counts
     _skill_folders: SkillFolders = field(init=False, repr=False)
     _host_zone: tuple[str | None, str] | None = field(default=None, init=False, repr=False)
@@ -81,6 +84,10 @@ class PromptSource:
         if self.skills is None:
             self.skills = SkillCatalog.from_settings(self.settings)
         self.workspace = self.settings.workspace_dir
+        security = self.settings.security
+        self.files = SecurityPolicy.from_settings(
+            security, self.workspace, home=self.settings.home
+        ).paths
         watched = [self.workspace / name for name in BOOTSTRAP_FILES]
         aieos = self.settings.identity.aieos_path
         if aieos:
@@ -134,6 +141,7 @@ class PromptSource:
             bootstrap_total_max_chars=self.settings.workspace.bootstrap_total_max_chars,
             heartbeat_enabled=self.settings.heartbeat.enabled,
             private=private,
+            files=self.files,
         )
 
     def build(self, ctx: PromptContext) -> BuiltPrompt:

@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 from channels.base import ApprovalAnswer, ApprovalQuestion, Channel, ChatRef, MayAnswer
-from tools.base import ApprovalRequest, Approver
+from tools.base import ASK_EACH_TIME, ApprovalRequest, Approver
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,8 @@ def chat_approver(
 
     async def approve(request: ApprovalRequest) -> bool:
         remembered = await asyncio.to_thread(always.rules)
-        if set(request.rules) <= set(remembered):
+        each_time = any(rule.startswith(ASK_EACH_TIME) for rule in request.rules)
+        if request.rules and not each_time and set(request.rules) <= set(remembered):
             return True
         question = ApprovalQuestion(uuid.uuid4().hex[:16], question_text(request))
         answer: ApprovalAnswer
@@ -86,7 +87,7 @@ def chat_approver(
             log.info("%s: no answer to %r within %g s: denied", chat.key, request.action, timeout_s)
             return False
         if answer == "always":
-            for rule in request.rules:
+            for rule in (r for r in request.rules if not r.startswith(ASK_EACH_TIME)):
                 await asyncio.to_thread(always.remember, rule)
         log.info("%s: %s %r", chat.key, answer, request.action)
         return answer in ("approve", "always")

@@ -11,21 +11,32 @@ before a crash may be sent again: at least once, never lost).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 
 from agent.turns.outbox import Outbox, Outgoing
 from channels.base import Channel, OutgoingPart, ReplyStream, SendFailed
+from tools.paths import PathRules, PolicyError
 
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 60.0
+MAX_MEDIA_BYTES = 50 * 1024 * 1024  # Telegram's upload limit for bots; Discord's is lower
 
 
 class Courier:
-    def __init__(self, channel: Channel, outbox: Outbox, *, backoff_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        outbox: Outbox,
+        *,
+        backoff_s: float = 1.0,
+        files: PathRules | None = None,
+    ) -> None:
         self._channel = channel
         self._outbox = outbox
+        self._files = files  # a reply's local files are read through it; None: none sent
         self._backoff_s = backoff_s
         self._senders: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
@@ -85,7 +96,7 @@ class Courier:
             part = outgoing.parts[sent]
             try:
                 if not (sent == 0 and stream is not None and await _replaced(stream, part)):
-                    await self._channel.send_part(outgoing.chat, part)
+                    await self._channel.send_part(outgoing.chat, await self._loaded(part))
             except SendFailed as exc:
                 if exc.permanent:
                     log.warning("%s: a part was refused for good: %s", outgoing.chat.key, exc)
@@ -110,6 +121,23 @@ class Courier:
                 await self._outbox.mark_sent(outgoing.id, sent, done=False)
         self._again.discard(outgoing.chat.key)  # what is queued from here on, the read sees
         return await self._outbox.mark_sent(outgoing.id, sent, done=True, next_of=outgoing.chat.key)
+
+    async def _loaded(self, part: OutgoingPart) -> OutgoingPart:
+        """A local file's bytes read through the workspace's resolver now, just before
+        sending (a file swapped for a link since the reply was made is refused); a file
+        that cannot be read becomes a line saying so."""
+        media = part.media
+        if media is None or media.is_url:
+            return part
+        try:
+            if self._files is None:
+                raise PolicyError("no workspace to read it from")
+            read = self._files.read_bytes
+            data = await asyncio.to_thread(read, media.source, MAX_MEDIA_BYTES)
+        except (PolicyError, OSError) as exc:
+            why = exc.short if isinstance(exc, PolicyError) else (exc.strerror or str(exc))
+            return OutgoingPart(text=f"(Could not send {media.name}: {why}.)")
+        return dataclasses.replace(part, media=dataclasses.replace(media, data=data))
 
     async def _wait_or_expire(self, outgoing: Outgoing, error: str, wait_s: float) -> bool:
         """Wait before the next attempt; False (and the reply expired) when the next attempt

@@ -1,10 +1,27 @@
-"""Media markers of a reply resolved to sendable files, through the tools' path resolver."""
+"""Media markers of a reply resolved to sendable files, through the tools' path resolver,
+with the same boundaries as the turn's tools: a turn that is not the owner's own private
+one cannot send the owner's private files or another chat's incoming files."""
 
 from __future__ import annotations
 
-from channels.base import OutgoingMedia, Reply
+from collections.abc import Mapping
+
+from agent.config import PersonSettings
+from agent.turns.scopes import audience_of
+from channels.base import IncomingMessage, OutgoingMedia, Reply
 from channels.markers import extract_markers
+from tools.base import ToolCallContext
 from tools.paths import PathRules, PolicyError
+from tools.policy import SecurityPolicy
+
+
+def reply_files(
+    policy: SecurityPolicy, msg: IncomingMessage, people: Mapping[str, PersonSettings]
+) -> PathRules:
+    """What the markers of the reply to `msg` may send: what its turn's tools may read."""
+    owner = audience_of(msg, people).owner_private
+    call = ToolCallContext(policy.workspace, chat_key=msg.chat.key, owner_private=owner)
+    return policy.for_call(call).paths
 
 
 def resolve_reply(text: str, paths: PathRules, *, reply_to: str = "") -> Reply:

@@ -24,14 +24,14 @@ from agent.llm import LLMClient
 from agent.prompt.source import PromptSource
 from agent.security import Scrubber
 from agent.turns.approvals import AlwaysAllowed, chat_approver
-from agent.turns.attachments import Transcriber, fetch_files
+from agent.turns.attachments import Downloads, Transcriber
 from agent.turns.commands import CommandContext, parse_command, run_command
 from agent.turns.compaction import history_for, model_summariser
 from agent.turns.delivery import Courier
 from agent.turns.inbox import Inbox, Pending
 from agent.turns.intake import prepared, refusal_text, stranger_text, too_big
 from agent.turns.loop import ToolEvent
-from agent.turns.media import resolve_reply
+from agent.turns.media import reply_files, resolve_reply
 from agent.turns.outbox import Outbox
 from agent.turns.quirks import ProviderQuirks
 from agent.turns.recall import readable_scopes, remembered_block
@@ -44,7 +44,7 @@ from agent.turns.turn import HoldSilentPrefix, TurnOutcome, TurnRunner, is_silen
 from channels.base import Channel, ChatRef, IncomingMessage, Reply, sender_allowed
 from tools.base import ToolCallContext
 from tools.memory_store import MemoryStore
-from tools.paths import PathRules
+from tools.policy import SecurityPolicy
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class ChannelRuntime:
         turn_slots: asyncio.Semaphore,
         quirks: ProviderQuirks | None = None,
         scrub: Scrubber | None = None,
-        paths: PathRules | None = None,
+        policy: SecurityPolicy | None = None,
         always: AlwaysAllowed | None = None,
         transcribe: Transcriber | None = None,
         history_tokens: int = 16_000,
@@ -90,15 +90,18 @@ class ChannelRuntime:
         self.sessions = store.sessions
         self._slots = turn_slots
         self._scrub = scrub or Scrubber()
-        self._paths = paths or PathRules.build(source.workspace, ())
+        self._policy = policy or SecurityPolicy.from_settings(
+            source.settings.security, source.workspace
+        )
         self.always = always or AlwaysAllowed(source.settings.state_db, source.workspace.resolve())
-        self._transcribe = transcribe
+        limit_s = source.settings.channels.download_timeout_s
+        self._downloads = Downloads(channel, self._policy.paths, limit_s, transcribe, self._scrub)
         self._history_tokens = history_tokens
         self._memory = memory
         self.runner = TurnRunner(
             channel, source=source, llm=llm, quirks=quirks or ProviderQuirks(), scrub=self._scrub
         )
-        self.courier = Courier(channel, store.outbox)
+        self.courier = Courier(channel, store.outbox, files=self._policy.paths)
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
         self._running: dict[str, asyncio.Task[TurnOutcome]] = {}
@@ -233,13 +236,14 @@ class ChannelRuntime:
             on_text = HoldSilentPrefix(on_text)
         typing = self.channel.typing(msg.chat) if trigger is None else contextlib.nullcontext()
         async with self._slots, typing:
-            msg = await self._fetch_files(msg)
+            msg = await self._downloads.fetch(msg)
             outcome = await self._turn(msg, on_text=on_text, trigger=trigger)
         if outcome.status == "retry" and await self._retry_later(pending):
             return
         quiet = msg.is_group or trigger is not None  # may answer with the silent token
         silent = quiet and outcome.status == "done" and is_silent(outcome.text)
-        reply = resolve_reply(outcome.text, self._paths, reply_to="" if trigger else msg.message_id)
+        files = reply_files(self._policy, msg, self.settings.people)
+        reply = resolve_reply(outcome.text, files, reply_to="" if trigger else msg.message_id)
         status = "failed" if outcome.status == "retry" else outcome.status
         kept = [] if silent and trigger is not None else outcome.messages  # no empty check-ins
         parts, within = None if silent else self.channel.parts(reply), self._deliver_within_s
@@ -271,18 +275,6 @@ class ChannelRuntime:
         )
         log.warning("%s: no model answered; trying again in %.0f s", pending.message.chat.key, wait)
         return True
-
-    async def _fetch_files(self, msg: IncomingMessage) -> IncomingMessage:
-        if not msg.files:
-            return msg
-        return await fetch_files(
-            msg,
-            self.channel,
-            self.source.workspace,
-            timeout_s=self.settings.channels.download_timeout_s,
-            transcribe=self._transcribe,
-            scrub=self._scrub,
-        )
 
     # -- turns ----------------------------------------------------------------------------
 
@@ -317,6 +309,7 @@ class ChannelRuntime:
             memory_scope=audience.scope,
             recall_scopes=recall,
             speaker=speaker_of(msg),
+            owner_private=audience.owner_private,
             approve=chat_approver(
                 self.channel,
                 msg.chat,
@@ -363,9 +356,10 @@ class ChannelRuntime:
         if command is not None:
             return Reply(command)
         async with self._slots:
-            outcome = await self._turn(await self._fetch_files(msg), on_event=on_event)
+            outcome = await self._turn(await self._downloads.fetch(msg), on_event=on_event)
         await self.sessions.append_turn(msg.chat.key, outcome.messages)
-        return resolve_reply(outcome.text, self._paths, reply_to=msg.message_id)
+        files = reply_files(self._policy, msg, self.settings.people)
+        return resolve_reply(outcome.text, files, reply_to=msg.message_id)
 
     def cancel(self, chat_key: str) -> bool:
         task = self._running.get(chat_key)

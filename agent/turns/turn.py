@@ -76,7 +76,7 @@ class TurnRunner:
                 dispatcher=dispatcher,
                 private=private,
             )
-            text = self.source.build(ctx).text
+            text = self._scrub(self.source.build(ctx).text)  # a secret pasted in SOUL.md
             if merged and self.channel.delivery_instructions:
                 text = f"{text}\n\n{self.channel.delivery_instructions}"
             self._prompts[key] = text
