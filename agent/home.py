@@ -1,4 +1,5 @@
-"""Where pinclaw's files are: the home folder, the config file, the local daemon's socket.
+"""Where pinclaw's files are: the home folder, the config file, the local daemon's socket;
+and that they are the owner's alone.
 
 Standard library only: the one-shot client finds the daemon with these rules without paying
 for pydantic, and `agent/config.py` uses the same ones, so the two never disagree.
@@ -6,7 +7,10 @@ for pydantic, and `agent/config.py` uses the same ones, so the two never disagre
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -14,6 +18,22 @@ ENV_PREFIX = "PINCLAW_"
 SOCKET_NAME = "agent.sock"  # the local daemon's socket, in the home folder
 LOCK_NAME = "agent.lock"  # held (flock) by the running daemon; holds its pid
 ENV_FILE_NAME = "agent.env"  # NAME=value lines the service reads (its keys and settings)
+STATE_DB_NAME = "state.db"  # every chat, memory and schedule
+LOG_NAME = "agent.log"  # the service's stderr on macOS (launchd writes it)
+LOGS_DIR = "logs"
+# The home holds every chat, memory and key: no other user may read any of it. Folders are
+# made 0700 and files 0600 when created; an older home's looser modes are tightened at start.
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_FILES = (
+    "config.toml",
+    STATE_DB_NAME,
+    f"{STATE_DB_NAME}-wal",
+    f"{STATE_DB_NAME}-shm",
+    ENV_FILE_NAME,
+    LOCK_NAME,
+    LOG_NAME,
+)
 # Variables that pick the files rather than set a key: compared as paths, not as settings.
 _FILE_PICKERS = (f"{ENV_PREFIX}HOME", f"{ENV_PREFIX}CONFIG")
 # The last part of every secret setting's variable (a test keeps it in step with Settings):
@@ -47,8 +67,8 @@ def settings_fingerprint(config_file: Path | None, environ: Mapping[str, str]) -
     caller did not ask for (an edited config file differs too, until the daemon restarts)."""
     config = None
     if config_file is not None and config_file.exists():
-        stat = config_file.stat()
-        config = [str(config_file.resolve()), stat.st_size, stat.st_mtime_ns]
+        found = config_file.stat()
+        config = [str(config_file.resolve()), found.st_size, found.st_mtime_ns]
     settings = {
         name: value
         for name, value in sorted(environ.items())
@@ -59,3 +79,73 @@ def settings_fingerprint(config_file: Path | None, environ: Mapping[str, str]) -
     # Plain text, not a hash (hashlib's import costs a one-shot more than the comparison):
     # it travels only over the owner's 0600 socket, and secrets are not in it.
     return json.dumps([config, settings])
+
+
+def create_private_file(path: Path, text: str = "") -> bool:
+    """Create `path` 0600 from its first moment (no window open to others, never through a
+    link) holding `text`; False when something is already there."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return True
+
+
+def secure_home(home: Path, workspace: Path | None = None) -> str | None:
+    """The one place the home's modes are made and fixed: the home is created 0700, and what
+    an older version left open to other users (the home, its private files, the logs, the
+    workspace folder when it lies inside the home) loses its group and other bits. Returns
+    the one line that says what was tightened, None when nothing was."""
+    home.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+    real = home.resolve()  # a home that is a link: its target is the home
+    # Made here, empty (SQLite takes that as a new database), so whichever connection opens
+    # it first finds it 0600 — and SQLite gives its -wal and -shm the same mode. A home this
+    # user may not write to is reported by whatever opens it next, not here.
+    with contextlib.suppress(OSError):
+        create_private_file(real / STATE_DB_NAME)
+    logs = real / LOGS_DIR
+    paths = [real, logs, *(real / name for name in PRIVATE_FILES)]
+    if _is_real_dir(logs):
+        paths += sorted(logs.iterdir())
+    if workspace is not None and real in workspace.resolve().parents:
+        paths.append(workspace.resolve())  # its own files keep the modes programs give them
+    loosened = {path: mode for path in paths if (mode := _tighten(path)) is not None}
+    if not loosened:
+        return None
+    named = [
+        f"{path.relative_to(real)} (was {mode:04o})"
+        for path, mode in loosened.items()
+        if path != real
+    ]
+    head = f"pinclaw: tightened the modes of {home}"
+    if real in loosened:
+        head += f" (was {loosened[real]:04o})"
+    listed = f": {', '.join(named)}" if named else ""
+    return f"{head}{listed}; now only its owner can read them"
+
+
+def _is_real_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _tighten(path: Path) -> int | None:
+    """Drop the group and other bits of a real file or folder (a link is left alone: its
+    target is not the home's); its mode before, or None when there was nothing to drop."""
+    try:
+        found = path.lstat()
+    except OSError:
+        return None
+    mode = stat.S_IMODE(found.st_mode)
+    kind = stat.S_IFMT(found.st_mode)
+    if kind not in (stat.S_IFREG, stat.S_IFDIR) or not mode & 0o077:
+        return None
+    try:
+        os.chmod(path, mode & ~0o077)
+    except OSError:
+        return None  # not ours to change (another user's file); nothing to report
+    return mode

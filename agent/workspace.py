@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.home import PRIVATE_DIR_MODE, create_private_file, secure_home
+from tools.paths import PathRules, PolicyError
+
 # The templates ship beside the packages: <repo or site-packages>/workspace/*.md.
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "workspace"
 BUNDLED_SKILLS_DIR = Path(__file__).resolve().parent.parent / "skills"
@@ -24,27 +27,33 @@ BOOTSTRAP_FILES = (
 INBOX = "inbox"
 SKILLS = "skills"
 BOOTSTRAP_FLOOR_CHARS = 500  # the prompt budget never cuts a workspace file below this
+MAX_BOOTSTRAP_BYTES = 4 * 1024 * 1024  # read at most this much of one file for the prompt
 
 
 @dataclass
 class InitReport:
     created: list[Path] = field(default_factory=list)
     kept: list[Path] = field(default_factory=list)
+    tightened: str | None = None  # the line saying which modes of an older home were fixed
 
 
 def init_home(home: Path, workspace: Path, config_file: Path | None) -> InitReport:
-    """Create what is missing of the home folder, its config.toml and the workspace."""
-    report = InitReport()
-    home.mkdir(parents=True, exist_ok=True)
+    """Create what is missing of the home folder (the owner's alone, 0700), its config.toml
+    (0600: it names the people and their ids) and the workspace."""
+    report = InitReport(tightened=secure_home(home, workspace))
     if config_file is not None:
-        _copy_if_missing(CONFIG_TEMPLATE.read_text(encoding="utf-8"), config_file, report)
+        template = CONFIG_TEMPLATE.read_text(encoding="utf-8")
+        _copy_if_missing(template, config_file, report, private=True)
     init_workspace(workspace, report)
     return report
 
 
 def init_workspace(workspace: Path, report: InitReport | None = None) -> InitReport:
     report = report or InitReport()
-    (workspace / INBOX).mkdir(parents=True, exist_ok=True)
+    # 0700: its files (MEMORY.md, USER.md, what people sent) are no other user's business;
+    # inside it, files keep the modes the programs that write them give.
+    workspace.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+    (workspace / INBOX).mkdir(exist_ok=True)
     # The owner's skills go here; the bundled ones are read where they ship, not copied,
     # so an upgrade brings their new versions (a folder here of the same name wins).
     (workspace / SKILLS).mkdir(exist_ok=True)
@@ -63,12 +72,15 @@ def ensure_workspace(workspace: Path) -> bool:
     return True
 
 
-def _copy_if_missing(text: str, target: Path, report: InitReport) -> None:
+def _copy_if_missing(text: str, target: Path, report: InitReport, *, private: bool = False) -> None:
     if target.exists():
         report.kept.append(target)
         return
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    if private:
+        create_private_file(target, text)
+    else:
+        target.write_text(text, encoding="utf-8")
     report.created.append(target)
 
 
@@ -82,23 +94,28 @@ class BootstrapBlock:
 
 
 def read_bootstrap_file(
-    workspace: Path, name: str, limit: int, scale: float = 1.0
+    files: PathRules, name: str, limit: int, scale: float = 1.0
 ) -> BootstrapBlock:
     """The file's content without front matter, cut at `limit` characters (not bytes).
 
     `scale` < 1 is the token budget cutting every file by the same proportion, never
     below a floor, and only where the cut saves more than its marker costs. A missing
-    file gives a one-line marker, so the model knows to expect it.
+    file gives a one-line marker, so the model knows to expect it; one the resolver
+    refuses (a link, a hard link from outside, not a regular file) a one-line note, and
+    nothing of it is read.
     """
-    path = workspace / name
+    path = files.workspace / name
     try:
-        raw = path.read_text(encoding="utf-8", errors="replace")
+        data = files.read_bytes(name, MAX_BOOTSTRAP_BYTES)
+    except PolicyError as exc:
+        return BootstrapBlock(f"[left out: {name}: {exc.short}]", 0, missing=True)
     except FileNotFoundError:
         return BootstrapBlock(
             f"[missing: {name} — create it in the workspace to use it]", 0, missing=True
         )
     except OSError as exc:
         return BootstrapBlock(f"[unreadable: {name}: {exc.strerror}]", 0, missing=True)
+    raw = data.decode("utf-8", errors="replace")
     content = strip_front_matter(raw).strip()
     if not content:
         return BootstrapBlock("", 0)

@@ -20,13 +20,13 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "tools": ("tools",),
     "agent.home": (),
     "agent.config": ("agent.home", "channels.config", "tools.config"),
-    "agent.workspace": (),
+    "agent.workspace": ("agent.home", "tools.paths"),
     "agent.security": (),
     "agent.llm": ("agent.config",),
     "agent.prompt": ("agent.prompt", "agent.config", "agent.workspace", "channels", "tools"),
     "agent.turns": (
         "agent.turns", "agent.prompt", "agent.llm", "agent.config", "agent.workspace",
-        "agent.security", "channels", "tools",
+        "agent.security", "agent.home", "channels", "tools",
     ),
     "agent.app": (
         "agent.turns", "agent.prompt", "agent.llm", "agent.config", "agent.workspace",

@@ -236,11 +236,13 @@ def test_another_user_cannot_use_the_daemon(local: Shared) -> None:
     code, said = as_another_user(local.home, local.env)
     assert code == 2, said
     assert "permission denied (it belongs to another user)" in said
-    sock.chmod(0o666)  # even with the file opened up, the daemon checks who is calling
+    sock.chmod(0o666)  # even with the file (and the 0700 home) opened up, the daemon checks
+    local.home.chmod(0o711)  # who is calling
     try:
         code, said = as_another_user(local.home, local.env)
     finally:
         sock.chmod(0o600)
+        local.home.chmod(0o700)
     assert code == 2, said
     assert "error: the pinclaw daemon serves only its own user" in said
     assert local.llm.requests == []

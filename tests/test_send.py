@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import Daemon
 from fakes.llm_server import FakeLLM, text
 from fakes.telegram_models import BOT_USERNAME
@@ -99,3 +100,29 @@ def test_without_a_daemon_it_says_what_to_start(home: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 2
     assert "agent send needs the running daemon" in result.stderr
+
+
+async def test_to_takes_numeric_ids_and_people_never_at_names(
+    telegram_env: dict[str, str],
+    fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # "@carol" is on the allow-list, but Telegram reads @name as a public channel.
+    monkeypatch.setenv("PINCLAW_CHANNELS__TELEGRAM__ALLOWED_USERS", '["42", "12345", "@carol"]')
+    monkeypatch.setenv("PINCLAW_PEOPLE__ALICE__TELEGRAM", str(OWNER))
+    async with daemon():
+        for to in ("@carol", "carol smith", "", "12a"):
+            code, err = await agent_send("--channel", "telegram", "--to", to, "psst")
+            assert code == 2 and len(err.strip().splitlines()) == 1, err
+            assert "--to takes a numeric chat id" in err and "never @name" in err
+        code, err = await agent_send("--channel", "telegram", "--to", "bob", "hi")
+        assert code == 2 and "no telegram id for 'bob'" in err
+        assert fake_telegram.sent == []
+
+        code, err = await agent_send("--channel", "telegram", "--to", "12345", "To a number.")
+        assert (code, err.strip()) == (0, "sent to telegram chat 12345")
+        code, err = await agent_send("--channel", "telegram", "--to", "alice", "To Alice.")
+        assert (code, err.strip()) == (0, f"sent to telegram chat {OWNER} (alice)")
+    assert [m.plain for m in sent_to(fake_telegram, 12345)] == ["To a number."]
+    assert [m.plain for m in sent_to(fake_telegram, OWNER)] == ["To Alice."]

@@ -1,14 +1,21 @@
 """`agent doctor`: is this installation ready? Config, workspace, model, key — no network
-call unless asked."""
+call unless asked. Everything it prints passes the runtime's secret scrubber: a provider's
+error (a 401 that echoes the key) is shown like any other text the runtime shows."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import sqlite3
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
+from agent.app import make_scrubber
 from agent.config import Settings
+from agent.security import Scrubber
 from agent.turns.quirks import ProviderQuirks
 from agent.workspace import BOOTSTRAP_FILES
 from tools.board_types import BoardInfo, pin_runs
@@ -43,7 +50,38 @@ def key_problem(settings: Settings) -> str | None:
     return f"no API key: set {env} (or PINCLAW_LLM__API_KEY)"
 
 
+class ScrubbedLines(io.TextIOBase):
+    """Standard output while doctor runs: whole lines, scrubbed, whoever prints them."""
+
+    def __init__(self, out: TextIO, scrub: Scrubber) -> None:
+        self._out = out
+        self._scrub = scrub
+        self._rest = ""  # an unfinished line: a secret in it may not be complete yet
+
+    def write(self, text: str) -> int:
+        done, newline, self._rest = (self._rest + text).rpartition("\n")
+        if newline:
+            self._out.write(self._scrub(done + newline))
+            self._out.flush()
+        return len(text)
+
+    def finish(self) -> None:
+        if self._rest:
+            self._out.write(self._scrub(self._rest))
+            self._rest = ""
+        self._out.flush()
+
+
 async def run_doctor(settings: Settings, *, check_model: bool = False) -> int:
+    out = ScrubbedLines(sys.stdout, make_scrubber(settings))
+    try:
+        with contextlib.redirect_stdout(out):
+            return await _checks(settings, check_model)
+    finally:
+        out.finish()
+
+
+async def _checks(settings: Settings, check_model: bool) -> int:
     problems = 0
 
     def report(ok: bool, label: str, detail: str) -> None:

@@ -34,9 +34,18 @@ def _load(ctx: click.Context) -> Settings:
             click.echo(f"config error: {line}", err=True)
         sys.exit(2)
     from agent.app import make_scrubber
+    from agent.home import secure_home
 
     _setup_logging(ctx.obj["verbose"], ScrubbingFilter(make_scrubber(settings)))
+    # Every command that reads the settings opens the home: it is made the owner's alone
+    # first, and an older home's fix is said once, on stderr (a service's log).
+    _say(secure_home(settings.home, settings.workspace_dir))
     return settings
+
+
+def _say(line: str | None) -> None:
+    if line:
+        click.echo(line, err=True)
 
 
 def _setup_logging(verbose: int, scrub_filter: logging.Filter) -> None:
@@ -188,6 +197,7 @@ def init(ctx: click.Context) -> None:
     config_file = find_config_file(ctx.obj["config"], os.environ)
     workspace = _load(ctx).workspace_dir if config_file.exists() else home / "workspace"
     report = init_home(home, workspace, config_file)
+    _say(report.tightened)
     for path in report.created:
         click.echo(f"created  {path}")
     for path in report.kept:

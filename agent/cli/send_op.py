@@ -4,7 +4,9 @@ acknowledged, retried through 429s and outages until `delivery_deadline_s`).
 
 A chat qualifies when the channel's allow-list admits it as a person's private chat (its id
 is an allowed user's; "*" admits any) or when an allowed person has written in it (a group
-the agent is in): a script cannot make the bot speak where nobody let it.
+the agent is in): a script cannot make the bot speak where nobody let it. `to` is a numeric
+chat id or a `[people]` name, resolved to that person's private chat on the channel; never
+`@name`, which Telegram would read as a public channel.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import time
 from collections.abc import Mapping
 
 from agent.cli.local_server import Connection, Request
+from agent.cli.send import TO_ACCEPTED, chat_form
 from agent.security import Scrubber
 from agent.turns.runtime import ChannelRuntime
+from agent.turns.schedule_book import private_chat
 from channels.base import ChatRef, Reply
 
 MAX_TEXT = 20_000
@@ -41,15 +45,20 @@ class SendOp:
             if len(text) > MAX_TEXT
             else None
         )
-        if runtime is not None and refusal is None and not await may_send(runtime, to):
-            refusal = (
-                f"{channel} chat {to!r} is not one the agent talks in: its id is not on "
-                f"[channels.{channel}] allowed_users and no allowed person has written there"
-            )
-        if refusal is not None or runtime is None:
+        chat: ChatRef | None = None
+        if runtime is not None and refusal is None:
+            chat, refusal = await resolve(runtime, to)
+            if chat is not None and not await may_send(runtime, chat.chat_id):
+                refusal = (
+                    f"{channel} chat {chat.chat_id!r} is not one the agent talks in: its id is "
+                    f"not on [channels.{channel}] allowed_users and no allowed person has "
+                    "written there"
+                )
+        if refusal is not None or runtime is None or chat is None:
             conn.send({"event": "error", "message": refusal, "code": 2})
             return
-        outgoing_id = await runtime.queue_reply(ChatRef(channel, to), Reply(text))
+        to = chat.chat_id if to == chat.chat_id else f"{chat.chat_id} ({to})"
+        outgoing_id = await runtime.queue_reply(chat, Reply(text))
         wait_s = float(request.get("wait_s", 30.0))
         status, error = await delivered(runtime, outgoing_id, wait_s)
         if status == "sent":
@@ -61,6 +70,24 @@ class SendOp:
             note = f"stored, not delivered yet{f' ({error})' if error else ''}; the daemon "
             note += "keeps trying until the delivery deadline"
             conn.send({"event": "done", "code": 0, "stderr": note})
+
+
+async def resolve(runtime: ChannelRuntime, to: str) -> tuple[ChatRef | None, str | None]:
+    """The chat `to` names on the runtime's channel, or why there is none."""
+    channel = runtime.channel.name
+    form = chat_form(channel, to)
+    if form == "id":
+        return ChatRef(channel, to), None
+    if form is None:
+        return None, f"{to!r} is not a chat: {TO_ACCEPTED}"
+    person = runtime.settings.people.get(to)
+    user_id = getattr(person, channel, "") if person is not None else ""
+    if not user_id:
+        return None, f'no {channel} id for {to!r}: add {channel} = "<id>" under [people.{to}]'
+    chat = await private_chat(runtime.store.db, channel, user_id)
+    if chat is None:
+        return None, f"{to} has no private {channel} chat with the bot yet: they write first"
+    return chat, None
 
 
 async def may_send(runtime: ChannelRuntime, chat_id: str) -> bool:

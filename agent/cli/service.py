@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from agent.home import ENV_FILE_NAME, default_home
+from agent.home import ENV_FILE_NAME, LOG_NAME, create_private_file, default_home, secure_home
 
 UNIT_NAME = "pinclaw.service"
 LAUNCHD_LABEL = "dev.pinclaw.agent"
@@ -101,11 +101,11 @@ def _launchd(argv: list[str], home: Path, user_home: Path) -> ServiceFile:
         "EnvironmentVariables": {"PINCLAW_HOME": str(home)},
         "RunAtLoad": True,
         "KeepAlive": {"SuccessfulExit": False},  # restarted when it fails, not when stopped
-        "StandardOutPath": str(home / "agent.log"),
-        "StandardErrorPath": str(home / "agent.log"),  # the daemon logs on stderr
+        "StandardOutPath": str(home / LOG_NAME),
+        "StandardErrorPath": str(home / LOG_NAME),  # the daemon logs on stderr
     }
     path = user_home / "Library" / "LaunchAgents" / f"{LAUNCHD_LABEL}.plist"
-    log = home / "agent.log"
+    log = home / LOG_NAME
     steps = (f'launchctl bootstrap gui/$(id -u) "{path}"',
              f"launchctl print gui/$(id -u)/{LAUNCHD_LABEL}; tail -f {log}")  # fmt: skip
     return ServiceFile(path, plistlib.dumps(plist).decode(), steps)
@@ -136,12 +136,14 @@ def install(ctx: click.Context, print_only: bool) -> None:
     found.path.parent.mkdir(parents=True, exist_ok=True)
     found.path.write_text(found.text, encoding="utf-8")
     click.echo(f"wrote    {found.path}")
+    tightened = secure_home(home)
+    if tightened:
+        click.echo(tightened, err=True)
     env_file = home / ENV_FILE_NAME
-    if not env_file.exists():
-        home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        env_file.touch(mode=0o600)
-        env_file.write_text(ENV_FILE_HEAD, encoding="utf-8")
+    if create_private_file(env_file, ENV_FILE_HEAD):  # 0600: the keys go there
         click.echo(f"created  {env_file} (put your API key there)")
+    if sys.platform == "darwin":  # launchd appends to it keeping its mode: the owner's alone
+        create_private_file(home / LOG_NAME)
     click.echo("then:")
     for step in found.next_steps:
         click.echo(f"  {step}")

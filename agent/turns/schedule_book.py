@@ -91,17 +91,24 @@ async def owner_chat(
             user_id = getattr(person, channel)
             if channel not in channels or not user_id:
                 continue
-            if channel == "telegram":
-                return OwnerChat(ChatRef("telegram", user_id), user_id, name)
-            row = await db.fetchone(
-                "SELECT chat_key FROM inbox WHERE channel = ? AND trigger = ''"
-                " AND json_extract(message, '$.sender_id') = ?"
-                " AND json_extract(message, '$.is_group') = 0 ORDER BY id DESC LIMIT 1",
-                (channel, user_id),
-            )
-            if row:
-                return OwnerChat(chat_of(row[0]), user_id, name)
+            chat = await private_chat(db, channel, user_id)
+            if chat is not None:
+                return OwnerChat(chat, user_id, name)
     return None
+
+
+async def private_chat(db: StateDB, channel: str, user_id: str) -> ChatRef | None:
+    """A person's private chat with the bot: on Telegram its id is the user's id; on Discord
+    the DM they last wrote in (None before they have)."""
+    if channel == "telegram":
+        return ChatRef("telegram", user_id)
+    row = await db.fetchone(
+        "SELECT chat_key FROM inbox WHERE channel = ? AND trigger = ''"
+        " AND json_extract(message, '$.sender_id') = ?"
+        " AND json_extract(message, '$.is_group') = 0 ORDER BY id DESC LIMIT 1",
+        (channel, user_id),
+    )
+    return chat_of(row[0]) if row else None
 
 
 def enabled_channels(settings: Settings) -> list[str]:

@@ -21,6 +21,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from agent.home import PRIVATE_DIR_MODE, create_private_file
+
 T = TypeVar("T")
 
 
@@ -31,7 +33,10 @@ class StateDB:
         self._thread: ThreadPoolExecutor | None = None
 
     async def open(self, *schemas: str) -> StateDB:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Every chat and memory is in here: the file is made 0600 before SQLite opens it,
+        and SQLite gives its -wal and -shm the same mode."""
+        self.path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        create_private_file(self.path)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="state.db")
         self._conn = await self._run(_connect, self.path, schemas)
         return self
