@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +16,7 @@ from agent.prompt.builder import SystemPromptBuilder
 from agent.prompt.skills import SkillCatalog
 from agent.prompt.source import PromptSource, default_budget, host_info, host_timezone
 from agent.security import Scrubber
+from agent.turns.attachments import Transcriber
 from agent.turns.inbox import SCHEMA as INBOX_SCHEMA
 from agent.turns.inbox import Inbox
 from agent.turns.outbox import SCHEMA as OUTBOX_SCHEMA
@@ -137,14 +138,14 @@ async def start_watcher(app: App, runtimes: Sequence[ChannelRuntime]) -> PinWatc
     return watcher
 
 
-def voice_transcriber(settings: Settings, channel: str) -> Callable[[Path], Awaitable[str]] | None:
+def voice_transcriber(settings: Settings, channel: str) -> Transcriber | None:
     """Speech to text for the channel's voice notes and audio, when it names a model."""
     model = getattr(getattr(settings.channels, channel, None), "transcription_model", "")
     if not model:
         return None
 
-    async def transcribe_voice(path: Path) -> str:
-        return await transcribe(path, model, api_base=settings.llm.api_base)
+    async def transcribe_voice(name: str, data: bytes) -> str:
+        return await transcribe(name, data, model, api_base=settings.llm.api_base)
 
     return transcribe_voice
 

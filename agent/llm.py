@@ -13,7 +13,6 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -252,11 +251,11 @@ class LLMClient:
         return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"])
 
 
-async def transcribe(path: Path, model: str, *, api_base: str = "") -> str:
-    """Speech to text through LiteLLM (e.g. model "openai/whisper-1")."""
+async def transcribe(name: str, data: bytes, model: str, *, api_base: str = "") -> str:
+    """Speech to text through LiteLLM (e.g. model "openai/whisper-1"), from the bytes the
+    channel fetched (the file saved in the workspace is not read again)."""
     litellm = load_litellm()
-    data = await asyncio.to_thread(path.read_bytes)
-    kwargs: dict[str, Any] = {"model": model, "file": (path.name, data)}
+    kwargs: dict[str, Any] = {"model": model, "file": (name, data)}
     if api_base:
         kwargs["api_base"] = api_base
     response = await litellm.atranscription(**kwargs)

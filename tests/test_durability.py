@@ -271,7 +271,7 @@ def test_a_slow_download_holds_up_only_its_own_chat(
     wait_until(lambda: bool(texts(fake_telegram, 70)), 30, "the photo's answer", daemon)
     assert daemon.terminate() == 0
     asked = str(fake_llm.requests[-1]["messages"])
-    assert "[IMAGE:inbox/telegram-70-" in asked
+    assert "[IMAGE:inbox/telegram-70/" in asked
 
 
 def test_a_file_over_the_limit_is_refused_with_a_reply_and_never_downloaded(
@@ -298,4 +298,4 @@ def test_a_file_over_the_limit_is_refused_with_a_reply_and_never_downloaded(
     assert "chat 80 message 1" in answer
     assert fake_telegram.downloads == []
     assert len(fake_llm.requests) == 1  # no turn for the refused file, none for the sticker
-    assert not list((home / "workspace").glob("inbox/*huge*"))
+    assert not list((home / "workspace" / "inbox").rglob("*huge*"))

@@ -21,6 +21,11 @@ DEFAULT_ALLOWED_COMMANDS = (
     "sort", "uniq", "diff", "mkdir", "touch", "cp", "mv", "git",
 )  # fmt: skip
 
+# Refused as paths by the file tools and the shell's parser. The OS sandbox exposes none of
+# them but what programs need to run: /proc (the command's own processes), /dev (null,
+# zero, urandom, tty) and the files of /etc listed in tools/sandbox_etc.py (the loader
+# cache, name lookups, passwd and group for user names, certificates, the time zone), which
+# a program may read without naming them (`ls -l` reads /etc/passwd).
 DEFAULT_FORBIDDEN_PATHS = (
     "/etc", "/root", "/proc", "/sys", "/boot", "/dev", "/var", "~/.ssh", "~/.gnupg", "~/.aws",
     "~/.config",
@@ -42,10 +47,22 @@ class SecuritySettings(_Section):
     sandbox_network: bool = True
     approval_timeout_s: float = Field(default=120.0, gt=0, le=3600)
 
+    @field_validator("owner_private")
+    @classmethod
+    def _inside_the_workspace(cls, names: list[str]) -> list[str]:
+        for name in names:
+            parts = name.replace("\\", "/").split("/")
+            if not name.strip() or name.startswith(("/", "~")) or ".." in parts:
+                raise ValueError(f"{name!r}: a path relative to the workspace, without ..")
+        return names
+
 
 class ShellSettings(_Section):
     timeout_s: float = Field(default=30.0, gt=0)
     max_output_chars: int = Field(default=20_000, ge=200)
+    # Address space per process (RLIMIT_AS; a cgroup's memory.max for the whole command
+    # where one can be made with the memory controller); 0 = none. A JVM wants 4096.
+    memory_mb: int = Field(default=1024, ge=0)
 
 
 class MemorySettings(_Section):

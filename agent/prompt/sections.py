@@ -264,7 +264,7 @@ def _channel(ctx: PromptContext) -> str:
     if caps.media:
         kinds = ", ".join(f"[{kind}:...]" for kind in sorted(caps.media))
         lines.append(f"- To send a file, put a media marker in your reply: {kinds}.")
-        example = f"[IMAGE:inbox/{ctx.channel}-…-photo.jpg]"
+        example = f"[IMAGE:inbox/{ctx.channel}-…/…-photo.jpg]"
         lines.append(
             "- The same markers in a user's message are files they sent, already saved at "
             f"that path in the workspace (e.g. {example}): read one with file_read or your "

@@ -26,7 +26,7 @@ from tools.paths import PathRules, PolicyError
 
 log = logging.getLogger(__name__)
 
-Transcriber = Callable[[Path], Awaitable[str]]
+Transcriber = Callable[[str, bytes], Awaitable[str]]  # (file name, its bytes) -> text
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_NAME_CHARS = 100  # of the saved name: well under any file system's 255 bytes
 _MAX_EXTENSION_CHARS = 16
@@ -73,10 +73,20 @@ class Downloads:
                 notes.append(f"[{item.name[:80]} could not be saved: {why}]")
                 continue
             spoken = item.kind in ("VOICE", "AUDIO")
-            note = await _transcript(item.kind, dest, self.transcribe, self.scrub) if spoken else ""
+            note = await self._transcript(item.kind, dest.name, data) if spoken else ""
             saved.append(Attachment(item.kind, dest, note))
         text = "\n".join([msg.text, *notes]) if notes else msg.text
         return dataclasses.replace(msg, text=text, attachments=tuple(saved), files=())
+
+    async def _transcript(self, kind: str, name: str, data: bytes) -> str:
+        what = "voice note" if kind == "VOICE" else "recording"
+        if self.transcribe is None:
+            return f"(a {what}, saved there; no transcription is configured)"
+        try:
+            return f"({what} transcript: {self.scrub(await self.transcribe(name, data))})"
+        except Exception as exc:
+            log.warning("transcription failed: %s", exc)
+            return f"(a {what}, saved there; transcription failed)"
 
 
 def _save(files: PathRules, folder: str, message_id: str, item: RemoteFile, data: bytes) -> Path:
@@ -107,16 +117,3 @@ def _remove(files: PathRules, relative: str) -> None:
         os.unlink(files.workspace / relative)
     except OSError as exc:
         log.warning("could not remove the partial file %s: %s", relative, exc)
-
-
-async def _transcript(
-    kind: str, path: Path, transcribe: Transcriber | None, scrub: Callable[[str], str]
-) -> str:
-    what = "voice note" if kind == "VOICE" else "recording"
-    if transcribe is None:
-        return f"(a {what}, saved there; no transcription is configured)"
-    try:
-        return f"({what} transcript: {scrub(await transcribe(path))})"
-    except Exception as exc:
-        log.warning("transcription failed: %s", exc)
-        return f"(a {what}, saved there; transcription failed)"

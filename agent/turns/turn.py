@@ -9,7 +9,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agent.llm import LLMClient, LLMError, LLMRequestRejected, Message, supports_vision
@@ -25,8 +26,11 @@ from agent.turns.vision import image_part
 from channels.base import Channel, IncomingMessage
 from channels.markers import marker_for
 from tools.base import ToolCallContext
+from tools.paths import PolicyError
 
 log = logging.getLogger(__name__)
+
+MAX_IMAGE_BYTES = 30 * 1024 * 1024  # a photo larger than this is not shown to the model
 
 FAILED_TURN = "Sorry, I could not answer that just now ({})."
 UNREACHABLE = "the model could not be reached"
@@ -190,11 +194,20 @@ class TurnRunner:
             return user
         if llm.vision == "auto" and not supports_vision(self.llm.model):
             return user
-        parts = [await asyncio.to_thread(image_part, path, llm.vision_max_px) for path in photos]
+        parts = [await asyncio.to_thread(self._image, path, llm.vision_max_px) for path in photos]
         images = [part for part in parts if part is not None]
         if not images:
             return user
         return {**user, "content": [{"type": "text", "text": user["content"]}, *images]}
+
+    def _image(self, path: Path, max_px: int) -> dict[str, Any] | None:
+        """The photo read through the workspace's resolver (no link followed), as a part."""
+        try:
+            data = self.source.files.read_bytes(str(path), MAX_IMAGE_BYTES)
+        except (PolicyError, OSError) as exc:
+            log.warning("%s is not shown to the model: %s", path.name, exc)
+            return None
+        return image_part(data, path.name, max_px)
 
     def _placement(self) -> Placement:
         configured = self.source.settings.agent.delivery_instructions

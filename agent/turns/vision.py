@@ -7,18 +7,17 @@ from __future__ import annotations
 import base64
 import io
 import logging
-from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 
-def image_part(path: Path, max_px: int) -> dict[str, Any] | None:
+def image_part(data: bytes, name: str, max_px: int) -> dict[str, Any] | None:
     """The image as a message part, or None (logged) when it cannot be read as one."""
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as opened:
+        with Image.open(io.BytesIO(data)) as opened:
             opened.load()
             kind = "PNG" if opened.mode in ("RGBA", "LA", "P") else "JPEG"
             image: Image.Image = opened
@@ -29,8 +28,8 @@ def image_part(path: Path, max_px: int) -> dict[str, Any] | None:
             buffer = io.BytesIO()
             image.save(buffer, kind, **({"quality": 85} if kind == "JPEG" else {}))
     except (OSError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
-        log.warning("%s is not shown to the model: %s", path.name, exc)
+        log.warning("%s is not shown to the model: %s", name, exc)
         return None
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
     mime = "image/png" if kind == "PNG" else "image/jpeg"
-    return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}}
+    return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{encoded}"}}
