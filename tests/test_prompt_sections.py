@@ -69,7 +69,7 @@ def test_tool_use_protocol_only_with_the_xml_dispatcher(workspace: Path) -> None
     assert '<tool_call>{"name": "tool_name", "arguments": {"param": "value"}}</tool_call>' in (
         protocol
     )
-    assert '<tool_result name="...">' in protocol
+    assert "<tool_result" not in protocol and "never write a tool result" in protocol
     # xml sends no tools=, so each tool's parameters are spelled out in the prompt
     assert '"required":["command"]' in section(xml, "Tools")
     assert '"required"' not in section(native, "Tools")
@@ -174,7 +174,7 @@ def test_channels_that_take_media_say_what_incoming_markers_mean(
     text = section(build(make_ctx(workspace, channel, mode="minimal")), "Channel Capabilities")
     assert (
         "The same markers in a user's message are files they sent, already saved at that path "
-        f"in the workspace (e.g. [IMAGE:inbox/{channel}-…-photo.jpg]): read one with file_read"
+        f"in the workspace (e.g. [IMAGE:inbox/{channel}-…/…-photo.jpg]): read one with file_read"
     ) in text
 
 

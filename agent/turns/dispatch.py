@@ -3,17 +3,26 @@
 native: tools go as `tools=`, calls come back as `tool_calls`, results as `tool` messages.
 xml: for models without function calling, the prompt teaches a `<tool_call>` text protocol;
 calls are parsed out of the reply and results go back as `<tool_result>` user messages.
+
+Both also run calls a model wrote as text in some other way (agent/turns/tool_call_text.py)
+when its reply carries none in their own shape. The history then reads as if the model had
+used that shape: native gets an assistant message with `tool_calls` (the narration as its
+content) and `tool` results, so OpenAI-compatible servers take it; xml gets the narration
+and canonical `<tool_call>` blocks.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent.llm import LLMResponse, Message, ToolCall, supports_native_tools
 from agent.prompt.context import Dispatch
+from agent.turns.honesty import without_results
+from agent.turns.tool_call_text import TextCalls, find_tool_calls, offered
 from tools.base import ToolRegistry, ToolResult
 
 
@@ -21,6 +30,11 @@ from tools.base import ToolRegistry, ToolResult
 class ParsedCalls:
     calls: tuple[ToolCall, ...]
     problems: tuple[str, ...] = ()  # malformed calls, reported back to the model
+    # The assistant's text as it goes into the history when calls were read from prose
+    # (the narration); None: as the model wrote it.
+    content: str | None = None
+    # No call, but a clear attempt at one that no offered tool fits: the loop may say so.
+    near_misses: tuple[str, ...] = ()
 
 
 class Dispatcher(Protocol):
@@ -28,9 +42,9 @@ class Dispatcher(Protocol):
 
     def request_tools(self, registry: ToolRegistry) -> list[dict[str, Any]] | None: ...
 
-    def parse(self, response: LLMResponse) -> ParsedCalls: ...
+    def parse(self, response: LLMResponse, registry: ToolRegistry) -> ParsedCalls: ...
 
-    def assistant_message(self, response: LLMResponse) -> Message: ...
+    def assistant_message(self, response: LLMResponse, parsed: ParsedCalls) -> Message: ...
 
     def result_messages(self, parsed: ParsedCalls, results: list[ToolResult]) -> list[Message]: ...
 
@@ -39,30 +53,47 @@ def result_text(result: ToolResult) -> str:
     return result.output if result.ok else f"Error: {result.output}"
 
 
+def _from_text(found: TextCalls, ids: list[str]) -> ParsedCalls:
+    """Calls read out of prose; with none, only the near misses (if any)."""
+    calls = tuple(
+        ToolCall(id=id, name=call.name, arguments=json.dumps(call.arguments, ensure_ascii=False))
+        for id, call in zip(ids, found.calls, strict=True)
+    )
+    if not calls:
+        return ParsedCalls(calls=(), near_misses=found.near_misses)
+    return ParsedCalls(calls=calls, problems=found.near_misses, content=found.narration)
+
+
 class NativeDispatcher:
     name = "native"
 
     def request_tools(self, registry: ToolRegistry) -> list[dict[str, Any]] | None:
         return registry.schemas() or None
 
-    def parse(self, response: LLMResponse) -> ParsedCalls:
-        return ParsedCalls(calls=response.tool_calls)
-
-    def assistant_message(self, response: LLMResponse) -> Message:
-        message: Message = {"role": "assistant", "content": response.content or None}
+    def parse(self, response: LLMResponse, registry: ToolRegistry) -> ParsedCalls:
         if response.tool_calls:
+            return ParsedCalls(calls=response.tool_calls)
+        found = find_tool_calls(response.content, offered(registry))
+        # Nine letters and digits: the strictest id rule among the providers (Mistral's).
+        ids = [f"call{uuid.uuid4().hex[:5]}" for _ in found.calls]
+        return _from_text(found, ids)
+
+    def assistant_message(self, response: LLMResponse, parsed: ParsedCalls) -> Message:
+        content = response.content if parsed.content is None else parsed.content
+        message: Message = {"role": "assistant", "content": content or None}
+        if parsed.calls:
             message["tool_calls"] = [
                 {
                     "id": call.id,
                     "type": "function",
                     "function": {"name": call.name, "arguments": call.arguments},
                 }
-                for call in response.tool_calls
+                for call in parsed.calls
             ]
         return message
 
     def result_messages(self, parsed: ParsedCalls, results: list[ToolResult]) -> list[Message]:
-        return [
+        messages: list[Message] = [
             {
                 "role": "tool",
                 "tool_call_id": call.id,
@@ -71,6 +102,10 @@ class NativeDispatcher:
             }
             for call, result in zip(parsed.calls, results, strict=True)
         ]
+        if parsed.problems:
+            problems = "; ".join(parsed.problems)
+            messages.append({"role": "user", "content": f"Not run: {problems}"})
+        return messages
 
 
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
@@ -82,7 +117,16 @@ class XmlDispatcher:
     def request_tools(self, registry: ToolRegistry) -> list[dict[str, Any]] | None:
         return None
 
-    def parse(self, response: LLMResponse) -> ParsedCalls:
+    def parse(self, response: LLMResponse, registry: ToolRegistry) -> ParsedCalls:
+        if not _TOOL_CALL.search(response.content):
+            found = find_tool_calls(response.content, offered(registry))
+            parsed = _from_text(found, [f"xml_{i + 1}" for i in range(len(found.calls))])
+            if not parsed.calls:
+                return parsed
+            blocks = [_block(call) for call in parsed.calls]
+            return ParsedCalls(
+                parsed.calls, parsed.problems, "\n".join([found.narration, *blocks]).strip()
+            )
         calls: list[ToolCall] = []
         problems: list[str] = []
         for index, match in enumerate(_TOOL_CALL.finditer(response.content)):
@@ -90,10 +134,14 @@ class XmlDispatcher:
             try:
                 data = json.loads(body)
             except json.JSONDecodeError as exc:
-                problems.append(
-                    f"tool call {index + 1} is not valid JSON ({exc.msg}): {body[:200]}"
-                )
-                continue
+                other = find_tool_calls(match.group(0), offered(registry)).calls  # GLM, Qwen3-Coder
+                if len(other) == 1:
+                    data = {"name": other[0].name, "arguments": other[0].arguments}
+                else:
+                    problems.append(
+                        f"tool call {index + 1} is not valid JSON ({exc.msg}): {body[:200]}"
+                    )
+                    continue
             if not isinstance(data, dict) or not isinstance(data.get("name"), str):
                 problems.append(
                     f'tool call {index + 1} needs {{"name": ..., "arguments": {{...}}}}'
@@ -109,8 +157,12 @@ class XmlDispatcher:
             )
         return ParsedCalls(calls=tuple(calls), problems=tuple(problems))
 
-    def assistant_message(self, response: LLMResponse) -> Message:
-        return {"role": "assistant", "content": response.content}
+    def assistant_message(self, response: LLMResponse, parsed: ParsedCalls) -> Message:
+        if parsed.content is not None:
+            return {"role": "assistant", "content": parsed.content}
+        # A result the model wrote next to its calls would sit beside the real one.
+        content = without_results(response.content) if parsed.calls else response.content
+        return {"role": "assistant", "content": content}
 
     def result_messages(self, parsed: ParsedCalls, results: list[ToolResult]) -> list[Message]:
         parts = [
@@ -121,6 +173,12 @@ class XmlDispatcher:
             f'<tool_result name="error">\n{problem}\n</tool_result>' for problem in parsed.problems
         ]
         return [{"role": "user", "content": "\n".join(parts)}]
+
+
+def _block(call: ToolCall) -> str:
+    arguments = json.loads(call.arguments)
+    body = json.dumps({"name": call.name, "arguments": arguments}, ensure_ascii=False)
+    return f"<tool_call>{body}</tool_call>"
 
 
 def configured_dispatcher(choice: str, model: str) -> Dispatch:

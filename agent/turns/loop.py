@@ -3,6 +3,12 @@
 The model is called; the tool calls of one reply run concurrently; their results go back;
 repeat until a reply has no tool calls. Tool trouble of any kind becomes an error result
 the model can read, never an exception out of the loop.
+
+A reply without calls is the answer unless it slips (agent/turns/honesty.py): empty, a
+tool result the model wrote, an action claimed while no tool ran, or a call attempt no
+offered tool fits. Each kind is re-asked once with a short correction; the slipped reply
+and the correction go to the model but not into the stored history. A second slip ends
+the turn with the answer marked (or, for an empty one, a line of what the tools did).
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent.llm import LLMClient, Message, ToolCall, Usage
-from agent.turns.dispatch import Dispatcher, NativeDispatcher, visible_text
+from agent.llm import LLMClient, LLMResponse, Message, ToolCall, Usage
+from agent.turns import honesty
+from agent.turns.dispatch import Dispatcher, NativeDispatcher, ParsedCalls, visible_text
 from tools.base import ApprovalRequest, ToolCallContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
@@ -73,6 +80,7 @@ async def run_tool_call_loop(
     messages = list(history)
     result = TurnResult(text="", new_messages=[], stop_reason="done")
     seen: Counter[tuple[str, str]] = Counter()
+    corrected: set[str] = set()  # the kinds of slip already re-asked in this turn
 
     def add(message: Message) -> None:
         messages.append(message)
@@ -80,14 +88,23 @@ async def run_tool_call_loop(
 
     for _ in range(options.max_iterations):
         response = await llm.complete(
-            messages, tools=dispatch.request_tools(tools), on_text=on_text
+            messages,
+            tools=dispatch.request_tools(tools),
+            on_text=HoldCallPrefix(on_text) if on_text else None,
         )
         result.usage.add(response)
-        parsed = dispatch.parse(response)
-        add(dispatch.assistant_message(response))
+        parsed = dispatch.parse(response, tools)
         if not parsed.calls and not parsed.problems:
-            result.text = visible_text(response)
+            slips = _slips(response, parsed, result.events, offered=len(tools) > 0)
+            fresh = [(kind, correction) for kind, correction in slips if kind not in corrected]
+            if fresh:
+                corrected.add(fresh[0][0])
+                _ask_again(messages, dispatch.assistant_message(response, parsed), fresh[0][1])
+                continue
+            answer = dispatch.assistant_message(response, parsed)
+            _finish(result, add, answer, visible_text(response), {kind for kind, _ in slips})
             return result
+        add(dispatch.assistant_message(response, parsed))
         repeated = [_is_repeat(seen, call) for call in parsed.calls]
         outcomes = await asyncio.gather(
             *(
@@ -110,9 +127,92 @@ async def run_tool_call_loop(
     # Out of iterations or looping: one last call without tools, so the user gets text.
     final = await llm.complete([*messages, {"role": "user", "content": _WRAP_UP}], tools=None)
     result.usage.add(final)
-    add({"role": "assistant", "content": final.content})
-    result.text = visible_text(final)
+    slips = _slips(final, ParsedCalls(calls=()), result.events, offered=False)
+    answer = {"role": "assistant", "content": final.content}
+    _finish(result, add, answer, visible_text(final), {kind for kind, _ in slips})
     return result
+
+
+# How a reply that is a call written as text begins (agent/turns/tool_call_text.py).
+_CALL_STARTS = ("{", "[", "```", "<tool", "<function", "<|", "<｜", "functools[")
+
+
+class HoldCallPrefix:
+    """A stream filter for one reply: nothing is shown while it could still be a call
+    written as text, and a reply that begins like one is not streamed at all, so a raw
+    call never flashes up as a preview (its answer comes once the tools ran)."""
+
+    def __init__(self, on_text: Callable[[str], None]) -> None:
+        self._on_text = on_text
+        self._held = ""
+        self._state: Literal["holding", "open", "closed"] = "holding"
+
+    def __call__(self, delta: str) -> None:
+        if self._state == "open":
+            self._on_text(delta)
+        if self._state != "holding":
+            return
+        self._held += delta
+        start = self._held.lstrip()
+        if not start:
+            return
+        if start.startswith(_CALL_STARTS):
+            self._state = "closed"
+        elif not any(prefix.startswith(start) for prefix in _CALL_STARTS):
+            self._state = "open"
+            self._on_text(self._held)
+
+
+def _slips(
+    response: LLMResponse, parsed: ParsedCalls, events: list[ToolEvent], *, offered: bool
+) -> list[tuple[str, str]]:
+    """What is wrong with a reply that would be the answer, each with its correction."""
+    found: list[tuple[str, str]] = []
+    if parsed.near_misses:
+        problems = "; ".join(parsed.near_misses)
+        found.append(("near_miss", honesty.NEAR_MISS.format(problems=problems)))
+    text = visible_text(response)
+    if not text:
+        return [*found, ("empty", honesty.EMPTY)]
+    marker = honesty.result_marker(response.content)
+    if marker:
+        found.append(("slip", honesty.FAKE_RESULT.format(what=marker)))
+    elif offered and not events and honesty.claims_action(text):
+        found.append(("slip", honesty.NO_TOOL_RAN))
+    return found
+
+
+def _ask_again(messages: list[Message], answer: Message, correction: str) -> None:
+    """Send the reply back with its correction, for this turn only. An empty reply is not
+    sent (some servers refuse an empty assistant message): the correction joins the last
+    user message instead, so the roles still alternate."""
+    last = messages[-1] if messages else {}
+    if str(answer.get("content") or "").strip() or answer.get("tool_calls"):
+        messages += [answer, {"role": "user", "content": correction}]
+    elif last.get("role") == "user" and isinstance(last.get("content"), str):
+        messages[-1] = {**last, "content": f"{last['content']}\n\n{correction}"}
+    else:
+        messages.append({"role": "user", "content": correction})
+
+
+def _finish(
+    result: TurnResult,
+    add: Callable[[Message], None],
+    answer: Message,
+    text: str,
+    slips: set[str],
+) -> None:
+    """The answer as the user gets it: never empty, never a made-up result as fact."""
+    if "empty" in slips:
+        text = honesty.account([(event.name, event.ok) for event in result.events])
+    elif "slip" in slips:
+        text = honesty.slipped_answer(text, tools_ran=bool(result.events))
+    else:
+        add(answer)
+        result.text = text
+        return
+    add({"role": "assistant", "content": text})
+    result.text = text
 
 
 def _is_repeat(seen: Counter[tuple[str, str]], call: ToolCall) -> bool:

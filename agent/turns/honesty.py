@@ -1,0 +1,134 @@
+"""What a final reply may not do: carry a tool result the model wrote, claim an action no
+tool took, or say nothing.
+
+Only pinclaw writes tool results. A reply with a result marker (`<tool_result>`,
+`{"tool_result": ...}`, `<tool_response>`, "Tool result:" lines, the result tokens of
+common chat templates) or one that claims an action while no tool ran in the turn is a
+protocol slip: the loop re-asks once with `correction(...)`, and a second slip reaches
+the user with the made-up results cut out and a one-line note. The claim patterns are a
+small, conservative English list: a false alarm costs one extra call and a note, a miss
+shows a claim as the model made it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+_RESULT_LINE = re.compile(
+    r"(?im)^[ \t*_]*(?:tool|function) ?(?:result|output|response)s?[*_]*[ \t]*:"
+)
+# (what it is, where it starts, where it ends: None for the line, "" for the end of text)
+_BLOCKS: tuple[tuple[str, re.Pattern[str], str | None], ...] = (
+    ("<tool_result>", re.compile(r"</?tool_result\b[^>]*>"), "</tool_result>"),
+    ("<tool_response>", re.compile(r"</?tool_response>"), "</tool_response>"),
+    ("<|tool_response|>", re.compile(r"<\|tool_response\|>"), "<|end|>"),
+    ("[TOOL_RESULTS]", re.compile(r"\[TOOL_RESULTS\]"), "[/TOOL_RESULTS]"),
+    ("a tool output token", re.compile(r"<[|｜]tool▁outputs?▁begin[|｜]>"), ""),
+    ("<|observation|>", re.compile(r"<\|observation\|>"), ""),
+    ("an ipython turn", re.compile(r"<\|start_header_id\|>ipython<\|end_header_id\|>"), ""),
+    ("a tool result line", _RESULT_LINE, None),
+)
+_JSON_RESULT = re.compile(r'\{\s*"(?:tool_result|tool_response|tool_output|function_result)"\s*:')
+_CLAIMS = (
+    re.compile(
+        r"\bI(?:'ve| have)?\s+(?:just\s+|now\s+|already\s+|successfully\s+)?"
+        r"(?:wrote|written|saved|stored|created|deleted|removed|edited|updated|appended|"
+        r"listed|ran|run|executed|scheduled|recorded)\b(?!\s+(?:into|out)\b)"
+        r"(?:\W+\w+){0,5}?\W+(?:files?|folders?|director(?:y|ies)|memory|memories|notes?|"
+        r"commands?|scripts?|reminders?|schedules?|pins?|disk|workspace|`|[\w-]+\.\w{1,5}\b)",
+        re.I,
+    ),
+    re.compile(
+        r"\bI(?:'ve| have)\s+(?:now\s+|already\s+|successfully\s+)?"
+        r"(?:saved|stored|executed|run)\b(?!\s+(?:into|out)\b)",
+        re.I,
+    ),
+    re.compile(
+        r"\b(?:has|have) been (?:successfully\s+)?"
+        r"(?:written|saved|stored|created|deleted|removed|updated|executed|scheduled)\b",
+        re.I,
+    ),
+    re.compile(r"(?:^|\n)[ \t]*(?:All )?Done[.!,:]", re.I),
+    re.compile(r"\bthe file now (?:contains|says|reads)\b", re.I),
+)
+
+FAKE_RESULT = (
+    "pinclaw: your reply contains a tool result ({what}) that you wrote yourself. Only "
+    "pinclaw writes tool results, and it sends them after running a call. If you need a "
+    "tool, call it now; otherwise answer without any result you did not receive."
+)
+NO_TOOL_RAN = (
+    "pinclaw: no tool ran in this turn, so nothing was written, saved, run or listed. If "
+    "the request needs a tool, call it now; otherwise answer honestly that it is not done."
+)
+EMPTY = "pinclaw: your reply was empty. Answer the user now, in plain text."
+NEAR_MISS = (
+    "pinclaw: that looked like a tool call, but nothing ran: {problems}. Call the tool "
+    "again with arguments that fit its parameters, or answer in plain text."
+)
+NOTE_NO_TOOL = "(Note: no tool ran for this answer, so nothing in it was done or checked.)"
+NOTE_CUT = "(Note: a tool result the model wrote itself was left out; only real results count.)"
+
+
+def result_marker(text: str) -> str:
+    """What tool-result marker `text` carries, or ""."""
+    for what, start, _ in _BLOCKS:
+        if start.search(text):
+            return what
+    return '{"tool_result": ...}' if _JSON_RESULT.search(text) else ""
+
+
+def claims_action(text: str) -> bool:
+    """Whether `text` says something was written, saved, run... (English only)."""
+    return any(pattern.search(text) for pattern in _CLAIMS)
+
+
+def without_results(text: str) -> str:
+    """`text` with the tool results the model wrote cut out."""
+    for _, start, end in _BLOCKS:
+        text = _cut_blocks(text, start, end)
+    while match := _JSON_RESULT.search(text):
+        try:
+            _, stop = json.JSONDecoder().raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            stop = _line_end(text, match.start())
+        text = text[: match.start()] + text[stop:]
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def _cut_blocks(text: str, start: re.Pattern[str], end: str | None) -> str:
+    while match := start.search(text):
+        if match.group(0).startswith("</"):  # a closing tag alone: only the tag goes
+            stop = match.end()
+        elif end is None:
+            stop = _line_end(text, match.start())
+            fence = re.match(r"\s*```.*?```", text[stop:], re.S)
+            stop += fence.end() if fence else 0
+        elif end and (found := text.find(end, match.end())) >= 0:
+            stop = found + len(end)
+        else:
+            stop = len(text)
+        text = text[: match.start()] + text[stop:]
+    return text
+
+
+def _line_end(text: str, pos: int) -> int:
+    end = text.find("\n", pos)
+    return len(text) if end < 0 else end
+
+
+def slipped_answer(text: str, tools_ran: bool) -> str:
+    """A reply that slipped twice, as the user gets it: made-up results out, one note."""
+    kept = without_results(text)
+    note = NOTE_CUT if tools_ran else NOTE_NO_TOOL
+    return f"{kept}\n\n{note}" if kept else note
+
+
+def account(events: Sequence[tuple[str, bool]]) -> str:
+    """The one line that stands in for an answer the model never gave."""
+    if not events:
+        return "(No answer from the model, and no tool ran.)"
+    done = ", ".join(f"{name} {'ok' if ok else 'failed'}" for name, ok in events)
+    return f"(No answer from the model. Tools run: {done}.)"

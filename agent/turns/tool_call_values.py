@@ -1,0 +1,167 @@
+"""How the pieces of a call written as text are read: JSON values (also with the doubled
+braces a template typo teaches), the shapes a call takes in JSON, Python call syntax, and
+the XML argument pairs of GLM-4.5 and Qwen3-Coder. agent/turns/tool_call_text.py decides
+where calls are; this only reads them.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+Candidate = tuple[str, Any]  # a name and its arguments as written (dict, JSON text, None)
+
+NAME_KEYS = frozenset({"name", "tool", "tool_name", "function"})
+ARG_KEYS = frozenset({"arguments", "parameters", "args"})
+_DECODER = json.JSONDecoder()
+_GLM_ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
+_QWEN_FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|\Z)", re.S)
+_QWEN_PARAM = re.compile(
+    r"<parameter=([^>\s]+)>\n?(.*?)\n?(?:</parameter>|(?=<parameter=)|\Z)", re.S
+)
+
+
+def json_calls(body: str) -> list[Candidate] | None:
+    """Call-shaped JSON values filling `body` (separated by blanks, `;` or `,`), or None."""
+    values: list[Any] = []
+    pos, text = 0, body.strip()
+    while pos < len(text):
+        decoded = decode_at(text, pos)
+        if decoded is None:
+            return None
+        values.append(decoded[0])
+        pos = decoded[1]
+        while pos < len(text) and (text[pos].isspace() or text[pos] in ";,"):
+            pos += 1
+    found: list[Candidate] = []
+    for value in values:
+        items = call_items(value)
+        if items is None:
+            return None
+        found += items
+    return found or None
+
+
+def call_items(value: Any) -> list[Candidate] | None:
+    """The calls a JSON value is shaped as (a call, a list of calls, an OpenAI message)."""
+    if isinstance(value, list):
+        items = [call_items(item) for item in value]
+        if not value or any(item is None for item in items):
+            return None
+        return [call for item in items if item for call in item]
+    if not isinstance(value, dict):
+        return None
+    keys = set(value)
+    if keys == {"tool_calls"}:
+        return call_items(value["tool_calls"])
+    if keys == {"function_call"}:
+        return call_items(value["function_call"])
+    inner = value.get("function")
+    if isinstance(inner, dict) and keys <= {"function", "type", "id", "index"}:
+        return call_items(inner)
+    names = keys & NAME_KEYS
+    args = keys & ARG_KEYS
+    if len(names) != 1 or len(args) > 1 or keys - NAME_KEYS - ARG_KEYS - {"id", "type"}:
+        return None
+    name = value[names.pop()]
+    if not isinstance(name, str) or not name:
+        return None
+    return [(name, value[args.pop()] if args else None)]
+
+
+def python_calls(body: str) -> list[Candidate] | None:
+    """`name(a=1, b="x")`, `name({"a": 1})` or a list of them, as Python literals."""
+    try:
+        node = ast.parse(body.strip(), mode="eval").body
+    except (SyntaxError, ValueError):
+        return None
+    calls = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
+    found: list[Candidate] = []
+    for call in calls:
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+            return None
+        try:
+            if call.args:
+                if len(call.args) != 1 or call.keywords or not isinstance(call.args[0], ast.Dict):
+                    return None
+                arguments: Any = _literal(call.args[0])
+            else:
+                arguments = {kw.arg: _literal(kw.value) for kw in call.keywords if kw.arg}
+                if len(arguments) != len(call.keywords):
+                    return None
+        except ValueError:
+            return None
+        found.append((call.func.id, arguments))
+    return found or None
+
+
+_JSON_NAMES = {"true": True, "false": False, "null": None}
+
+
+def _literal(node: ast.expr) -> Any:
+    if isinstance(node, ast.Name) and node.id in _JSON_NAMES:
+        return _JSON_NAMES[node.id]
+    return ast.literal_eval(node)
+
+
+def glm_calls(body: str) -> list[Candidate] | None:
+    """GLM-4.5/4.6: the name on the first line, then `<arg_key>k</arg_key><arg_value>v`."""
+    name, _, rest = body.strip().partition("\n")
+    pairs = _GLM_ARG.findall(rest)
+    if not name.strip() or not pairs:
+        return None
+    return [(name.strip(), {key.strip(): _scalar(value.strip()) for key, value in pairs})]
+
+
+def qwen_xml_calls(body: str) -> list[Candidate] | None:
+    """Qwen3-Coder: `<function=name><parameter=k>v</parameter></function>`."""
+    found: list[Candidate] = []
+    for name, params in _QWEN_FUNCTION.findall(body):
+        args = {key: _scalar(value) for key, value in _QWEN_PARAM.findall(params)}
+        found.append((name, args))
+    return found or None
+
+
+def _scalar(value: str) -> Any:
+    """A value written bare in XML: JSON when it reads as JSON, else the string."""
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+def decode_at(text: str, pos: int) -> tuple[Any, int] | None:
+    """The JSON value starting at `pos` and where it ends; `{{...}}` read as `{...}`."""
+    try:
+        return _DECODER.raw_decode(text, pos)
+    except json.JSONDecodeError:
+        pass
+    if not text.startswith("{{", pos):
+        return None
+    end = _balanced_end(text, pos)
+    if end is None:
+        return None
+    try:
+        return json.loads(text[pos:end].replace("{{", "{").replace("}}", "}")), end
+    except json.JSONDecodeError:
+        return None
+
+
+def _balanced_end(text: str, pos: int) -> int | None:
+    depth, in_string, escaped = 0, False, False
+    for index in range(pos, len(text)):
+        char = text[index]
+        if in_string:
+            escaped = not escaped and char == "\\"
+            in_string = escaped or char != '"'
+        elif char == '"':
+            in_string = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+    return None
