@@ -31,7 +31,12 @@ from agent.turns.approvals import AlwaysAllowed
 REPO = Path(__file__).resolve().parent.parent
 OWNER, STRANGER = 42, 777
 COMMAND = "rm keep.txt"  # rm is not in the default allowed commands: supervised asks
-QUESTION = "Approve shell: rm keep.txt\n(Why I ask: rm is not in the allowed commands)"
+QUESTION = (
+    "Approve shell: rm keep.txt\n(Why I ask: rm is not in the allowed commands)\n(Always allow "
+    "covers, in this workspace: running rm, also deleting existing files outside tmp/ and "
+    "scratch/; never a change to an identity file (AGENTS.md, SOUL.md, TOOLS.md, IDENTITY.md, "
+    "HEARTBEAT.md, BOOTSTRAP.md, skills/): those are asked each time)"
+)
 NOT_RUN = "Error: Not run: the owner did not approve it (rm is not in the allowed commands)."
 
 

@@ -36,6 +36,10 @@ async def run(workspace: Path, name: str, owner: Owner, autonomy: str = "supervi
     return await tool.run(args, call)
 
 
+def files_in(folder: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
 @pytest.mark.parametrize(
     ("name", "args"),
     [
@@ -53,12 +57,12 @@ async def test_a_denied_overwrite_changes_nothing(
     for file, text in {"notes.md": "buy milk\n", "AGENTS.md": "be kind\n", "SOUL.md": "calm\n",
                        "HEARTBEAT.md": "check the pump\n"}.items():  # fmt: skip
         (tmp_path / file).write_text(text)
-    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    before = files_in(tmp_path)
     owner = Owner(False)
     result = await run(tmp_path, name, owner, **args)
     assert not result.ok and "did not approve" in result.output
     assert [r.tool for r in owner.asked] == [name] and args["path"] in owner.asked[0].reason
-    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert files_in(tmp_path) == before
     assert not (tmp_path / "skills").exists()
 
 

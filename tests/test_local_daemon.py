@@ -377,7 +377,7 @@ def test_the_service_file_starts_agent_run_with_the_env_file_and_restarts_on_fai
         assert shlex.split(exec_start.removeprefix("ExecStart=")) == argv
         assert f'Environment="PINCLAW_HOME={home}"' in lines
         assert f'EnvironmentFile=-"{home}/agent.env"' in lines
-        assert "Restart=on-failure" in lines and "WantedBy=default.target" in lines
+        assert {"Restart=on-failure", "Delegate=yes", "WantedBy=default.target"} <= set(lines)
         assert found.next_steps[0] == (
             "systemctl --user daemon-reload && systemctl --user enable --now pinclaw"
         )

@@ -7,7 +7,15 @@ import shlex
 import pytest
 
 from tools.config import DEFAULT_ALLOWED_COMMANDS
-from tools.program_rules import WRAPPERS, ProgramCheck, check_program, sed_script_refusal
+from tools.program_rules import (
+    WRAPPERS,
+    ProgramCheck,
+    check_program,
+    parse_git,
+    parse_options,
+    runs_others,
+    sed_script_refusal,
+)
 
 
 def check(line: str) -> ProgramCheck:
@@ -303,3 +311,28 @@ def test_dangerous_or_unclear_sed_scripts_refused(script: str) -> None:
 def test_paths_have_no_duplicates_or_empties() -> None:
     result = check_program("cat", ["a", "a", "", "b"])
     assert result.paths == ("a", "b")
+
+
+def test_outputs_and_whether_the_rules_know_the_program() -> None:
+    assert check("sort -o out.txt in.txt").outputs == ("out.txt",)
+    assert check("uniq in.txt out.txt").outputs == ("out.txt",)
+    assert check("find . -fprint found.txt").outputs == ("found.txt",)
+    assert check("cat a").known and check("cp a b").known and check("git status").known
+    assert not check("curl -o x https://example.org").known  # no rule: it may write anything
+
+
+def test_git_keeps_the_commands_own_double_dash() -> None:
+    assert parse_git(["-C", "sub", "checkout", "--", "-n"]) == (
+        [("-C", "sub")],
+        "checkout",
+        ["--", "-n"],
+    )
+    assert "-n" in check("git checkout -- -n").paths  # after --: a path, checked as one
+
+
+def test_parse_options_reads_a_spec_and_a_programs_own_rule() -> None:
+    parsed = parse_options("cp", ["-at", "dir", "--sym", "a"], "-t --symbolic-link.")
+    assert parsed.options == [("-a", None), ("-t", "dir"), ("--symbolic-link", None)]
+    assert parsed.operands == ["a"]
+    assert parse_options("tar", ["xzf", "a.tgz"]).used("-x", "-z")
+    assert runs_others("python3.12") and runs_others("xargs") and not runs_others("cat")

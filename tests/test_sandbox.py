@@ -7,15 +7,15 @@ import asyncio
 import os
 import secrets
 import shutil
-import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-import tools.sandbox as sandbox_module
+import tools.sandbox_limits as limits_module
+from tools import reaper
 from tools.sandbox import (
     Landlock,
     Limits,
@@ -250,6 +250,53 @@ async def test_masked_paths_in_the_workspace_are_hidden(sandbox: Sandbox, world:
     assert (world.workspace / "private" / "key.txt").read_text() == SECRET
 
 
+async def test_a_masked_path_that_does_not_exist_is_not_made(
+    sandbox: Sandbox, world: World
+) -> None:
+    """USER.md before anyone wrote it, another chat's inbox folder before its first file:
+    nothing appears in the real workspace, and the command cannot make them; the folder
+    that would hold one becomes list-only, its entries keep their rights."""
+    notes = world.workspace / "notes.txt"
+    notes.write_text("one\n")
+    (world.workspace / "sub").mkdir()
+    (world.workspace / "link").symlink_to(world.config)
+    absent = (world.workspace / "USER.md", world.workspace / "inbox" / "telegram-9")
+    _, output = await run(
+        sandbox,
+        SandboxSpec(world.workspace, masked=absent),
+        "echo x > USER.md; mkdir -p inbox/telegram-9; echo y > new.txt; echo two >> notes.txt"
+        "; echo z > sub/new.txt && cat notes.txt sub/new.txt; cat link; ls /proc/self/fd",
+    )
+    assert "one\ntwo\nz\n" in output and SECRET not in output, output
+    assert sorted(p.name for p in world.workspace.iterdir()) == ["link", "notes.txt", "sub"]
+    assert (world.workspace / "sub" / "new.txt").read_text() == "z\n"
+    if isinstance(sandbox, Landlock):
+        return
+    fds = output.split("z\n", 1)[1].split()[-4:]
+    assert fds == ["0", "1", "2", "3"], output  # bwrap closed the descriptors it was given
+
+
+async def test_a_masked_file_made_while_the_command_runs_stays_hidden(
+    sandbox: Sandbox, world: World
+) -> None:
+    """The owner's turn writes USER.md while another chat's command runs: the name was
+    masked when that command started, so it does not see the file."""
+    user = world.workspace / "USER.md"
+    launch = sandbox.launch(
+        ["sh", "-c", "echo started; sleep 1; cat USER.md; ls"],
+        SandboxSpec(world.workspace, masked=(user,)),
+        {},
+    )
+    process = await spawn(launch)
+    assert process.stdout is not None
+    assert await asyncio.wait_for(process.stdout.readline(), 30) == b"started\n"
+    user.write_text(SECRET)
+    output, _ = await asyncio.wait_for(process.communicate(), 30)
+    if launch.cleanup is not None:
+        launch.cleanup()
+    assert SECRET.encode() not in output, output
+
+
 @pytest.fixture
 def os_release() -> tuple[Path, str]:
     """/etc/os-release and its first line; on most systems a symlink into /usr/lib."""
@@ -345,7 +392,7 @@ async def test_limits_hold_without_prlimit_too(
     any_sandbox: Sandbox, world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without prlimit(1) the limits are set by the preexec_fn instead."""
-    monkeypatch.setattr(sandbox_module, "_prlimit", lambda: None)
+    monkeypatch.setattr(limits_module, "prlimit", lambda: None)
     spec = SandboxSpec(world.workspace, limits=Limits(file_mb=1))
     code, _ = await run(any_sandbox, spec, "head -c 50M /dev/zero > big")
     assert code != 0
@@ -372,25 +419,31 @@ async def test_the_command_holds_no_capabilities(sandbox: Sandbox, world: World)
     assert (code, output) == (0, "CapEff:\t0000000000000000\n")
 
 
-async def test_killing_the_group_leaves_nothing_running(any_sandbox: Sandbox, world: World) -> None:
-    """What the shell tool does on a timeout: killpg the process it started."""
+@pytest.fixture(params=["auto", "subreaper"])
+def keeper(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Which keeper holds a command's processes: a cgroup where one can be made ("auto"),
+    or the supervising subreaper (forced)."""
+    if request.param == "auto" and reaper.cgroup_base() is None:
+        pytest.skip("no writable cgroup v2 here: auto is the subreaper")
+    reaper.use(request.param)
+    yield request.param
+    reaper.use("auto")
+
+
+async def test_killing_leaves_nothing_running(
+    any_sandbox: Sandbox, world: World, keeper: str
+) -> None:
+    """What the shell tool does on a timeout: Launch.kill, also for what left the group."""
     marker = f"{secrets.randbelow(10**6) + 10**6}.5"
     launch = any_sandbox.launch(
-        ["sh", "-c", f"sleep {marker} & sleep {marker} & echo started; wait"],
+        ["sh", "-c", f"sleep {marker} & setsid sleep {marker} & echo started; wait"],
         SandboxSpec(world.workspace),
         {},
     )
-    process = await asyncio.create_subprocess_exec(
-        *launch.argv,
-        env=launch.env,
-        cwd=launch.cwd,
-        preexec_fn=launch.preexec_fn,
-        stdout=asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )
+    process = await spawn(launch)
     assert process.stdout is not None
     assert await asyncio.wait_for(process.stdout.readline(), 30) == b"started\n"
-    os.killpg(process.pid, signal.SIGKILL)
+    launch.kill(process.pid)
     await asyncio.wait_for(process.wait(), 30)  # asyncio waits for stdout to close too
     if launch.cleanup is not None:
         launch.cleanup()
@@ -438,6 +491,18 @@ def test_a_bwrap_that_cannot_run_is_refused_and_auto_falls_back(
         choose_sandbox("bubblewrap")
     chosen = choose_sandbox("auto")
     assert chosen.kind != "bubblewrap" and "failed a probe run" in chosen.reason
+
+
+def test_a_bwrap_too_old_for_the_masks_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before 0.5 bwrap has no --bind-fd, which a masked path that does not exist needs."""
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: Unknown option --bind-fd' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SandboxUnavailable, match=r"too old .*0\.5 or later"):
+        choose_sandbox("bubblewrap")
 
 
 def test_auto_takes_the_strongest_kind_that_works() -> None:

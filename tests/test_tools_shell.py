@@ -8,9 +8,11 @@ import pytest
 
 from tools.base import ToolCallContext, ToolResult
 from tools.config import SecuritySettings, ShellSettings
+from tools.paths import PolicyError
 from tools.policy import SecurityPolicy
 from tools.sandbox import choose_sandbox
 from tools.shell import ShellTool, clip_output
+from tools.shell_plan import check_argv, plan_command
 
 
 async def run(workspace: Path, command: str, *, autonomy: str = "supervised",
@@ -22,7 +24,8 @@ async def run(workspace: Path, command: str, *, autonomy: str = "supervised",
     tool = ShellTool(SecurityPolicy.from_settings(security, workspace),
                      ShellSettings(timeout_s=timeout_s, max_output_chars=max_output_chars),
                      choose_sandbox("auto"))
-    return await tool.run({"command": command}, ToolCallContext(workspace))
+    # The owner's own turn: in another's, nothing is created at the workspace's top level.
+    return await tool.run({"command": command}, ToolCallContext(workspace, owner_private=True))
 
 
 async def test_runs_in_the_workspace_with_exit_code(tmp_path: Path) -> None:
@@ -99,3 +102,63 @@ async def test_forbidden_path_inside_the_workspace_is_refused(tmp_path: Path) ->
                     "grep -r hidden secrets"):
         result = await tool.run({"command": command}, ToolCallContext(tmp_path))
         assert not result.ok and "forbidden path" in result.output, command
+
+
+def full_policy(workspace: Path, forbidden: list[str] | None = None) -> SecurityPolicy:
+    settings = SecuritySettings(autonomy="full")
+    if forbidden is not None:
+        settings = SecuritySettings(autonomy="full", forbidden_paths=forbidden)
+    return SecurityPolicy.from_settings(settings, workspace)
+
+
+# Under full the parser reads what it can and refuses only forbidden paths; the text runs
+# as written. (command, refused)
+FULL_WORDS = [
+    ("cat /etc/passwd", True),
+    ("cat <<EOF\n/etc/passwd\nEOF", False),  # a here-document's lines are data
+    ("echo /etc/passwd", False),  # echo names no file
+    ("cat /dev/null /dev/urandom", False),
+    ("cat $HOME/x /e$X/passwd", False),  # known only when it runs: the sandbox's
+    ("ls /usr/share /tmp", False),
+    ("for f in /etc/*; do :; done", True),
+    ("bash -lc 'cat /etc/hosts'", True),
+    ("env FOO=1 cat /etc/hosts", True),
+    ("X=1 cat /etc/hosts | wc -l", True),
+    ("cat ~nosuchuser-xyz/x", False),
+    ("tar -cf - /etc | wc -c", True),
+    ("curl file:///etc/passwd", True),
+    ("cat 'unclosed", False),  # cannot be read: left to the sandbox
+    ("echo x > /proc/sys/kernel/x", True),
+]
+
+
+@pytest.mark.parametrize(("command", "refused"), FULL_WORDS)
+def test_full_refuses_forbidden_words_it_can_read(
+    tmp_path: Path, command: str, refused: bool
+) -> None:
+    policy = full_policy(tmp_path)
+    if refused:
+        with pytest.raises(PolicyError, match="is inside the forbidden path"):
+            plan_command(command, policy)
+    else:
+        assert plan_command(command, policy).script == command
+
+
+def test_full_keeps_a_workspace_that_lies_in_a_forbidden_folder(tmp_path: Path) -> None:
+    """A home under /root (pinclaw run as root): /root stays forbidden, but not the workspace."""
+    workspace = tmp_path / "home" / "workspace"
+    workspace.mkdir(parents=True)
+    policy = full_policy(workspace, [str(tmp_path), str(workspace / "private")])
+    assert plan_command("cat notes.txt ~/x", policy).script == "cat notes.txt ~/x"
+    for command in ("cat ../x", "cat private/key", f"cat {tmp_path}/other"):
+        with pytest.raises(PolicyError, match="forbidden path"):
+            plan_command(command, policy)
+
+
+def test_a_skill_tools_words_get_the_same_checks(tmp_path: Path) -> None:
+    supervised = SecurityPolicy.from_settings(SecuritySettings(), tmp_path)
+    plan = check_argv(["git", "apply", "p.diff"], supervised)
+    assert plan.argv[:3] == ("git", "-c", "core.symlinks=false")
+    assert plan.script.startswith("git -c core.symlinks=false apply")
+    with pytest.raises(PolicyError, match="forbidden path /etc"):
+        check_argv(["cat", "--", "/etc/passwd"], full_policy(tmp_path))

@@ -42,6 +42,9 @@ class ApprovalRequest:
     action: str  # what would run, as the owner will read it: "rm old.txt"
     reason: str  # why it needs asking: "rm is not in the allowed commands"
     rules: tuple[str, ...]  # what "Always allow" remembers, e.g. ("shell:rm",)
+    # What "Always allow" would let through from now on, in words, shown before it is
+    # pressed ("cp replacing existing files outside tmp/ and scratch/"); "": the rules say it.
+    always_covers: str = ""
 
 
 Approver = Callable[[ApprovalRequest], Awaitable[bool]]

@@ -13,10 +13,13 @@ for one call, so the resolver, the shell's parser and the OS sandbox all hold th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
+
+from tools.paths import PathRules, PolicyError
 
 INBOX = "inbox"
 SCRATCH_DIRS = ("tmp", "scratch")  # where replacing or deleting a file needs no approval
@@ -51,6 +54,20 @@ def hidden_from(
     except OSError:
         pass  # no inbox yet
     return tuple(hidden)
+
+
+def make_placeholders(files: PathRules, owner_private: Iterable[str]) -> None:
+    """Create each missing owner-private file, empty and 0600, before a command of a turn
+    that is not the owner's runs: a sandbox masks a file that exists by mounting over it,
+    while a name that does not exist can be kept from being created only by making its
+    whole folder read-only (bubblewrap; Landlock cannot do better than that anyway).
+    An empty USER.md or MEMORY.md is left out of the prompt. Folders are not made."""
+    for name in owner_private:
+        if name.endswith("/"):
+            continue
+        # There already (the usual case), a link, or not ours to make: masked as it is.
+        with contextlib.suppress(OSError, PolicyError):
+            os.close(files.open_beneath(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
 
 
 def is_identity_path(workspace: Path, path: Path) -> bool:

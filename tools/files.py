@@ -17,6 +17,7 @@ from tools.policy import PolicyError, SecurityPolicy
 
 MAX_READ_CHARS = 50_000
 MAX_LIST_ENTRIES = 500
+_EACH_TIME = "Always allow covers nothing here: a file that shapes every prompt is asked each time"
 
 
 class FileTools:
@@ -170,11 +171,19 @@ def _approval(policy: SecurityPolicy, target: Path, raw: str, tool: str) -> Appr
         return None
     if policy.is_identity(target):
         reason = f"{raw} shapes every chat's prompt; it is changed only when the owner says so"
-        return ApprovalRequest(tool, f"{tool} {raw}", reason, (f"{ASK_EACH_TIME}{raw}",))
+        return ApprovalRequest(
+            tool, f"{tool} {raw}", reason, (f"{ASK_EACH_TIME}{raw}",), always_covers=_EACH_TIME
+        )
     scratch = any(policy.workspace / folder in target.parents for folder in SCRATCH_DIRS)
     if target.is_file() and not scratch:
         reason = f"{tool} replaces the existing file {raw}"
-        return ApprovalRequest(tool, f"{tool} {raw}", reason, ("file:overwrite",))
+        covers = (
+            "Always allow covers, in this workspace: file_write and file_edit replacing "
+            "existing files outside tmp/ and scratch/"
+        )
+        return ApprovalRequest(
+            tool, f"{tool} {raw}", reason, ("file:overwrite",), always_covers=covers
+        )
     return None
 
 

@@ -186,7 +186,10 @@ class Ruleset:
     def allow_tree(self, root: Path, access: int, hidden: Collection[Path] = ()) -> None:
         """Grant `access` on the tree at root except the hidden paths in it. Landlock
         cannot take a subtree out of a grant, so the tree is granted child by child; the
-        folders on the way to a hidden path keep READ_DIR only (names stay listable)."""
+        folders on the way to a hidden path keep READ_DIR only (names stay listable). A
+        hidden path that does not exist is never granted: nothing can create it, since
+        nothing can be created in its list-only folder, and one made later by someone
+        else gets no rule."""
         if root in hidden:
             return
         below = str(root).rstrip("/") + "/"  # resolved paths: a prefix is a subtree

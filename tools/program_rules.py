@@ -13,12 +13,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
+from tools.sed_rules import sed_script_refusal as sed_script_refusal  # checked by _sed
+
 
 @dataclass(frozen=True)
 class ProgramCheck:
     paths: tuple[str, ...]  # every word that may name a file: the caller confines each
     writes: bool  # the invocation changes files (refused under read_only autonomy)
     refusal: str | None = None  # why the invocation is refused, and what to do instead
+    outputs: tuple[str, ...] = ()  # paths named as its output (sort -o x): replaced
+    known: bool = True  # its rule, or the lists below, say what it writes; False: a guess
 
 
 def _words(text: str) -> frozenset[str]:
@@ -33,6 +37,13 @@ WRAPPERS = _words(
     "npm npx yarn pnpm pip pip3 uv uvx cargo go ssh scp sftp rsync docker podman expect "
     "tmux screen crontab at batch systemd-run dbus-launch xdg-open open sqlite3 mysql psql dc "
     "chrt numactl setpriv pkexec runcon sg newgrp bwrap firejail"
+)
+# Programs with no rule below that only read the files they name (the others may write).
+READERS = _words(
+    "cat head tail wc ls grep egrep fgrep diff cmp comm du df stat cut paste nl od hexdump xxd "
+    "strings md5sum sha1sum sha256sum sha512sum b2sum cksum sum readlink realpath tac rev fold "
+    "fmt expand unexpand column join look tree zcat bzcat xzcat zgrep jq id whoami uname "
+    "hostname printenv which nproc free ps uptime locale test [ yes numfmt factor shuf"
 )
 _VERSIONED = re.compile(r"(python|pypy|perl|ruby|node|php|lua|tclsh)[\d.]*")
 _INTERACTIVE = _words("less more most man vi vim nvim view ex ed nano pico emacs")
@@ -145,10 +156,13 @@ def _table(spec: str) -> dict[str, _Opt]:
 
 
 @dataclass
-class _Parsed:
+class Parsed:
+    """An invocation as its rule reads it: options in order with their values, operands."""
+
     options: list[tuple[str, str | None]] = field(default_factory=list)
     operands: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
     writes: bool = False
     refusal: str | None = None
 
@@ -159,14 +173,14 @@ class _Parsed:
         self.refusal = self.refusal or why
 
 
-def _parse(program: str, args: Sequence[str], spec: str, *, stop: bool = False) -> _Parsed:
+def _parse(program: str, args: Sequence[str], spec: str, *, stop: bool = False) -> Parsed:
     """GNU getopt_long rules: clusters, attached values, unique prefixes of long options,
     `--`, options after operands (unless `stop`: at the first operand, like git)."""
-    table, out, i = _table(spec), _Parsed(), 0
+    table, out, i = _table(spec), Parsed(), 0
     while i < len(args):
         arg, i = args[i], i + 1
-        if arg == "--" or (out.operands and stop):
-            out.operands += args[i - (arg != "--") :]
+        if arg == "--" or (out.operands and stop):  # git: the command keeps its own `--`
+            out.operands += args[i - (arg != "--" or bool(out.operands and stop)) :]
             break
         found: list[tuple[str, str | None]] = []
         if arg.startswith("--"):
@@ -198,6 +212,7 @@ def _parse(program: str, args: Sequence[str], spec: str, *, stop: bool = False) 
             out.writes |= opt.kind in ("out", "w")
             if value is not None and opt.kind in ("path", "out", "w"):  # sed -i/tmp/* too
                 out.paths.append(value)
+                out.outputs += [value] if opt.kind == "out" else []
     return out
 
 
@@ -213,12 +228,35 @@ def _resolve(name: str, table: dict[str, _Opt]) -> str:
 _LISTING = ("-c", "--stdout", "--to-stdout", "-l", "--list", "-t", "--test", "-p", "-v", "-Z")
 
 
+def runs_others(name: str) -> bool:
+    """A wrapper, an interpreter or an interactive program: its words say little."""
+    return name in WRAPPERS or name in _INTERACTIVE or bool(_VERSIONED.fullmatch(name))
+
+
+Options = list[tuple[str, str | None]]
+
+
+def parse_options(program: str, args: Sequence[str], spec: str | None = None) -> Parsed:
+    """`args` read as the checks read them: by the program's own rule (tar's old style
+    too), or by `spec` in the notation of _RULES (`-t` takes a value, `-r.` none)."""
+    if spec is not None:
+        return _parse(program, args, spec)
+    return _tar(program, args) if program == "tar" else _by_rule(program, args)
+
+
+def parse_git(args: Sequence[str]) -> tuple[Options, str, list[str]]:
+    """Git's global options, its command, and the command's own words."""
+    head = _parse("git", args, _SPECS["git"][0], stop=True)
+    command = head.operands[0] if head.operands else ""
+    return head.options, command, head.operands[1:]
+
+
 def check_program(program: str, args: Sequence[str]) -> ProgramCheck:
     """The paths `program` would touch, whether it writes, and a refusal when an argument
     would run another program or write where the checks cannot follow."""
     name = program.rsplit("/", 1)[-1]
     own = [program] if "/" in program else []  # ./tool names a file too
-    if name in WRAPPERS or name in _INTERACTIVE or _VERSIONED.fullmatch(name):
+    if runs_others(name):
         why = "runs other programs, which the checks cannot see; run them directly"
         if name in _INTERACTIVE:
             why = "is interactive and can start a shell; use cat, head or grep instead"
@@ -227,15 +265,18 @@ def check_program(program: str, args: Sequence[str]) -> ProgramCheck:
     paths = own + parsed.paths + parsed.operands
     paths += [unquote(urlsplit(p).path) for p in paths if p[:5].lower() == "file:"]  # curl
     paths = [p for p in dict.fromkeys(paths) if p]
-    return ProgramCheck(tuple(paths), parsed.writes, parsed.refusal)
+    known = name in _SPECS or name in _WRITERS or name in READERS or name == "find"
+    outputs = tuple(p for p in parsed.outputs if p)
+    return ProgramCheck(tuple(paths), parsed.writes, parsed.refusal, outputs, known)
 
 
-def _by_rule(name: str, args: Sequence[str], rule: _Rule | None = None) -> _Parsed:
+def _by_rule(name: str, args: Sequence[str], rule: _Rule | None = None) -> Parsed:
     options, flags = rule or _SPECS.get(name, ("", _words("any")))
     parsed = _parse(name, args, options)
     listing = "listing" in flags and parsed.used(*_LISTING)
     parsed.writes |= ("writes" in flags or name in _WRITERS) and not listing
-    parsed.writes |= name == "uniq" and len(parsed.operands) > 1  # uniq IN OUT
+    if name == "uniq" and len(parsed.operands) > 1:  # uniq IN OUT
+        parsed.writes, parsed.outputs = True, [*parsed.outputs, parsed.operands[1]]
     if name == "zip" and any(arg.startswith("-TT") for arg in args):
         parsed.refuse("`zip -TT` runs the command it names")
     if "pattern" in flags and not parsed.used("-e", "-f", "--regexp", "--file", "--files"):
@@ -249,7 +290,7 @@ def _by_rule(name: str, args: Sequence[str], rule: _Rule | None = None) -> _Pars
     return parsed
 
 
-def _sed(name: str, args: Sequence[str]) -> _Parsed:
+def _sed(name: str, args: Sequence[str]) -> Parsed:
     parsed = _by_rule(name, args)
     scripts = [v or "" for option, v in parsed.options if option in ("-e", "--expression")]
     if not scripts and parsed.operands:
@@ -258,54 +299,6 @@ def _sed(name: str, args: Sequence[str]) -> _Parsed:
         if why := sed_script_refusal(script):
             parsed.refuse(f"the sed script {script!r} is not allowed: {why}")
     return parsed
-
-
-_SED_ADDRESS = re.compile(r"(\d+(~\d+)?|\$|/(\\.|[^\\/\n])*/[IM]*|\\(.)(\\.|.)*?\4[IM]*)")
-_SED_SECOND = re.compile(_SED_ADDRESS.pattern + r"|[+~]\d+")
-_SED_PARTS = re.compile(r"([^\\\n])((?:\\.|(?!\1).)*\1){2}", re.DOTALL)  # /one/two/
-
-
-def sed_script_refusal(script: str) -> str | None:
-    """Why a sed script may run a program or touch a file (e, r, R, w, W, s///e, s///w),
-    or None when every command in it is one this reader knows to be harmless."""
-    i = 0
-    while i < len(script):
-        if script[i] in " \t\n;}" or script[i] == "#":
-            i = _line_end(script, i) if script[i] == "#" else i + 1
-            continue
-        address = _SED_ADDRESS.match(script, i)
-        if address and script[address.end() : address.end() + 1] == ",":
-            address = _SED_SECOND.match(script, address.end() + 1)
-            if not address:
-                return "an address this check cannot read"
-        i = len(script) - len(script[address.end() if address else i :].lstrip(" \t!"))
-        command, i = script[i : i + 1] or "end", i + 1
-        if command in "{=dDgGhHlnNpPxzFqQL":
-            i = len(script) - len(script[i:].lstrip(" \t0123456789"))
-        elif command in "aic":
-            i = _line_end(script, i)
-        elif command in "btT:v":  # a label runs to ; or the end of the line
-            i = min(
-                [p for p in (script.find(";", i), script.find("\n", i)) if p >= 0] or [len(script)]
-            )
-        elif command in "sy":
-            i = parts.end() if (parts := _SED_PARTS.match(script, i)) else -1
-            flags = re.compile(r"[gpiImM\d]*").match(script, max(i, 0)) if command == "s" else None
-            i = flags.end() if flags and i >= 0 else i
-            if i < 0 or (command == "s" and script[i : i + 1] in ("e", "w")):
-                return f"an unterminated {command} command, or the s///e or s///w flag"
-        elif command in "ewWrR":
-            return f"the {command} command runs a command or reads or writes a file"
-        else:
-            return f"the command {command!r} is not one this check knows"
-    return None
-
-
-def _line_end(script: str, i: int) -> int:
-    """The end of a line, past backslash-newline continuations (for a, i and c text)."""
-    while (end := script.find("\n", i)) > 0 and script[end - 1] == "\\":
-        i = end + 1
-    return len(script) if end < 0 else end
 
 
 _FIND_VALUE = _words(
@@ -317,9 +310,9 @@ _FIND_PATH = _words("-newer -anewer -cnewer -samefile -files0-from")
 _FIND_OUT = {"-fprint": 1, "-fprint0": 1, "-fls": 1, "-fprintf": 2, "-delete": 0}  # writes
 
 
-def _find(name: str, args: Sequence[str]) -> _Parsed:
+def _find(name: str, args: Sequence[str]) -> Parsed:
     """Starting points and file arguments are paths; -exec and its kind run programs."""
-    out, i = _Parsed(), 0
+    out, i = Parsed(), 0
     while i < len(args):
         arg, i = args[i], i + 1
         if arg in ("-exec", "-execdir", "-ok", "-okdir"):
@@ -327,6 +320,7 @@ def _find(name: str, args: Sequence[str]) -> _Parsed:
         elif arg in _FIND_OUT or arg in _FIND_PATH or re.fullmatch(r"-newer[aBcm][aBcmt]", arg):
             count = _FIND_OUT.get(arg, 1)
             out.paths += args[i : i + min(count, 1)]
+            out.outputs += args[i : i + min(count, 1)]
             out.writes, i = out.writes or arg in _FIND_OUT, i + count
         elif arg in _FIND_VALUE:
             i += 1
@@ -335,7 +329,7 @@ def _find(name: str, args: Sequence[str]) -> _Parsed:
     return out
 
 
-def _tar(name: str, args: Sequence[str]) -> _Parsed:
+def _tar(name: str, args: Sequence[str]) -> Parsed:
     """Old-style `tar czf out.tgz dir` is read as `tar -c -z -f out.tgz dir`."""
     words = list(args)
     if words and not words[0].startswith("-"):
@@ -359,7 +353,7 @@ _GIT_LISTING = _words(
 )
 
 
-def _git(name: str, args: Sequence[str]) -> _Parsed:
+def _git(name: str, args: Sequence[str]) -> Parsed:
     """Global options, then a built-in command (another name may be an alias that runs a
     shell), then its arguments. Every operand is path-checked: revisions pass as paths."""
     head = _parse("git", args, _SPECS["git"][0], stop=True)

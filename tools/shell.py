@@ -12,10 +12,11 @@ import asyncio
 import contextlib
 import math
 import os
-import signal
+import subprocess
 from collections.abc import Sequence
 
 from tools.base import ApprovalRequest, FunctionTool, ToolCallContext, ToolResult
+from tools.boundaries import make_placeholders
 from tools.config import ShellSettings
 from tools.paths import PolicyError
 from tools.policy import SecurityPolicy
@@ -26,6 +27,10 @@ from tools.shell_plan import plan_command
 _PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "TZ")
 # Past the end of a run, unread output is dropped: a command cannot fill our memory.
 _READ_LIMIT_FACTOR = 4
+_STREAM_LIMIT = 65_536  # asyncio's default buffer of a subprocess pipe
+# After a timeout's kill, how long the command (or its supervisor, ending what it started)
+# may take to be gone before its first process is SIGKILLed.
+_STOP_GRACE_S = 5.0
 
 
 def clip_output(text: str, limit: int, unread: int = 0) -> str:
@@ -67,6 +72,8 @@ class ShellTool(FunctionTool):
         refusal = self.unconfined_refusal()
         if refusal:
             return ToolResult.error(refusal)
+        if not call.owner_private:
+            make_placeholders(self._policy.paths, self._policy.owner_private)
         policy = self._policy.for_call(call)
         try:
             plan = plan_command(command, policy)
@@ -74,7 +81,9 @@ class ShellTool(FunctionTool):
             return ToolResult.error(f"Refused: {exc}")
         if plan.ask:
             reasons = "; ".join(plan.ask)
-            request = ApprovalRequest("shell", command, reasons, plan.rules)
+            request = ApprovalRequest(
+                "shell", command, reasons, plan.rules, always_covers=plan.covers
+            )
             if not await call.ask(request):
                 return ToolResult.error(
                     f"Not run: the owner did not approve it ({reasons}). Say what you wanted "
@@ -111,28 +120,30 @@ class ShellTool(FunctionTool):
             writable=policy.can_write,
             network=self._network,
             masked=inside,
-            limits=Limits(cpu_s=math.ceil(self._settings.timeout_s) + 1),
+            limits=Limits(
+                cpu_s=math.ceil(self._settings.timeout_s) + 1, memory_mb=self._settings.memory_mb
+            ),
         )
         return self._sandbox.launch(list(argv), spec, env)
 
     async def _run(self, launch: Launch) -> ToolResult:
         try:
-            process = await spawn(launch)
-        except OSError as exc:
+            process, exited = await start(launch)
+        except (OSError, subprocess.SubprocessError) as exc:
             if launch.cleanup:
                 launch.cleanup()
             return ToolResult.error(f"The command could not start: {exc}")
         try:
             async with asyncio.timeout(self._settings.timeout_s):
-                output = await self._read(process)
+                output = await self._read(process, exited, launch)
         except TimeoutError:
-            _kill_group(process)
-            await process.wait()
+            await _stop(process, launch)
             return ToolResult.error(
                 f"Timed out after {self._settings.timeout_s:g} s; the command was stopped"
             )
         except asyncio.CancelledError:
-            _kill_group(process)
+            if process.returncode is None:
+                launch.kill(process.pid)
             raise
         finally:
             if launch.cleanup:
@@ -145,7 +156,23 @@ class ShellTool(FunctionTool):
         result = f"exit code: {code}\n{text}" if text else f"exit code: {code} (no output)"
         return ToolResult(ok=code == 0, output=result)
 
-    async def _read(self, process: asyncio.subprocess.Process) -> tuple[bytes, bytes, int]:
+    async def _read(
+        self, process: asyncio.subprocess.Process, exited: asyncio.Future[None], launch: Launch
+    ) -> tuple[bytes, bytes, int]:
+        """The output until the command ends: when its first process has exited, what it
+        left running (holding the output open or not) is ended too."""
+        reading = asyncio.ensure_future(self._drain(process))
+        try:
+            await asyncio.wait((reading, exited), return_when=asyncio.FIRST_COMPLETED)
+            if exited.done():
+                launch.ended()
+            output = await reading
+        finally:
+            reading.cancel()
+        await process.wait()
+        return output
+
+    async def _drain(self, process: asyncio.subprocess.Process) -> tuple[bytes, bytes, int]:
         """The head and the tail of the output, each bounded, and how many bytes between
         them were drained unread: a command cannot fill the runtime's memory."""
         assert process.stdout is not None
@@ -159,26 +186,69 @@ class ShellTool(FunctionTool):
             if len(tail) > limit:
                 unread += len(tail) - limit
                 del tail[: len(tail) - limit]
-        await process.wait()
         return bytes(head), bytes(tail), unread
 
 
-def _kill_group(process: asyncio.subprocess.Process) -> None:
-    """Kill the command and anything it started, not only the shell."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
+async def _stop(process: asyncio.subprocess.Process, launch: Launch) -> None:
+    """End a command that ran out of time, everything it started with it, and wait for
+    it; output still coming is read and dropped, so that the pipe cannot hold it up."""
+    if process.returncode is None:
+        launch.kill(process.pid)
+
+    async def finish() -> None:
+        assert process.stdout is not None
+        while await process.stdout.read(65_536):
+            pass
+        await process.wait()
+
+    try:
+        await asyncio.wait_for(finish(), _STOP_GRACE_S)
+    except TimeoutError:  # a supervisor still at it (a fork bomb?): the tool must return
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), 1)
+
+
+class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """The stream protocol, telling as soon as the first process exits (Process.wait
+    also waits for the output to close, which a process left running can hold open)."""
+
+    def __init__(self, exited: asyncio.Future[None], loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=_STREAM_LIMIT, loop=loop)
+        self._exited = exited
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self._exited.done():
+            self._exited.set_result(None)
+
+
+async def start(launch: Launch) -> tuple[asyncio.subprocess.Process, asyncio.Future[None]]:
+    """Start a sandbox launch: no stdin, stdout and stderr together, its own session; and
+    a future done when its first process exits. The launch's descriptors are closed once
+    the child holds them."""
+    loop = asyncio.get_running_loop()
+    exited: asyncio.Future[None] = loop.create_future()
+    try:
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _Protocol(exited, loop),
+            *launch.argv,
+            cwd=launch.cwd,
+            env=launch.env,
+            preexec_fn=launch.preexec_fn,
+            pass_fds=launch.pass_fds,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        launch.descriptors.close()
+    return asyncio.subprocess.Process(transport, protocol, loop), exited
 
 
 async def spawn(launch: Launch) -> asyncio.subprocess.Process:
-    """Start a sandbox launch: no stdin, stdout and stderr together, its own process group
-    (so a timeout can kill everything it started)."""
-    return await asyncio.create_subprocess_exec(
-        *launch.argv,
-        cwd=launch.cwd,
-        env=launch.env,
-        preexec_fn=launch.preexec_fn,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-    )
+    """Start a sandbox launch (see start) when only the process is wanted."""
+    process, _ = await start(launch)
+    return process

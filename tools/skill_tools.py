@@ -35,6 +35,7 @@ from tools.base import (
     _brief,
     _clean_schema,
 )
+from tools.boundaries import make_placeholders
 from tools.paths import PathRules, PolicyError
 from tools.policy import SecurityPolicy
 from tools.shell import ShellTool
@@ -133,10 +134,12 @@ class SkillTool:
         refusal = self._runner.unconfined_refusal()
         if refusal:
             return ToolResult.error(refusal)
+        if not call.owner_private:
+            make_placeholders(self._policy.paths, self._policy.owner_private)
         policy = self._policy.for_call(call)
         try:
             argv = render(self.spec, values, policy.resolve_path)
-            request = self._approval(argv, policy)
+            request, argv = self._approval(argv, policy)
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
         except OSError as exc:  # the script vanished or cannot be read since start-up
@@ -148,13 +151,26 @@ class SkillTool:
             )
         return await self._runner.execute(argv, policy)
 
-    def _approval(self, argv: list[str], policy: SecurityPolicy) -> ApprovalRequest | None:
-        """What the owner must approve first (None: nothing); PolicyError: never runs."""
+    def _approval(
+        self, argv: list[str], policy: SecurityPolicy
+    ) -> tuple[ApprovalRequest | None, list[str]]:
+        """What the owner must approve first (None: nothing), and the words to run (a
+        program's, as the shell's check made them: git gets `-c core.symlinks=false`);
+        PolicyError: never runs."""
         if self.spec.script is None:
             plan = check_argv(argv, policy)
+            words = list(plan.argv or argv)
             if not plan.ask:
-                return None
-            return ApprovalRequest(self.name, plan.script, "; ".join(plan.ask), plan.rules)
+                return None, words
+            reason = "; ".join(plan.ask)
+            request = ApprovalRequest(
+                self.name, plan.script, reason, plan.rules, always_covers=plan.covers
+            )
+            return request, words
+        return self._script_approval(argv, policy), argv
+
+    def _script_approval(self, argv: list[str], policy: SecurityPolicy) -> ApprovalRequest | None:
+        """A skill's own script asks under supervised ("Always allow" keyed to its digest)."""
         if policy.autonomy == "full":
             return None
         script = policy.resolve_path(str(self.spec.script))  # inside, not forbidden

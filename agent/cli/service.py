@@ -80,6 +80,9 @@ Environment={_systemd_word(f"PINCLAW_HOME={home}")}
 EnvironmentFile=-{_systemd_word(str(home / ENV_FILE_NAME))}
 Restart=on-failure
 RestartSec=5
+# Each shell command gets a cgroup of its own under the daemon's, so that nothing it
+# starts outlives it (tools/reaper.py): systemd is told the subtree is ours.
+Delegate=yes
 
 [Install]
 WantedBy=default.target

@@ -59,7 +59,12 @@ class AlwaysAllowed:
 
 
 def question_text(request: ApprovalRequest) -> str:
-    return f"Approve {request.tool}: {request.action}\n(Why I ask: {request.reason})"
+    """The question as the owner reads it, with what "Always allow" would cover from now on
+    (said before the button is pressed, never after)."""
+    text = f"Approve {request.tool}: {request.action}\n(Why I ask: {request.reason})"
+    if request.always_covers:
+        text += f"\n({request.always_covers})"
+    return text
 
 
 def chat_approver(
