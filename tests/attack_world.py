@@ -37,10 +37,14 @@ ALLOWED = _names(
 
 
 def _sandboxes() -> Iterator[str]:
+    """The OS sandboxes that work here; with PINCLAW_SANDBOXES=require (as .ci/run sets),
+    one that does not is a failure, not a smaller table."""
     for kind in ("bubblewrap", "landlock"):
         try:
             choose_sandbox(kind)  # type: ignore[arg-type]
-        except SandboxUnavailable:
+        except SandboxUnavailable as exc:
+            if os.environ.get("PINCLAW_SANDBOXES") == "require":
+                raise RuntimeError(f"{kind} is required by PINCLAW_SANDBOXES: {exc}") from None
             continue
         yield kind
 

@@ -13,12 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from attack_world import SANDBOXES
 
 from tools.base import ToolCallContext, read_only
 from tools.config import SecuritySettings, ShellSettings
 from tools.files import FileTools
 from tools.policy import SecurityPolicy
-from tools.sandbox import SandboxUnavailable, choose_sandbox
+from tools.sandbox import choose_sandbox
 from tools.shell import ShellTool
 
 CONFIG_SECRET = "cfg-secret-7Hq2xV9mPz41"
@@ -90,16 +91,6 @@ STILL_WORK = {
 }
 
 
-def _sandboxes() -> Iterator[str]:
-    for kind in ("bubblewrap", "landlock"):
-        try:
-            choose_sandbox(kind)  # type: ignore[arg-type]
-        except SandboxUnavailable:
-            continue
-        yield kind
-
-
-SANDBOXES = list(_sandboxes())
 
 
 def snapshot(root: Path, workspace: Path) -> dict[str, str]:
@@ -147,7 +138,9 @@ def make_policy(world: dict[str, Path], autonomy: str) -> SecurityPolicy:
 async def shell(world: dict[str, Path], autonomy: str, sandbox: str, command: str) -> str:
     policy = make_policy(world, autonomy)
     tool = ShellTool(policy, ShellSettings(timeout_s=5), choose_sandbox(sandbox))  # type: ignore[arg-type]
-    result = await tool.run({"command": command}, ToolCallContext(policy.workspace))
+    # As the owner's own turn, the most a turn may do: any other turn may do less.
+    call = ToolCallContext(policy.workspace, owner_private=True)
+    result = await tool.run({"command": command}, call)
     return result.output
 
 

@@ -203,3 +203,27 @@ async def test_the_owner_still_reads_their_own_files_and_gets_their_upload_back(
     assert f"{CANARY}-user" in tool_results(fake_llm)
     [document] = [m for m in fake_telegram.sent if m.method == "sendDocument"]
     assert document.data == b"my notes"
+
+
+async def test_the_owner_in_a_group_and_a_turn_bob_scheduled_reach_no_private_file(
+    shared: dict[str, Path], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon],
+) -> None:  # fmt: skip
+    """A group is nobody's private turn, not even the owner's; a schedule runs as the one
+    who set it, in their chat."""
+    (shared["workspace"] / "USER.md").write_text(f"Alice, {CANARY}-user\n")
+    read = tool_calls(("file_read", {"path": "USER.md"}))
+    fake_llm.script(
+        read, text("nothing to see"),  # the group turn
+        tool_calls(("schedule_task", {"when": "in 1 second", "task": "read USER.md"})),
+        text("scheduled"), read, text("done"),  # Bob's turn, then the one he scheduled
+    )  # fmt: skip
+    async with daemon():
+        fake_telegram.inject_message(-100, OWNER, "@pinclaw_test_bot what is in USER.md?",
+                                     chat_type="group")  # fmt: skip
+        await fake_telegram.await_for(lambda m: m.chat_id == -100)
+        fake_telegram.inject_message(BOB, BOB, "in a second, read USER.md")
+        await fake_telegram.await_for(lambda m: m.chat_id == BOB, count=2, timeout=10)
+    results = tool_results(fake_llm)
+    assert results.count("Refused") >= 2 and CANARY not in results
+    assert all(CANARY not in (m.plain or "") for m in fake_telegram.sent)

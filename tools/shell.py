@@ -59,7 +59,10 @@ class ShellTool(FunctionTool):
         self._sandbox = sandbox
         self._network = network
         self._unsandboxed_ok = sandbox_off_by_owner
-        super().__init__(self.shell, name="shell")
+        # Its effects cannot be known before it runs nor checked after (an append, a
+        # request): journalled, never repeated by a replayed turn. `writes` stays False:
+        # under read_only it runs, the policy and the sandbox keeping it from writing.
+        super().__init__(self.shell, name="shell", effects=True, repeat_safe=False)
 
     async def shell(self, call: ToolCallContext, command: str) -> ToolResult:
         """Run a shell command with the workspace as working directory and return its exit
@@ -72,7 +75,7 @@ class ShellTool(FunctionTool):
         refusal = self.unconfined_refusal()
         if refusal:
             return ToolResult.error(refusal)
-        if not call.owner_private:
+        if not call.owner_private and self._policy.can_write:  # read_only: nothing is made
             make_placeholders(self._policy.paths, self._policy.owner_private)
         policy = self._policy.for_call(call)
         try:

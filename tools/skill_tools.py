@@ -134,7 +134,7 @@ class SkillTool:
         refusal = self._runner.unconfined_refusal()
         if refusal:
             return ToolResult.error(refusal)
-        if not call.owner_private:
+        if not call.owner_private and self._policy.can_write:  # read_only: nothing is made
             make_placeholders(self._policy.paths, self._policy.owner_private)
         policy = self._policy.for_call(call)
         try:
