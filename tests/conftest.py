@@ -95,8 +95,11 @@ class Daemon:
     async def __aenter__(self) -> Daemon:
         from agent.cli.daemon import serve
         from agent.config import load_settings
+        from agent.home import secure_home
 
-        self.task = asyncio.create_task(serve(load_settings(), stop=self.stop))
+        settings = load_settings()
+        secure_home(settings.home, settings.workspace_dir)  # as `agent run` does first
+        self.task = asyncio.create_task(serve(settings, stop=self.stop))
         await asyncio.sleep(0.3)  # polling started
         if self.task.done():
             raise RuntimeError(f"daemon ended at start with {self.task.result()}")
