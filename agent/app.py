@@ -7,6 +7,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,18 +18,16 @@ from agent.prompt.skills import SkillCatalog
 from agent.prompt.source import PromptSource, default_budget, host_info, host_timezone
 from agent.security import Scrubber
 from agent.turns.attachments import Transcriber
-from agent.turns.inbox import SCHEMA as INBOX_SCHEMA
 from agent.turns.inbox import Inbox
-from agent.turns.outbox import SCHEMA as OUTBOX_SCHEMA
+from agent.turns.migrations import LegacyScope as LegacyMemoryScope
+from agent.turns.migrations import migrate
 from agent.turns.outbox import Outbox
 from agent.turns.quirks import ProviderQuirks
 from agent.turns.runtime import ChannelRuntime, Store
 from agent.turns.schedule_book import ChatSchedules
 from agent.turns.scheduler import Scheduler
-from agent.turns.schedules import SCHEMA as SCHEDULES_SCHEMA
 from agent.turns.schedules import Schedules
 from agent.turns.scopes import LegacyScope
-from agent.turns.sessions import SCHEMA as SESSIONS_SCHEMA
 from agent.turns.sessions import SessionStore
 from agent.turns.state import Access
 from agent.turns.store import StateDB
@@ -38,7 +37,7 @@ from channels.base import Channel
 from tools.base import Tool, ToolRegistry, read_only
 from tools.files import FileTools
 from tools.memory import MemoryTools
-from tools.memory_store import Embedder, MemoryStore
+from tools.memory_store import Embedder, MemoryStore, chat_scope
 from tools.policy import SecurityPolicy
 from tools.sandbox import choose_sandbox
 from tools.schedule_times import zone_named
@@ -97,9 +96,12 @@ class App:
         await self.store.db.close()
 
 
-async def open_store(path: Path) -> Store:
-    """state.db with its tables: sessions, inbox, outbox, schedules."""
-    db = await StateDB(path).open(SESSIONS_SCHEMA, INBOX_SCHEMA, OUTBOX_SCHEMA, SCHEDULES_SCHEMA)
+async def open_store(path: Path, *, legacy_scope: LegacyMemoryScope = chat_scope) -> Store:
+    """state.db with its tables at this pinclaw's schema version (agent/turns/migrations.py):
+    sessions, inbox, outbox, schedules, memories, the tool journal. StateDBUnusable when the
+    file cannot be used (one line to show). `legacy_scope`: where memories from before scopes
+    go when an old file is brought up to date."""
+    db = await StateDB(path).open(migrate=partial(migrate, path=path, legacy_scope=legacy_scope))
     return Store(db, await SessionStore.open(db), await Inbox.open(db), Outbox(db))
 
 
@@ -326,7 +328,7 @@ async def build_app(settings: Settings) -> App:
     policy = SecurityPolicy.from_settings(settings.security, workspace, home=settings.home)
     board = make_board(settings)
     skills = SkillCatalog.from_settings(settings)
-    store = await open_store(settings.state_db)
+    store = await open_store(settings.state_db, legacy_scope=LegacyScope(settings.people))
     schedules = ChatSchedules(Schedules(store.db), settings)
     watches = ChatWatches(Schedules(store.db), settings)
     memories = memory_store(settings) if settings.memory.enabled else None

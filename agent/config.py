@@ -7,11 +7,13 @@ are refused: API keys and bot tokens come from the environment only.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -21,6 +23,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import (
     BaseSettings,
@@ -38,6 +41,33 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_TURN_DEADLINE_S = 300.0
+# How long a model may think before its first token when llm.first_token_timeout_s is 0: a
+# small model on a home server's CPU reads a 2,000-token prompt for minutes.
+LOCAL_FIRST_TOKEN_S = 600.0
+HOSTED_FIRST_TOKEN_S = 60.0
+_LOCAL_SUFFIXES = (".localhost", ".local", ".lan", ".internal", ".home.arpa")
+_CGNAT = ipaddress.ip_network("100.64.0.0/10")  # Tailscale and other overlay networks
+
+
+def served_locally(model: str, api_base: str = "") -> bool:
+    """Ollama's models, and any model behind an api_base on this machine or the local
+    network: the models people run themselves, slow to start and with small windows."""
+    if model.startswith(("ollama/", "ollama_chat/")):
+        return True
+    host = (urlsplit(api_base).hostname or "") if api_base else ""
+    if not host:
+        return False
+    if host == "localhost" or host.endswith(_LOCAL_SUFFIXES):
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return "." not in host  # a single label: a container's or the LAN's name for it
+    return ip.is_loopback or ip.is_private or ip.is_link_local or ip in _CGNAT
+
+
 class LLMSettings(_Section):
     model: str = ""
     vision: Literal["auto", "on", "off"] = "auto"  # auto: as LiteLLM knows the model
@@ -46,17 +76,40 @@ class LLMSettings(_Section):
     api_key: SecretStr | None = None
     temperature: float = Field(default=0.7, ge=0, le=2)
     max_tokens: int = Field(default=0, ge=0)
-    timeout_s: float = Field(default=120.0, gt=0)
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
+    first_token_timeout_s: float = Field(default=0.0, ge=0)  # 0: see first_token_limit_s
     num_retries: int = Field(default=2, ge=0, le=10)
     retry_backoff_s: float = Field(default=1.0, ge=0)
     fallback_models: list[str] = Field(default_factory=list)
+
+    @property
+    def local(self) -> bool:
+        return served_locally(self.model, self.api_base)
+
+    def first_token_limit_s(self, model: str | None = None) -> float:
+        """How long `model` (the main one by default) may take to its first token: as set,
+        else llm.timeout_s when the owner changed it from 120 (they chose how long to wait),
+        else 600 s for a model served locally and 60 s for a hosted one."""
+        if self.first_token_timeout_s:
+            return self.first_token_timeout_s
+        if self.timeout_s != DEFAULT_TIMEOUT_S:
+            return self.timeout_s
+        local = served_locally(model or self.model, self.api_base)
+        return LOCAL_FIRST_TOKEN_S if local else HOSTED_FIRST_TOKEN_S
+
+    def call_limit_s(self, model: str | None = None) -> float:
+        """A reply that is not streamed shows no first token: it must be whole within the
+        longer of the two limits. (A streamed one may run on while chunks keep coming.)"""
+        return max(self.timeout_s, self.first_token_limit_s(model))
 
 
 class AgentSettings(_Section):
     max_tool_iterations: int = Field(default=10, ge=1, le=100)
     tool_timeout_s: float = Field(default=60.0, gt=0)
-    compact_context: bool = False
-    prompt_mode: Literal["full", "minimal", "none"] = "full"
+    # "auto": compact for a local model or a window of 8,192 tokens or less (see
+    # agent/prompt/profiles.py); true: compact; false: never compact unless prompt_mode says.
+    compact_context: bool | Literal["auto"] = "auto"
+    prompt_mode: Literal["auto", "full", "compact", "minimal", "none"] = "auto"
     prompt_budget_tokens: int = Field(default=0, ge=0)
     tool_dispatcher: Literal["auto", "native", "xml"] = "auto"
     timezone: str = ""
@@ -65,7 +118,7 @@ class AgentSettings(_Section):
     max_history_messages: int = Field(default=40, ge=2)
     history_budget_tokens: int = Field(default=0, ge=0)  # 0: half the model's window
     shutdown_grace_s: float = Field(default=10.0, ge=0)
-    turn_deadline_s: float = Field(default=300.0, gt=0)
+    turn_deadline_s: float = Field(default=DEFAULT_TURN_DEADLINE_S, gt=0)
     retry_failed_turns_for_s: float = Field(default=1800.0, ge=0)
     turn_retry_backoff_s: float = Field(default=5.0, gt=0)
 
@@ -108,6 +161,12 @@ class WatchesSettings(_Section):
     max_per_chat: int = Field(default=10, ge=1)
 
 
+class StateSettings(_Section):
+    """state.db: the daemon's daily backups in <home>/backups (`agent state backup` by hand)."""
+
+    backups_kept: int = Field(default=7, ge=0)  # the newest daily backups kept; 0: none made
+
+
 class PersonSettings(_Section):
     """One person's ids on each channel, so their memories follow them across channels."""
 
@@ -147,10 +206,22 @@ class Settings(BaseSettings):
     schedules: SchedulesSettings = Field(default_factory=SchedulesSettings)
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     watches: WatchesSettings = Field(default_factory=WatchesSettings)
+    state: StateSettings = Field(default_factory=StateSettings)
     people: dict[str, PersonSettings] = Field(default_factory=dict)
 
     _home: Path = PrivateAttr(default_factory=lambda: default_home(os.environ))
     _config_file: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _slow_local_turns(self) -> Settings:
+        """A local model's first token may take its first_token_limit_s: a turn left at the
+        default deadline gets that much more, so the deadline does not cut what the model
+        timeout allows."""
+        if self.llm.local and self.agent.turn_deadline_s == DEFAULT_TURN_DEADLINE_S:
+            longer = DEFAULT_TURN_DEADLINE_S + self.llm.first_token_limit_s()
+            agent = self.agent.model_copy(update={"turn_deadline_s": longer})
+            object.__setattr__(self, "agent", agent)  # frozen: set once, while validating
+        return self
 
     @classmethod
     def settings_customise_sources(

@@ -22,6 +22,9 @@ class ChannelCapabilities:
     max_message_chars: int = 0  # 0: no limit
     media: frozenset[MediaKind] = frozenset()
     edits: bool = False
+    # How long the platform drops a message sent again with the same nonce (Discord does,
+    # for a few minutes): within it a part whose fate is unknown is safely sent again. 0: never.
+    nonce_window_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,9 @@ class OutgoingMedia:
     # A local file's bytes, read by the courier through the workspace's resolver just
     # before sending (never stored): a channel sends these and opens no path itself.
     data: bytes | None = field(default=None, compare=False, repr=False)
+    # A document pinclaw made itself (a reply too long for messages): its whole text, kept
+    # with the reply in the outbox; no file anywhere, nothing read from the workspace.
+    inline: str = field(default="", repr=False)
 
     @property
     def name(self) -> str:
@@ -97,18 +103,27 @@ class OutgoingPart:
     text: str = ""
     media: OutgoingMedia | None = None
     reply_to: str = ""
+    nonce: str = ""  # the same on every attempt at this part (set by the courier when sending)
 
 
 class SendFailed(Exception):
-    """A part did not go out. `retry_after`: the platform said when to try again;
-    `permanent`: trying again cannot help (the chat is gone, the file is refused)."""
+    """A part did not go out, or may not have. `retry_after`: the platform said when to try
+    again; `permanent`: the platform refused it and trying again cannot help (the user
+    blocked the bot, the chat is gone); `maybe_sent`: the request was written and no answer
+    came (a read timeout, a dropped connection): it may have been delivered."""
 
     def __init__(
-        self, reason: str, *, retry_after: float | None = None, permanent: bool = False
+        self,
+        reason: str,
+        *,
+        retry_after: float | None = None,
+        permanent: bool = False,
+        maybe_sent: bool = False,
     ) -> None:
         super().__init__(reason)
         self.retry_after = retry_after
         self.permanent = permanent
+        self.maybe_sent = maybe_sent
 
 
 # Stores the message durably and returns; the channel acknowledges the message only after.
@@ -127,6 +142,32 @@ def reply_parts(
         for index, text in enumerate(texts)
     ]
     return parts + [OutgoingPart(media=item) for item in reply.media]
+
+
+DOCUMENT_NAME = "reply.md"
+SUMMARY_LINES = 6
+SUMMARY_CHARS = 600
+
+
+def within_parts(reply: Reply, parts: list[OutgoingPart], max_parts: int) -> list[OutgoingPart]:
+    """A reply of more than `max_parts` text parts is sent as a short summary (its first
+    lines) and one document holding the whole text, instead of a wall of messages (a 1 MB
+    reply would be 257 Telegram messages); its files follow as they are."""
+    texts = [part for part in parts if part.media is None]
+    if len(texts) <= max_parts:
+        return parts
+    document = OutgoingMedia("DOCUMENT", DOCUMENT_NAME, inline=reply.text)
+    first = [OutgoingPart(text=_summary(reply.text), reply_to=reply.reply_to)]
+    return first + [OutgoingPart(media=document)] + [p for p in parts if p.media is not None]
+
+
+def _summary(text: str) -> str:
+    lines = text.strip().splitlines()[:SUMMARY_LINES]
+    head = "\n".join(lines)[:SUMMARY_CHARS].rstrip()
+    if head.count("```") % 2:  # a code block cut open
+        head += "\n```"
+    size = f"{len(text):,} characters"
+    return f"{head}\n…\n(The whole reply, {size}, is in the attached {DOCUMENT_NAME}.)"
 
 
 def sender_allowed(allowed: Collection[str], sender_id: str, username: str = "") -> bool:
@@ -172,7 +213,8 @@ class Channel(Protocol):
 
     def parts(self, reply: Reply) -> list[OutgoingPart]: ...  # split for this platform
 
-    async def send_part(self, chat: ChatRef, part: OutgoingPart) -> None: ...  # SendFailed
+    # One attempt; the platform's id of the message (None: it has none). Raises SendFailed.
+    async def send_part(self, chat: ChatRef, part: OutgoingPart) -> str | None: ...
 
     async def fetch_file(self, file: RemoteFile) -> bytes: ...  # the bytes; OSError if not
 

@@ -59,3 +59,8 @@ class ChannelsSettings(_Section):
     max_attachment_mb: float = Field(default=20.0, gt=0)
     download_timeout_s: float = Field(default=120.0, gt=0)
     delivery_deadline_s: float = Field(default=3600.0, gt=0)
+    # A part whose fate a crash or a timeout left unknown, on a platform that cannot tell
+    # (Telegram): "at_most_once" logs it as possibly lost; "at_least_once" sends it again
+    # with a visible "(sent again …)" marker.
+    delivery: Literal["at_most_once", "at_least_once"] = "at_most_once"
+    max_parts: int = Field(default=8, ge=1)  # a longer reply goes as a document + summary

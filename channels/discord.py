@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import io
 import logging
 import re
@@ -52,6 +53,9 @@ MAX_CHARS = 2000
 DEFAULT_UPLOAD_LIMIT = 10 * 1024 * 1024
 STREAM_EDIT_EVERY_S = 1.5
 READY_TIMEOUT_S = 30.0
+# Discord drops a message sent again with the same nonce (enforce_nonce, which discord.py
+# sets with every nonce) "in the past few minutes"; within this much a resend is safe.
+NONCE_WINDOW_S = 120.0
 NOT_ALLOWED = "This bot answers only the users its owner allowed."
 
 Messageable = Any  # a DM, text channel or thread: anything with send() and typing()
@@ -79,7 +83,7 @@ class _Client(discord.Client):
 
 class DiscordChannel:
     name = "discord"
-    capabilities = DISCORD
+    capabilities = dataclasses.replace(DISCORD, nonce_window_s=NONCE_WINDOW_S)
     delivery_instructions: str | None = DISCORD_DELIVERY
 
     def __init__(self, settings: DiscordSettings) -> None:
@@ -269,29 +273,33 @@ class DiscordChannel:
     def parts(self, reply: Reply) -> list[OutgoingPart]:
         return reply_parts(reply, MAX_CHARS, split_message)
 
-    async def send_part(self, chat: ChatRef, part: OutgoingPart) -> None:
+    async def send_part(self, chat: ChatRef, part: OutgoingPart) -> str | None:
         """One message: text (a reply to `reply_to`, or a slash command's answer) or one
         file; a file that cannot go is reported in the chat. One attempt: the outbox
-        retries (discord.py itself already waits out rate limits)."""
+        retries (discord.py itself already waits out rate limits). Every message carries
+        the part's nonce, so Discord drops a resend of one that did arrive. The message's
+        id is returned."""
+        nonce = part.nonce or None
         try:
             channel = await self.target(chat)
             if part.media is not None:
-                await self._send_media(channel, part.media)
-                return
-            interaction = self._interactions.get(part.reply_to)
-            if interaction is not None:
-                await interaction.followup.send(part.text)
-                del self._interactions[part.reply_to]
-            else:
-                await channel.send(
-                    part.text, reference=_reference(part.reply_to, channel), mention_author=False
-                )
+                return _id(await self._send_media(channel, part.media, nonce))
+            interaction = self._interactions.pop(part.reply_to, None)
+            if interaction is not None:  # a webhook: no nonce; tried once, then as a message
+                return _id(await interaction.followup.send(part.text, wait=True))
+            reference = _reference(part.reply_to, channel)
+            sent = await channel.send(
+                part.text, reference=reference, mention_author=False, nonce=nonce
+            )
+            return _id(sent)
         except (discord.Forbidden, discord.NotFound) as exc:
             raise SendFailed(str(exc), permanent=True) from exc
         except discord.HTTPException as exc:
             raise SendFailed(str(exc), permanent=400 <= exc.status < 500) from exc
-        except (OSError, aiohttp.ClientError) as exc:
+        except aiohttp.ClientConnectorError as exc:  # never reached Discord
             raise SendFailed(f"{type(exc).__name__}: {exc}") from exc
+        except (OSError, aiohttp.ClientError) as exc:  # a timeout, a dropped connection
+            raise SendFailed(f"{type(exc).__name__}: {exc}", maybe_sent=True) from exc
 
     async def ask_approval(
         self, chat: ChatRef, question: ApprovalQuestion, may_answer: MayAnswer
@@ -300,26 +308,30 @@ class DiscordChannel:
         channels/discord_approvals.py."""
         return await self.approvals.ask(await self.target(chat), question, may_answer)
 
-    async def _send_media(self, channel: Messageable, item: OutgoingMedia) -> None:
-        if item.is_url:
-            await channel.send(item.source)  # Discord shows a preview of the link
-            return
+    async def _send_media(
+        self, channel: Messageable, item: OutgoingMedia, nonce: str | None
+    ) -> Any:  # the discord.Message sent
+        if item.is_url:  # Discord shows a preview of the link
+            return await channel.send(item.source, nonce=nonce)
         limit = getattr(getattr(channel, "guild", None), "filesize_limit", DEFAULT_UPLOAD_LIMIT)
         if item.data is None:
-            await channel.send(f"(Could not send {item.name}: it was not read.)")
-            return
-        if len(item.data) > limit:
-            await channel.send(
-                f"(Could not send {item.name}: {len(item.data) / 1e6:.1f} MB is over "
-                f"Discord's upload limit of {limit / 1e6:.0f} MB.)"
+            return await channel.send(
+                f"(Could not send {item.name}: it was not read.)", nonce=nonce
             )
-            return
+        if len(item.data) > limit:
+            return await channel.send(
+                f"(Could not send {item.name}: {len(item.data) / 1e6:.1f} MB is over "
+                f"Discord's upload limit of {limit / 1e6:.0f} MB.)",
+                nonce=nonce,
+            )
         try:
-            await channel.send(file=discord.File(io.BytesIO(item.data), filename=item.name))
+            upload = discord.File(io.BytesIO(item.data), filename=item.name)
+            return await channel.send(file=upload, nonce=nonce)
         except discord.HTTPException as exc:
-            if exc.status >= 500 or exc.status == 429:
+            if exc.status >= 500 or exc.status in (403, 404, 429):
                 raise
-            await channel.send(f"(Could not send {item.name}: {exc.text or exc.status}.)")
+            why = exc.text or exc.status
+            return await channel.send(f"(Could not send {item.name}: {why}.)", nonce=nonce)
 
 
 class DiscordStream(PacedStream):
@@ -346,6 +358,10 @@ class DiscordStream(PacedStream):
             return False
         await self._message.edit(content=first.text)
         return True
+
+
+def _id(message: Any) -> str | None:
+    return str(message.id) if message is not None else None
 
 
 def _reference(message_id: str, channel: Messageable) -> discord.MessageReference | None:

@@ -15,9 +15,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 from telegram import Bot, BotCommand, InlineKeyboardMarkup, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
+from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 
 from channels.base import (
@@ -50,6 +51,18 @@ MAX_CHARS = 4096
 TYPING_EVERY_S = 4.0  # Telegram shows "typing" for about 5 s
 STREAM_EDIT_EVERY_S = 1.0
 MAX_RETRIES = 5
+# Telegram answers a send in well under a second, but a few seconds happen and 8 s has been
+# seen; python-telegram-bot's default read timeout (5 s) turned such a send into a failure,
+# and the part was sent again. A read timeout now means "maybe delivered" (see below).
+SEND_READ_TIMEOUT_S = 30.0
+# Failures where the request never reached Telegram whole: safe to send again.
+NOT_SENT = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+    httpx.WriteError,
+    httpx.WriteTimeout,
+)
 
 
 async def with_retries(call: Callable[[], Awaitable[T]]) -> T:
@@ -77,7 +90,9 @@ def _seconds(wait: Any) -> float:
 
 
 async def as_send_failed(call: Callable[[], Awaitable[Any]]) -> Any:
-    """One attempt; what went wrong said in the outbox's terms."""
+    """One attempt; what went wrong said in the outbox's terms. A 403 (the user blocked the
+    bot) and a 400 (chat not found) are refusals; a request written with no answer (a read
+    timeout, a dropped connection) may have been delivered: Telegram cannot be asked."""
     try:
         return await call()
     except RetryAfter as exc:
@@ -85,7 +100,13 @@ async def as_send_failed(call: Callable[[], Awaitable[Any]]) -> Any:
     except (BadRequest, Forbidden) as exc:
         raise SendFailed(str(exc), permanent=True) from exc
     except NetworkError as exc:  # timeouts, 5xx, connection errors
-        raise SendFailed(str(exc)) from exc
+        raise SendFailed(str(exc) or type(exc).__name__, maybe_sent=_maybe_sent(exc)) from exc
+
+
+def _maybe_sent(exc: NetworkError) -> bool:
+    """The request went out and no answer came back (an answer, even a 502, says no)."""
+    cause = exc.__cause__
+    return isinstance(cause, httpx.TransportError) and not isinstance(cause, NOT_SENT)
 
 
 class TelegramChannel:
@@ -102,7 +123,7 @@ class TelegramChannel:
             settings.bot_token.get_secret_value(),
             base_url=settings.api_base,
             base_file_url=settings.file_api_base,
-            request=HTTPXRequest(connection_pool_size=64),
+            request=HTTPXRequest(connection_pool_size=64, read_timeout=SEND_READ_TIMEOUT_S),
             get_updates_request=HTTPXRequest(read_timeout=30.0),
         )
         self._approvals = TelegramApprovals()
@@ -177,7 +198,7 @@ class TelegramChannel:
 
     async def _keep_typing(self, chat: ChatRef) -> None:
         while True:
-            with contextlib.suppress(NetworkError):
+            with contextlib.suppress(TelegramError):  # also a 403: the reply will say so
                 await self.bot.send_chat_action(
                     chat.chat_id, ChatAction.TYPING, message_thread_id=_thread(chat)
                 )
@@ -191,15 +212,15 @@ class TelegramChannel:
     def parts(self, reply: Reply) -> list[OutgoingPart]:
         return reply_parts(reply, MAX_CHARS, split_message)
 
-    async def send_part(self, chat: ChatRef, part: OutgoingPart) -> None:
+    async def send_part(self, chat: ChatRef, part: OutgoingPart) -> str | None:
+        """One attempt; the message id Telegram gave it (kept with the part in the outbox)."""
         if part.media is not None:
-            await self._send_media(chat, part.media)
-        else:
-            await self.send_text(chat, part.text, part.reply_to)
+            return await self._send_media(chat, part.media)
+        return await self.send_text(chat, part.text, part.reply_to)
 
     async def send_text(
         self, chat: ChatRef, text: str, reply_to: str, edit: Message | None = None
-    ) -> None:
+    ) -> str | None:
         """As HTML, or as plain text when Telegram rejects the markup; with `edit`, replace
         that message's text instead. One attempt: the outbox retries."""
 
@@ -215,14 +236,17 @@ class TelegramChannel:
             )
 
         try:
-            await as_send_failed(lambda: attempt(markdown_to_telegram_html(text), ParseMode.HTML))
+            html = markdown_to_telegram_html(text)
+            return _id(await as_send_failed(lambda: attempt(html, ParseMode.HTML)))
         except SendFailed as exc:
-            if not exc.permanent:
-                raise
+            if not exc.permanent or not isinstance(exc.__cause__, BadRequest):
+                raise  # a 403 (blocked) is not about the markup
             if "not modified" in str(exc).lower():
-                return
+                return None
+            if "chat not found" in str(exc).lower():
+                raise
             log.info("telegram: HTML refused (%s); sending plain text", exc)
-            await as_send_failed(lambda: attempt(text, None))
+            return _id(await as_send_failed(lambda: attempt(text, None)))
 
     async def ask_approval(
         self, chat: ChatRef, question: ApprovalQuestion, may_answer: MayAnswer
@@ -240,7 +264,7 @@ class TelegramChannel:
 
         return await self._approvals.ask(send, question, may_answer)
 
-    async def _send_media(self, chat: ChatRef, media: OutgoingMedia) -> None:
+    async def _send_media(self, chat: ChatRef, media: OutgoingMedia) -> str | None:
         """The file, or, when Telegram refuses it or it is gone, a line saying so."""
         senders: dict[str, Callable[..., Awaitable[Any]]] = {
             "IMAGE": self.bot.send_photo,
@@ -253,21 +277,25 @@ class TelegramChannel:
         thread = _thread(chat)
         try:
             if media.is_url:
-                await as_send_failed(
-                    lambda: send(chat.chat_id, media.source, message_thread_id=thread)
+                return _id(
+                    await as_send_failed(
+                        lambda: send(chat.chat_id, media.source, message_thread_id=thread)
+                    )
                 )
-            else:
-                data, name = media.data, media.name
-                if data is None:
-                    raise OSError("it was not read")
+            data, name = media.data, media.name
+            if data is None:
+                raise OSError("it was not read")
+            return _id(
                 await as_send_failed(
                     lambda: send(chat.chat_id, data, filename=name, message_thread_id=thread)
                 )
+            )
         except (SendFailed, OSError) as exc:
             if isinstance(exc, SendFailed) and not exc.permanent:
                 raise
             log.warning("telegram: could not send %s: %s", media.source, exc)
-            await self.send_text(chat, f"(Could not send {Path(media.source).name}: {exc})", "")
+            note = f"(Could not send {Path(media.source).name}: {exc})"
+            return await self.send_text(chat, note, "")
 
 
 class TelegramStream(PacedStream):
@@ -297,6 +325,11 @@ class TelegramStream(PacedStream):
             return False
         await self._channel.send_text(self._chat, first.text, "", edit=self._message)
         return True
+
+
+def _id(sent: Any) -> str | None:
+    """The message id of what a send returned (an edit may return True instead)."""
+    return str(sent.message_id) if isinstance(sent, Message) else None
 
 
 def _thread(chat: ChatRef) -> int | None:

@@ -97,6 +97,11 @@ def test_kill_9_mid_turns_then_a_restart_answers_every_message_once_in_order(
     db = state_db(home)
     assert rows(db, "SELECT status, COUNT(*) FROM inbox GROUP BY status") == [("done", 60)]
     assert rows(db, "SELECT status, COUNT(*) FROM outbox GROUP BY status") == [("sent", 60)]
+    # each part's outcome is kept, with the id Telegram gave it (test_delivery_faults.py
+    # kills the daemon in the middle of sends)
+    assert rows(
+        db, "SELECT status, COUNT(*), MIN(message_id != '') FROM outbox_parts GROUP BY status"
+    ) == [("sent", 60, 1)]
 
 
 def test_sigterm_during_a_turn_longer_than_the_grace_keeps_the_message_for_the_next_start(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, get_type_hints
@@ -65,6 +65,29 @@ class Speaker:
 
 
 @dataclass(frozen=True)
+class JournalEntry:
+    """An effectful call as a turn's journal holds it: its intent, then its outcome."""
+
+    id: int
+    tool: str
+    arguments: str  # canonical JSON, secrets scrubbed
+    result: ToolResult | None  # None: it started and no outcome was recorded
+
+
+class CallJournal(Protocol):
+    """What a turn that may run again (an inbox message, after a crash) remembers of its
+    effectful calls, so that the run after a crash does not repeat them: the intent is
+    committed before a call runs, its outcome after (agent/turns/tool_journal.py keeps it
+    in state.db until the turn commits)."""
+
+    async def entries(self) -> Sequence[JournalEntry]: ...
+
+    async def start(self, tool: str, call_id: str, arguments: str) -> JournalEntry | None: ...
+
+    async def finish(self, entry: JournalEntry, result: ToolResult) -> None: ...
+
+
+@dataclass(frozen=True)
 class ToolCallContext:
     """Where a call comes from: the workspace it works in, the chat that asked, and how to
     ask its owner for approval (None: nobody can be asked, so the answer is no)."""
@@ -80,6 +103,8 @@ class ToolCallContext:
     # The owner's own private turn (the terminal, the owner's DM): the only turn that may
     # touch the owner-private files and every chat's inbox folder (tools/boundaries.py).
     owner_private: bool = False
+    # The turn's journal of effectful calls; None where nothing is run again (a one-shot).
+    journal: CallJournal | None = None
 
     async def ask(self, request: ApprovalRequest) -> bool:
         return await self.approve(request) if self.approve is not None else False
@@ -110,12 +135,22 @@ class FunctionTool:
         name: str | None = None,
         description: str | None = None,
         writes: bool = False,
+        effects: bool | None = None,
+        repeat_safe: bool | None = None,
+        recheck: ToolFunction | None = None,
     ) -> None:
+        """`effects` (default: `writes`): a call changes the world, so it is journalled;
+        `repeat_safe` (default: no effects): a second run changes nothing more; `recheck`:
+        `fn(call, **args)` that finds out, without acting, whether such a call took effect
+        (used when a call was cut off by a crash)."""
         self.name = name or fn.__name__
         self.writes = writes  # changes files, memory or pins: refused under read_only
+        self.effects = writes if effects is None else effects
+        self.repeat_safe = not self.effects if repeat_safe is None else repeat_safe
         summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
         self.description = description or summary
         self._fn = fn
+        self._recheck = recheck
         self._args_model = _args_model(fn, self.name, arg_docs)
         self.parameters = _clean_schema(self._args_model.model_json_schema())
 
@@ -125,6 +160,32 @@ class FunctionTool:
         except ValidationError as exc:
             return ToolResult.error(f"Invalid arguments for {self.name}: {_brief(exc)}")
         return await self._fn(call, **dict(parsed))
+
+    async def recheck(self, args: dict[str, Any], call: ToolCallContext) -> ToolResult | None:
+        """What the world says now of a call with `args` (None: the tool cannot tell)."""
+        if self._recheck is None:
+            return None
+        try:
+            parsed = self._args_model.model_validate(args)
+        except ValidationError:
+            return None
+        return await self._recheck(call, **dict(parsed))
+
+
+def has_effects(item: Tool) -> bool:
+    """Whether a call of `item` changes the world (a tool that does not say: its `writes`)."""
+    return bool(getattr(item, "effects", getattr(item, "writes", False)))
+
+
+def is_repeat_safe(item: Tool) -> bool:
+    """Whether a second call with the same arguments changes nothing more."""
+    return bool(getattr(item, "repeat_safe", not has_effects(item)))
+
+
+async def recheck(item: Tool, args: dict[str, Any], call: ToolCallContext) -> ToolResult | None:
+    """The tool's own look at whether a call took effect, when it has one."""
+    look = getattr(item, "recheck", None)
+    return None if look is None else await look(args, call)
 
 
 class ReadOnlyRefusal:

@@ -29,8 +29,16 @@ class FileTools:
     def tools(self) -> list[FunctionTool]:
         return [
             FunctionTool(self.file_read, name="file_read"),
-            FunctionTool(self.file_write, name="file_write", writes=True),
-            FunctionTool(self.file_edit, name="file_edit", writes=True),
+            # The same content written again leaves the same file; after a crash either
+            # is checked against the file rather than written again.
+            FunctionTool(
+                self.file_write,
+                name="file_write",
+                writes=True,
+                repeat_safe=True,
+                recheck=self.recheck_write,
+            ),
+            FunctionTool(self.file_edit, name="file_edit", writes=True, recheck=self.recheck_edit),
             FunctionTool(self.file_list, name="file_list"),
         ]
 
@@ -140,6 +148,37 @@ class FileTools:
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
         return ToolResult.success(f"Edited {path}")
+
+    async def recheck_write(self, call: ToolCallContext, path: str, content: str) -> ToolResult:
+        """Whether `path` holds what file_write(path, content) writes (nothing written)."""
+        try:
+            text = self._read(self._policy.for_call(call), path)
+        except PolicyError as exc:
+            return ToolResult.error(f"{path} cannot be read to check it ({exc})")
+        except FileNotFoundError:
+            return ToolResult.error(f"{path} does not exist: the write did not happen")
+        except IsADirectoryError:
+            return ToolResult.error(f"{path} is a directory: the write did not happen")
+        if text == content:
+            return ToolResult.success(f"{path} holds exactly this content: it was written")
+        return ToolResult.error(
+            f"{path} holds other content ({len(text)} characters, not the {len(content)} "
+            "of this call): read it before writing again"
+        )
+
+    async def recheck_edit(
+        self, call: ToolCallContext, path: str, old_text: str, new_text: str
+    ) -> ToolResult:
+        """Whether the edit file_edit(path, old_text, new_text) makes is in `path`."""
+        try:
+            text = self._read(self._policy.for_call(call), path)
+        except (PolicyError, OSError) as exc:
+            return ToolResult.error(f"{path} cannot be read to check it ({exc})")
+        if old_text and text.count(old_text) == 1 and new_text not in text:
+            return ToolResult.error(f"old_text is still in {path} once: the edit was not made")
+        if new_text and new_text in text and old_text not in text:
+            return ToolResult.success(f"{path} holds new_text, not old_text: the edit was made")
+        return ToolResult.error(f"{path} cannot tell whether the edit was made: read it first")
 
     async def file_list(self, call: ToolCallContext, path: str = ".") -> ToolResult:
         """List a folder of the workspace: one entry per line, folders end with `/`.

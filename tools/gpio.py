@@ -16,7 +16,7 @@ from typing import Literal
 from tools.base import ApprovalRequest, FunctionTool, Tool, ToolCallContext, ToolResult
 from tools.board_policy import TOOL_FOR_MODE, PinError, PinPolicy, PinRef, parse_level
 from tools.config import Autonomy, HardwareSettings
-from tools.hardware import Board, BoardError, BoardInfo
+from tools.hardware import Board, BoardError, BoardInfo, PinReading
 
 Pattern = Literal["blink", "pulse", "heartbeat"]
 # (level, share of the period) steps; every pattern ends low.
@@ -236,6 +236,61 @@ class _HardwareTools:
 
         return await _attempt(self.board, act)
 
+    # -- after a crash: what a write cut off by it left on the board (nothing is written) --
+
+    async def _pin_now(self, pin: int | str, use: str) -> tuple[str, PinReading]:
+        ref = self.policy.resolve(pin, use)
+        reading = await self.board.digital_read(ref.token, as_output=True)  # a state query
+        value = describe_value(reading.mode, reading.value, note=reading.note) or "no value"
+        return f"{ref.label} reads {value} (mode {reading.mode})", reading
+
+    async def _read_back(
+        self, pin: int | str, use: str, wanted: str, holds: Callable[[float], bool]
+    ) -> ToolResult:
+        """The pin's state as the board holds it, against what the write would set."""
+        try:
+            found, reading = await self._pin_now(pin, use)
+        except (PinError, BoardError) as exc:
+            return ToolResult.error(f"the pin could not be read back ({exc})")
+        if reading.mode == use and not reading.note and holds(reading.value):
+            return ToolResult.success(f"{found}, as this call sets it.")
+        return ToolResult.error(f"{found}, not {wanted} as this call would set it.")
+
+    async def recheck_gpio_write(
+        self, call: ToolCallContext, pin: int | str, value: bool | int | str
+    ) -> ToolResult:
+        try:
+            level = parse_level(value)
+        except PinError as exc:
+            return ToolResult.error(str(exc))
+        wanted = describe_value("output", level)
+        return await self._read_back(pin, "output", wanted, lambda now: now == level)
+
+    async def recheck_pwm_write(
+        self, call: ToolCallContext, pin: int | str, duty: float
+    ) -> ToolResult:
+        wanted = f"duty {duty:.0%}"
+        return await self._read_back(pin, "pwm", wanted, lambda now: abs(now - duty) < 1 / 255)
+
+    async def recheck_servo_write(
+        self, call: ToolCallContext, pin: int | str, angle: float
+    ) -> ToolResult:
+        wanted = f"{round(angle)}°"
+        return await self._read_back(pin, "servo", wanted, lambda now: round(now) == round(angle))
+
+    async def recheck_gpio_pattern(
+        self, call: ToolCallContext, pin: int | str, pattern: Pattern, **timing: int
+    ) -> ToolResult:
+        """A pattern is driven by pinclaw, so none survives it: how far it ran is unknown."""
+        try:
+            found, _ = await self._pin_now(pin, "output")
+        except (PinError, BoardError) as exc:
+            found = f"the pin could not be read back ({exc})"
+        return ToolResult.error(
+            f"no {pattern} runs now (a pattern stops when pinclaw stops); {found}; how far "
+            "it ran is unknown."
+        )
+
     async def hardware_board_info(self, call: ToolCallContext) -> ToolResult:
         """Describe the connected board: port, firmware, and each usable pin with what it can
         do, its current mode and last value, and which pins you may use.
@@ -286,6 +341,9 @@ class _HardwareTools:
 
 
 _WRITERS = frozenset({"gpio_write", "pwm_write", "servo_write", "gpio_pattern"})
+# A level, duty or angle set twice is set once; a pattern run twice blinks (or pulses a
+# relay) twice.
+_REPEAT_SAFE = frozenset({"gpio_write", "pwm_write", "servo_write"})
 
 
 def _headline(info: BoardInfo) -> str:
@@ -320,6 +378,18 @@ def hardware_tools(
         summary = " ".join((inspect.getdoc(fn) or "").partition("Args:")[0].split())
         pin_tool = "pin" in inspect.signature(fn).parameters
         description = f"{summary} {guide}" if pin_tool else summary
-        writes = fn.__name__ in _WRITERS
-        built.append(FunctionTool(fn, name=fn.__name__, description=description, writes=writes))
+        name = fn.__name__
+        writes = name in _WRITERS
+        recheck = getattr(tools, f"recheck_{name}", None)
+        safe = name in _REPEAT_SAFE if writes else None
+        built.append(
+            FunctionTool(
+                fn,
+                name=name,
+                description=description,
+                writes=writes,
+                repeat_safe=safe,
+                recheck=recheck,
+            )
+        )
     return built

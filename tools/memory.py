@@ -62,7 +62,8 @@ class MemoryTools:
 
     def tools(self) -> list[FunctionTool]:
         return [
-            FunctionTool(self.memory_store, name="memory_store", writes=True),
+            # Storing the same fact again updates its memory (the store's twin check).
+            FunctionTool(self.memory_store, name="memory_store", writes=True, repeat_safe=True),
             FunctionTool(self.memory_recall, name="memory_recall"),
             FunctionTool(self.memory_forget, name="memory_forget", writes=True),
         ]

@@ -91,7 +91,10 @@ class ScheduleTools:
         return [
             FunctionTool(self.schedule_task, name="schedule_task", writes=True),
             FunctionTool(self.list_schedules, name="list_schedules"),
-            FunctionTool(self.cancel_schedule, name="cancel_schedule", writes=True),
+            # A second cancel changes nothing: the book says the schedule has ended.
+            FunctionTool(
+                self.cancel_schedule, name="cancel_schedule", writes=True, repeat_safe=True
+            ),
         ]
 
     async def schedule_task(self, call: ToolCallContext, when: str, task: str) -> ToolResult:

@@ -225,7 +225,8 @@ class WatchTools:
             FunctionTool(self.watch_pin, name="watch_pin", description=f"{summary} {guide}",
                          writes=True),
             FunctionTool(self.list_watches, name="list_watches"),
-            FunctionTool(self.cancel_watch, name="cancel_watch", writes=True),
+            FunctionTool(self.cancel_watch, name="cancel_watch", writes=True,
+                         repeat_safe=True),  # a second cancel: "has already ended"
         ]  # fmt: skip
 
     async def watch_pin(

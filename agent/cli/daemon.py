@@ -8,7 +8,12 @@ once (exit 2) instead of polling the same bots. SIGINT/SIGTERM stop intake (chan
 socket), let running turns, one-shots and sending finish for `agent.shutdown_grace_s`,
 cancel what is left (a channel's message stays pending in state.db for the next start),
 then close the store and exit 0. A channel that cannot start is reported and the others
-keep running; when every enabled channel fails, the daemon exits 2.
+keep running; when every enabled channel fails, the daemon exits 2. A state.db that cannot
+be used stops it before anything starts, with one line (StateDBUnusable, said by main.py).
+
+Beside the channels: a daily backup of state.db (`[state] backups_kept`, agent/cli/state.py)
+and, when the disk fills, one message to the owner's private chat, sent directly (the outbox
+needs disk), and one when space is back (agent/turns/storage_health.py).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import logging
 import os
 import signal
 from collections.abc import Mapping
+from pathlib import Path
 
 from agent.app import App, build_app, build_channels, start_scheduler, start_watcher
 from agent.cli.llm_warmup import warm_up
@@ -28,7 +34,10 @@ from agent.cli.send_op import SendOp
 from agent.config import Settings
 from agent.home import settings_fingerprint
 from agent.turns.runtime import ChannelRuntime
+from agent.turns.schedule_book import owner_chat
 from agent.turns.state import Access
+from agent.turns.storage_health import Listener, StorageHealth
+from channels.base import Reply
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +50,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         loop.add_signal_handler(sig, stop.set)
     chat_runtimes: dict[str, ChannelRuntime] = {}
     local = local_server(app, chat_runtimes)
+    app.store.db.health.listen(tell_owner(app, chat_runtimes))  # the disk fills, or has room
     try:
         if not await _listen(local):
             return 2
@@ -61,8 +71,11 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
             log.info("no chat channel is enabled: serving one-shots on %s", local.path)
         scheduler = await start_scheduler(app, runtimes)  # schedules and the heartbeat
         watcher = await start_watcher(app, runtimes)  # pin watches
+        backups = start_backups(settings, app.store.db.health)
         await stop.wait()
         log.info("stopping: no new messages; letting running turns finish")
+        if backups is not None:
+            backups.cancel()
         if scheduler is not None:
             await scheduler.stop()
         if watcher is not None:
@@ -111,6 +124,50 @@ async def _connect_board(app: App) -> None:
         log.info("board connected on %s", app.settings.hardware.port)
     except BoardError as exc:
         log.warning("board not connected: %s", exc)
+
+
+def tell_owner(app: App, by_name: Mapping[str, ChannelRuntime]) -> Listener:
+    """A line to the owner's private chat on the first channel (of those started by then)
+    where it is known, sent directly: no outbox row, the outbox is on the disk that is full."""
+
+    async def tell(full: bool, text: str) -> None:
+        owner = await owner_chat(app.settings, app.store.db, by_name.keys())
+        if owner is None:
+            return
+        channel = by_name[owner.chat.channel].channel
+        for part in channel.parts(Reply(text)):
+            await channel.send_part(owner.chat, part)
+
+    return tell
+
+
+def start_backups(settings: Settings, health: StorageHealth) -> asyncio.Task[None] | None:
+    """The daily backup of state.db, unless `[state] backups_kept = 0`."""
+    kept = settings.state.backups_kept
+    if kept <= 0:
+        return None
+    return asyncio.create_task(keep_backups(settings.state_db, kept, health), name="backups")
+
+
+async def keep_backups(
+    state_db: Path, kept: int, health: StorageHealth, *, first_after_s: float = 60.0
+) -> None:
+    """Once a day (the first a minute after start, not to slow it): a backup, the oldest
+    removed past `kept`. Not while the disk is full; a failure is said and tried in an hour."""
+    from agent.cli.state import daily_backup, next_backup_in
+
+    await asyncio.sleep(first_after_s)
+    while True:
+        await asyncio.sleep(next_backup_in(state_db))
+        await health.writable()
+        try:
+            made = await asyncio.to_thread(daily_backup, state_db, kept)
+        except Exception as exc:  # a full disk, a damaged copy: said, tried again later
+            health.failed(exc)
+            log.warning("state.db: the daily backup failed: %s", exc)
+            await asyncio.sleep(3600)
+            continue
+        log.info("state.db backed up to %s (%d bytes)", made.path, made.size)
 
 
 async def start_channels(app: App) -> list[ChannelRuntime]:

@@ -4,17 +4,21 @@ error (a 401 that echoes the key) is shown like any other text the runtime shows
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
+import json
 import os
 import sqlite3
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
 from agent.app import make_scrubber
 from agent.config import Settings
+from agent.prompt.profiles import FACT_FIRST_TOKEN, FACT_SERVER, FACT_TOOLS, FACT_WINDOW
 from agent.security import Scrubber
 from agent.turns.quirks import ProviderQuirks
 from agent.workspace import BOOTSTRAP_FILES
@@ -113,11 +117,13 @@ async def _checks(settings: Settings, check_model: bool) -> int:
             report(token, name, "enabled, token present" if token else f"enabled; set {env}")
             if not channel.allowed_users:
                 print(f"note {name}: allowed_users is empty, so nobody can talk to the bot")
-    _report_sandbox(settings, report)
+    state_problem = _report_state(settings.state_db, report)
+    _report_sandbox(settings, report, approvals=state_problem is None)
     print(_daemon_line(settings.home))
-    _note_queues(settings.state_db)
-    for line in ProviderQuirks(settings.state_db).lines():
-        print(f"note provider: {line}")
+    if state_problem is None:
+        _note_queues(settings.state_db)
+        for line in ProviderQuirks(settings.state_db).lines():
+            print(f"note provider: {line}")
     if settings.hardware.enabled:
         from tools.hardware import Board
 
@@ -130,16 +136,54 @@ async def _checks(settings: Settings, check_model: bool) -> int:
             report(True, "board", _board_line(info))
             print(f"note board: {_timer_line(info)}")
     if check_model and model:
-        from agent.llm import LLMClient, LLMError
+        await _check_model(settings, report)
+    return 2 if state_problem is not None else 1 if problems else 0
 
-        try:
-            reply = await LLMClient(settings.llm).complete(
-                [{"role": "user", "content": "Reply with the word: ready"}]
-            )
-            report(True, "model call", repr(reply.content[:40]))
-        except LLMError as exc:
-            report(False, "model call", str(exc))
-    return 1 if problems else 0
+
+async def _check_model(settings: Settings, report: Callable[[bool, str, str], None]) -> None:
+    """Ask the model's server what it serves (kept for the next start's prompt), then send
+    the first request a one-shot sends — its system prompt and tool schemas — streamed, and
+    time the first token: on a small machine that first call is the slow one."""
+    from agent.cli.prompt_show import inspect_prompt
+    from agent.llm import LLMClient, LLMError, count_tokens
+    from agent.turns.model_profiles import probe_server
+
+    llm, quirks = settings.llm, ProviderQuirks(settings.state_db)
+    facts = await asyncio.to_thread(probe_server, llm.model, llm.api_base)
+    if facts.server:
+        quirks.learn_fact(llm.model, FACT_SERVER, facts.server)
+        if facts.window:
+            quirks.learn_fact(llm.model, FACT_WINDOW, str(facts.window))
+        if facts.native_tools is False:
+            quirks.learn_fact(llm.model, FACT_TOOLS, "xml")
+        window = f"a window of {facts.window:,} tokens" if facts.window else "no window said"
+        tools = {True: "tool calls in its template", False: "no tool calls in its template"}
+        said = f", {tools[facts.native_tools]}" if facts.native_tools is not None else ""
+        print(f"note model server: {facts.server}, {window}{said}")
+    found = await asyncio.to_thread(inspect_prompt, settings, "cli", None)
+    ask = [
+        {"role": "system", "content": found.text},
+        {"role": "user", "content": "Reply with the word: ready"},
+    ]
+    schemas = found.schemas or None
+    weight = count_tokens(llm.model, found.text + (json.dumps(schemas) if schemas else ""))
+    started = time.monotonic()
+    try:
+        reply = await LLMClient(llm).complete(ask, tools=schemas, on_text=lambda _: None)
+    except LLMError as exc:
+        report(False, "model call", str(exc))
+        return
+    took, first = time.monotonic() - started, reply.first_token_s
+    if first is not None:
+        quirks.learn_fact(llm.model, FACT_FIRST_TOKEN, f"{first:.1f}")
+    said = repr(reply.content[:40]) if reply.content else f"{len(reply.tool_calls)} tool call(s)"
+    timing = f"first token after {first:.1f} s" if first is not None else "no token streamed"
+    tokens = reply.prompt_tokens or weight
+    report(True, "model call", f"{said}; {timing}, whole reply {took:.1f} s")
+    print(
+        f"note model: first request {tokens:,} tokens ({found.choice.mode} prompt: "
+        f"{found.choice.why}); llm.first_token_timeout_s allows {llm.first_token_limit_s():.0f} s"
+    )
 
 
 def _board_line(info: BoardInfo) -> str:
@@ -161,8 +205,36 @@ def _timer_line(info: BoardInfo) -> str:
     return f"{info.model}, PWM timers {info.timer_groups}"
 
 
-def _report_sandbox(settings: Settings, report: Callable[[bool, str, str], None]) -> None:
-    """Which OS sandbox confines commands and why; and the remembered "Always allow"s."""
+def _report_state(state_db: Path, report: Callable[[bool, str, str], None]) -> str | None:
+    """state.db: usable by this pinclaw (its schema version, its backups) or the one line
+    that says why not — then nothing else reads it, and doctor exits 2; and whether the
+    disk has the room the daemon needs to take messages."""
+    from agent.turns.migrations import describe, diagnose
+    from agent.turns.storage_health import space_line
+
+    unusable = diagnose(state_db)
+    if unusable is not None:
+        report(False, "state.db", str(unusable).removeprefix("state.db error: "))
+        return unusable.problem
+    full = space_line(state_db.parent)
+    if full is not None:
+        report(False, "disk", full)
+    if not state_db.exists() or state_db.stat().st_size == 0:
+        print(f"note state.db: {state_db} not created yet")
+        return None
+    with contextlib.closing(sqlite3.connect(state_db, timeout=2)) as db:
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    backups = sorted((state_db.parent / "backups").glob("state-*.db"))
+    kept = f"{len(backups)} backup(s), newest {backups[-1].name}" if backups else "no backups"
+    report(True, "state.db", f"{state_db}, schema version {describe(version)}; {kept}")
+    return None
+
+
+def _report_sandbox(
+    settings: Settings, report: Callable[[bool, str, str], None], *, approvals: bool = True
+) -> None:
+    """Which OS sandbox confines commands and why; and the remembered "Always allow"s
+    (`approvals`: state.db can be read)."""
     from agent.turns.approvals import AlwaysAllowed
     from tools.sandbox import SandboxUnavailable, choose_sandbox
 
@@ -178,6 +250,8 @@ def _report_sandbox(settings: Settings, report: Callable[[bool, str, str], None]
     if refused:
         detail += '; autonomy "full" refuses every command until a sandbox is available'
     report(not refused, "sandbox", detail)
+    if not approvals:
+        return
     rules = AlwaysAllowed(settings.state_db, settings.workspace_dir.resolve()).rules()
     print(f"note approvals: always allowed: {', '.join(rules) if rules else 'none'}")
 
@@ -202,9 +276,25 @@ def _note_queues(state_db: Path) -> None:
             waiting = db.execute("SELECT COUNT(*) FROM inbox WHERE status = 'pending'").fetchone()
             queued = db.execute("SELECT COUNT(*) FROM outbox WHERE status = 'pending'").fetchone()
             expired = db.execute("SELECT COUNT(*) FROM outbox WHERE status = 'expired'").fetchone()
+            fates = dict(_part_fates(db))
     except sqlite3.Error:
         return  # an older state.db without the queues
     print(
         f"note queues: {waiting[0]} message(s) waiting for an answer, {queued[0]} repl(ies) "
         f"waiting to be sent, {expired[0]} never delivered"
     )
+    print(
+        f"note delivery: {fates.get('refused', 0)} part(s) refused by the platform (blocked, "
+        f"chat gone), {fates.get('unknown', 0)} possibly lost (sent, no answer, no way to ask)"
+    )
+
+
+def _part_fates(db: sqlite3.Connection) -> list[tuple[str, int]]:
+    """Parts refused or of unknown fate (agent/turns/outbox.py); none in an older state.db."""
+    try:
+        return db.execute(
+            "SELECT status, COUNT(*) FROM outbox_parts WHERE status IN ('refused', 'unknown')"
+            " GROUP BY status"
+        ).fetchall()
+    except sqlite3.OperationalError:  # no outbox_parts table yet
+        return []

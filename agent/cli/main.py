@@ -37,10 +37,25 @@ def _load(ctx: click.Context) -> Settings:
     from agent.home import secure_home
 
     _setup_logging(ctx.obj["verbose"], ScrubbingFilter(make_scrubber(settings)))
+    ctx.obj["state_db"] = settings.state_db  # an SQLite error is then checked against it
     # Every command that reads the settings opens the home: it is made the owner's alone
     # first, and an older home's fix is said once, on stderr (a service's log).
     _say(secure_home(settings.home, settings.workspace_dir))
     return settings
+
+
+def _state_db_line(ctx: click.Context, exc: Exception) -> str | None:
+    """The one line for a state.db that cannot be used: said by the store when it opened
+    it, or found now for an SQLite error a command met (None: not state.db's problem)."""
+    if type(exc).__name__ == "StateDBUnusable":
+        return str(exc)
+    state_db = (ctx.obj or {}).get("state_db")
+    if type(exc).__module__ != "sqlite3" or state_db is None:
+        return None
+    from agent.turns.migrations import diagnose
+
+    problem = diagnose(state_db)
+    return None if problem is None else str(problem)
 
 
 def _say(line: str | None) -> None:
@@ -79,6 +94,7 @@ class _Commands(click.Group):
         "send": "agent.cli.send",
         "service": "agent.cli.service",
         "skills": "agent.cli.skills",
+        "state": "agent.cli.state",
     }
     SUMMARIES: ClassVar[dict[str, str]] = {
         "memory": "List, search, delete, export and import the agent's long-term memories.",
@@ -89,6 +105,7 @@ class _Commands(click.Group):
         "send": "Send TEXT (or standard input) to a chat as the bot, through the running daemon.",
         "service": "Run `agent run` as a login service (systemd user unit, launchd agent).",
         "skills": "List, inspect and create skills (folders with a SKILL.md).",
+        "state": "Back up state.db and check it (also while `agent run` is running).",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -101,6 +118,16 @@ class _Commands(click.Group):
             command = getattr(importlib.import_module(self.ELSEWHERE[cmd_name]), cmd_name)
             return command if isinstance(command, click.Command) else None
         return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """A state.db that cannot be used stops any command with one line and exit 2."""
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            line = _state_db_line(ctx, exc)
+            if line is None:
+                raise
+            _fail(line, 2)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = self.list_commands(ctx)
@@ -228,21 +255,31 @@ def prompt() -> None:
 )
 @click.option(
     "--mode",
-    type=click.Choice(["full", "minimal", "none"]),
+    type=click.Choice(["full", "compact", "minimal", "none"]),
     default=None,
-    help="Prompt mode (default: agent.prompt_mode).",
+    help="Prompt mode (default: as agent.prompt_mode chooses for the model).",
 )
-@click.option("--stats", is_flag=True, help="Print a table of sections and tokens instead.")
+@click.option("--model", default=None, help="As this model would get it (default: llm.model).")
+@click.option(
+    "--stats",
+    is_flag=True,
+    help="Print a table of sections and tokens instead; on stderr the mode chosen and why, "
+    "and the first request's tokens (system prompt + tool schemas).",
+)
 @click.pass_context
-def prompt_show(ctx: click.Context, channel: str, mode: str | None, stats: bool) -> None:
+def prompt_show(
+    ctx: click.Context, channel: str, mode: str | None, model: str | None, stats: bool
+) -> None:
     """Print exactly the system prompt a channel's model receives."""
-    from agent.cli.prompt_show import prompt_stats, prompt_text
+    from agent.cli.prompt_show import inspect_prompt, prompt_stats
 
     settings = _load(ctx)
     if stats:
-        click.echo(prompt_stats(settings, channel, mode))
+        table, summary = prompt_stats(settings, channel, mode, model)
+        click.echo(table)
+        click.echo(summary, err=True)
     else:
-        sys.stdout.write(prompt_text(settings, channel, mode))
+        sys.stdout.write(inspect_prompt(settings, channel, mode, model).text)
         sys.stdout.flush()
 
 

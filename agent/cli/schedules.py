@@ -29,13 +29,14 @@ def _zone(settings: Settings) -> ZoneInfo:
 
 
 async def _with_schedules(settings: Settings, job: str, schedule_id: int = 0) -> list[Schedule]:
-    """Open state.db, do `job` ("list", "list-all" or "cancel"), close it."""
-    from agent.turns.schedules import SCHEMA, Schedules
-    from agent.turns.store import StateDB
+    """Open state.db (checked and brought to this version, as every command does), do `job`
+    ("list", "list-all" or "cancel"), close it."""
+    from agent.app import open_store
+    from agent.turns.schedules import Schedules
 
     if not settings.state_db.exists():
         return []
-    db = await StateDB(settings.state_db).open(SCHEMA)
+    db = (await open_store(settings.state_db)).db
     try:
         schedules = Schedules(db)
         if job == "cancel":

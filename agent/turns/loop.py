@@ -26,7 +26,8 @@ from typing import Literal
 from agent.llm import LLMClient, LLMResponse, Message, ToolCall, Usage
 from agent.turns import honesty
 from agent.turns.dispatch import Dispatcher, NativeDispatcher, ParsedCalls, visible_text
-from tools.base import ApprovalRequest, ToolCallContext, ToolRegistry, ToolResult
+from agent.turns.tool_journal import CallReplay, canonical
+from tools.base import ApprovalRequest, JournalEntry, ToolCallContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,8 @@ async def run_tool_call_loop(
     result = TurnResult(text="", new_messages=[], stop_reason="done")
     seen: Counter[tuple[str, str]] = Counter()
     corrected: set[str] = set()  # the kinds of slip already re-asked in this turn
+    journal = context.journal
+    replay = CallReplay(journal, tools, scrub, options.tool_timeout_s) if journal else None
 
     def add(message: Message) -> None:
         messages.append(message)
@@ -106,10 +109,13 @@ async def run_tool_call_loop(
             return result
         add(dispatch.assistant_message(response, parsed))
         repeated = [_is_repeat(seen, call) for call in parsed.calls]
+        claims = await replay.claim(parsed.calls, repeated) if replay else [None] * len(repeated)
         outcomes = await asyncio.gather(
             *(
-                _refuse_repeat(call) if again else _run_timed(call, tools, context, options, scrub)
-                for call, again in zip(parsed.calls, repeated, strict=True)
+                _refuse_repeat(call)
+                if again
+                else _run_timed(call, tools, context, options, scrub, replay, claim)
+                for call, again, claim in zip(parsed.calls, repeated, claims, strict=True)
             )
         )
         for event, _ in outcomes:
@@ -216,15 +222,8 @@ def _finish(
 
 
 def _is_repeat(seen: Counter[tuple[str, str]], call: ToolCall) -> bool:
-    seen[(call.name, _canonical(call.arguments))] += 1
-    return seen[(call.name, _canonical(call.arguments))] > MAX_SAME_CALL
-
-
-def _canonical(arguments: str) -> str:
-    try:
-        return json.dumps(json.loads(arguments), sort_keys=True)
-    except (json.JSONDecodeError, TypeError):
-        return arguments
+    seen[(call.name, canonical(call.arguments))] += 1
+    return seen[(call.name, canonical(call.arguments))] > MAX_SAME_CALL
 
 
 async def _refuse_repeat(call: ToolCall) -> tuple[ToolEvent, ToolResult]:
@@ -241,10 +240,18 @@ async def _run_timed(
     context: ToolCallContext,
     options: LoopOptions,
     scrub: Callable[[str], str],
+    replay: CallReplay | None = None,
+    claim: JournalEntry | None = None,
 ) -> tuple[ToolEvent, ToolResult]:
+    """Run one call, scrubbed; through the turn's journal when it has one (a turn that may
+    run again after a crash), where `claim` is what an earlier run journalled of it."""
     started = time.perf_counter()
-    outcome = await run_tool(call, tools, context, options.tool_timeout_s)
-    outcome = ToolResult(ok=outcome.ok, output=scrub(outcome.output))
+
+    async def execute() -> ToolResult:
+        outcome = await run_tool(call, tools, context, options.tool_timeout_s)
+        return ToolResult(ok=outcome.ok, output=scrub(outcome.output))
+
+    outcome = await (replay.run(call, claim, execute, context) if replay else execute())
     event = ToolEvent(call.name, call.arguments, outcome.ok, time.perf_counter() - started)
     return event, outcome
 

@@ -6,6 +6,10 @@ number of turn slots. A turn that no model could answer waits and runs again (wi
 notice to the user) until `agent.retry_failed_turns_for_s`; anything else ends the message
 with a short line. Commands (/stop, /status…) are answered at once, not queued behind a
 running turn.
+
+No chat ever stops (agent/turns/chat_queues.py): a worker that fails tries again with
+backoff, a turn whose commit failed is committed then (it does not run again), and a sweep
+wakes every chat with pending work.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from agent.prompt.source import PromptSource
 from agent.security import Scrubber
 from agent.turns.approvals import AlwaysAllowed, chat_approver
 from agent.turns.attachments import Downloads, Transcriber
+from agent.turns.chat_queues import ChatQueues, Finished
 from agent.turns.commands import CommandContext, parse_command, run_command
 from agent.turns.compaction import history_for, model_summariser
 from agent.turns.delivery import Courier
@@ -39,9 +44,18 @@ from agent.turns.scopes import audience_of, speaker_of
 from agent.turns.sessions import SessionStore
 from agent.turns.state import Access, TurnRecord
 from agent.turns.store import StateDB
+from agent.turns.tool_journal import ToolJournal
 from agent.turns.triggers import Trigger
 from agent.turns.turn import HoldSilentPrefix, TurnOutcome, TurnRunner, is_silent
-from channels.base import Channel, ChatRef, IncomingMessage, Reply, sender_allowed
+from channels.base import (
+    Channel,
+    ChatRef,
+    IncomingMessage,
+    OutgoingPart,
+    Reply,
+    sender_allowed,
+    within_parts,
+)
 from tools.base import ToolCallContext
 from tools.memory_store import MemoryStore
 from tools.policy import SecurityPolicy
@@ -101,9 +115,11 @@ class ChannelRuntime:
         self.runner = TurnRunner(
             channel, source=source, llm=llm, quirks=quirks or ProviderQuirks(), scrub=self._scrub
         )
-        self.courier = Courier(channel, store.outbox, files=self._policy.paths)
-        self._workers: dict[str, asyncio.Task[None]] = {}
-        self._again: set[str] = set()
+        delivery = source.settings.channels.delivery
+        self.courier = Courier(channel, store.outbox, files=self._policy.paths, delivery=delivery)
+        self.queues = ChatQueues(
+            channel.name, store.db, store.inbox, self.courier, self._answer_pending
+        )
         self._running: dict[str, asyncio.Task[TurnOutcome]] = {}
         self.last_turns: dict[str, TurnRecord] = {}
         self._strangers_told: set[str] = set()
@@ -122,6 +138,7 @@ class ChannelRuntime:
     async def submit(self, msg: IncomingMessage) -> bool:
         """Store the message, then return: the channel may acknowledge it after this. False
         when it is not taken (a re-delivered message, or shutting down)."""
+        await self.store.db.health.admit()  # a full disk: it waits here, unacknowledged
         if self._closing:
             log.warning("%s: shutting down; message %s not taken", msg.chat.key, msg.message_id)
             return False
@@ -167,7 +184,7 @@ class ChannelRuntime:
 
     async def queue_reply(self, chat: ChatRef, reply: Reply) -> int:
         """A reply no message of the chat is waiting for, stored in the outbox; its id."""
-        parts, within = self.channel.parts(reply), self._deliver_within_s
+        parts, within = self.parts(reply), self._deliver_within_s
         outgoing_id = await self.store.db.write(
             lambda conn: self.store.outbox.insert(
                 conn, chat, parts, inbox_id=None, deliver_within_s=within
@@ -175,6 +192,11 @@ class ChannelRuntime:
         )
         self.courier.wake(chat.key)
         return outgoing_id
+
+    def parts(self, reply: Reply) -> list[OutgoingPart]:
+        """The reply in the platform's messages; past `channels.max_parts` of them, a
+        summary and the whole text as a document."""
+        return within_parts(reply, self.channel.parts(reply), self.settings.channels.max_parts)
 
     @property
     def _deliver_within_s(self) -> float:
@@ -192,37 +214,11 @@ class ChannelRuntime:
 
     async def resume(self) -> None:
         """Run what an earlier run left: pending messages, then queued replies."""
-        for chat_key in await self.store.inbox.chats_waiting(self.channel.name):
-            self.wake(chat_key)
-        await self.courier.resume()
+        await self.queues.resume()
 
     def wake(self, chat_key: str) -> None:
         """Answer the chat's pending messages (also those the scheduler stored)."""
-        self._again.add(chat_key)
-        if chat_key not in self._workers and not self._closing:
-            self._workers[chat_key] = asyncio.create_task(self._work(chat_key), name=chat_key)
-
-    async def _work(self, chat_key: str) -> None:
-        """Answer the chat's pending messages, oldest first, until none is left."""
-        try:
-            while not self._closing:
-                self._again.discard(chat_key)
-                pending = await self.store.inbox.oldest(chat_key)
-                if pending is None:
-                    if chat_key in self._again:
-                        continue
-                    return
-                wait = pending.next_attempt_at - time.time()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                    continue
-                await self._answer_pending(pending)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # e.g. the store failed: the message stays pending for next start
-            log.exception("%s: the chat's queue stopped", chat_key)
-        finally:
-            self._workers.pop(chat_key, None)
+        self.queues.wake(chat_key)
 
     async def _answer_pending(self, pending: Pending) -> None:
         msg, trigger = pending.message, pending.trigger  # trigger: nobody typed, nobody waits
@@ -246,19 +242,18 @@ class ChannelRuntime:
         reply = resolve_reply(outcome.text, files, reply_to="" if trigger else msg.message_id)
         status = "failed" if outcome.status == "retry" else outcome.status
         kept = [] if silent and trigger is not None else outcome.messages  # no empty check-ins
-        parts, within = None if silent else self.channel.parts(reply), self._deliver_within_s
+        parts, within = None if silent else self.parts(reply), self._deliver_within_s
 
         def commit(conn: sqlite3.Connection) -> int | None:  # one transaction, one trip
             self.sessions.add_turn(conn, msg.chat.key, kept, pending.id)
             self.store.inbox.finish(conn, pending.id, status)
-            return None if parts is None else self.store.outbox.insert(
+            if parts is None:
+                return None
+            return self.store.outbox.insert(
                 conn, msg.chat, parts, inbox_id=pending.id, deliver_within_s=within
-            )  # fmt: skip
+            )
 
-        outgoing = await self.store.db.write(commit)
-        if stream is not None and outgoing is not None:
-            self.courier.streams[outgoing] = stream
-        self.courier.wake(msg.chat.key)
+        await self.queues.commit(Finished(msg.chat, commit, stream))
 
     async def _retry_later(self, pending: Pending) -> bool:
         """Schedule another attempt while the retry window lasts; tell the user once."""
@@ -310,6 +305,7 @@ class ChannelRuntime:
             recall_scopes=recall,
             speaker=speaker_of(msg),
             owner_private=audience.owner_private,
+            journal=ToolJournal(self.store.db, msg),  # journals only a pending inbox message
             approve=chat_approver(
                 self.channel,
                 msg.chat,
@@ -385,10 +381,5 @@ class ChannelRuntime:
         is unfinished stays pending in state.db for the next start."""
         self._closing = True
         deadline = time.monotonic() + grace_s
-        workers = [task for task in self._workers.values() if not task.done()]
-        if workers:
-            _, late = await asyncio.wait(workers, timeout=grace_s)
-            for task in late:
-                task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
+        await self.queues.drain(grace_s)
         await self.courier.drain(max(0.0, deadline - time.monotonic()))

@@ -9,11 +9,20 @@ loses neither or repeats neither; the chat's runtime answers it like any message
 allow-list, memories, approvals and outbox), and a reply that is only the silent token
 sends nothing.
 
-Late runs: a run found due more than `schedules.catch_up_s` after its time (the daemon was
-down, the machine asleep) is skipped — a one-off is marked "skipped", a repeating one moves
-to its next time — and the chat is told once; a run less late than that runs once, however
-many times a repeating schedule was missed. Pin watches are rows of the same table with no
-due time, which the scheduler never reads: agent/turns/pin_watcher.py fires them.
+Late runs: a run that came due more than `schedules.catch_up_s` before the scheduler was
+running (the daemon was down, the machine asleep) is skipped — a one-off is marked
+"skipped", a repeating one moves to its next time — and the chat is told once; a run less
+late than that runs once, however many times a repeating schedule was missed. Pin watches
+are rows of the same table with no due time, which the scheduler never reads:
+agent/turns/pin_watcher.py fires them.
+
+Clock steps: each time it wakes, the scheduler compares how far the wall clock moved with
+how far a steady clock did (CLOCK_BOOTTIME, which counts a machine's sleep and is never
+stepped). A wall clock stepped forward while it ran is not downtime: what came due in the
+jump runs late, without "I was not running". A steady gap longer than the longest sleep is
+downtime (asleep, stopped). A step back moves every cron and heartbeat row that is now due
+later than its rule allows to its next time from now — also at start, for a step while down —
+so an every-minute schedule does not wait for the lost hour to pass again.
 """
 
 from __future__ import annotations
@@ -38,7 +47,16 @@ from tools.schedule_times import WhenError, format_time, latest_cron, next_cron
 log = logging.getLogger(__name__)
 
 MAX_SLEEP_S = 30.0
+STEP_S = 5.0  # the wall clock moving this much more (or less) than the steady one: a step
+DOWN_AFTER_S = MAX_SLEEP_S + 60.0  # steady time between two looks past this: not running
 HEARTBEAT_TASK = "Go through HEARTBEAT.md's checklist."
+
+
+def steady_clock() -> float:
+    """Seconds that also pass while the machine sleeps, never stepped (CLOCK_BOOTTIME on
+    Linux; elsewhere the monotonic clock, which may stop while asleep)."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    return time.clock_gettime(boottime) if boottime is not None else time.monotonic()
 
 
 class _Changed(Exception):
@@ -54,12 +72,16 @@ class Scheduler:
         zone: ZoneInfo,
         *,
         clock: Callable[[], float] = time.time,
+        steady: Callable[[], float] = steady_clock,
     ) -> None:
         self._schedules = schedules
         self._runtimes = dict(runtimes)
         self._settings = settings
         self._zone = zone
         self._clock = clock
+        self._steady = steady
+        self._last_look: tuple[float, float] | None = None  # (wall, steady) when last awake
+        self._running_since = 0.0  # wall time since which it has run without a gap
         self._woken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         kinds: set[ScheduleKind] = {"heartbeat"} if settings.heartbeat.enabled else set()
@@ -81,17 +103,19 @@ class Scheduler:
             self._task = None
 
     async def _run(self) -> None:
+        health = self._schedules.db.health
         while True:
             self._woken.clear()
             try:
                 await self.run_due()
-                wait = await self._sleep_s()
-            except Exception:  # the store failed: try again later, keep the daemon up
-                log.exception("scheduler: reading the schedules failed")
+                wait = MAX_SLEEP_S if health.full else await self._sleep_s()
+            except Exception as exc:  # the store failed: try again later, keep the daemon up
+                if not health.failed(exc):  # a full disk is said there, once a minute
+                    log.exception("scheduler: reading the schedules failed")
                 wait = MAX_SLEEP_S
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(TimeoutError):  # a full disk: until there is room
                 async with asyncio.timeout(wait):
-                    await self._woken.wait()
+                    await (health.writable() if health.full else self._woken.wait())
 
     async def _due_soonest(self) -> list[Schedule]:
         found = await self._schedules.active(self._runtimes.keys())
@@ -104,8 +128,13 @@ class Scheduler:
         return min(max(soonest[0].next_due - self._clock(), 0.0), MAX_SLEEP_S)
 
     async def run_due(self) -> None:
-        """Run (or skip) every schedule due now, soonest first."""
-        now = self._clock()
+        """Run (or skip) every schedule due now, soonest first (none while the disk is full:
+        they run when there is room, late, not skipped)."""
+        now, stepped_back = self._look()
+        if self._schedules.db.health.full:
+            return
+        if stepped_back:
+            await self._recompute(now)
         for schedule in await self._due_soonest():
             if schedule.next_due is None or schedule.next_due > now:
                 break
@@ -129,7 +158,7 @@ class Scheduler:
             note = "the person who set it is no longer allowed"
             await self._skip(schedule, runtime, following, note, tell=None)
             return
-        late = now - occurrence
+        late = min(now, self._running_since) - occurrence  # due before we ran: missed
         if late > self._settings.schedules.catch_up_s:
             note = f"due {format_time(occurrence, self._zone)}, missed by {late / 60:.0f} min"
             log.warning("schedule #%d skipped: %s", schedule.id, note)
@@ -137,6 +166,44 @@ class Scheduler:
             await self._skip(schedule, runtime, following, note, tell=tell)
             return
         await self._fire(schedule, runtime, occurrence, following, now)
+
+    def _look(self) -> tuple[float, bool]:
+        """The wall time now, and whether it stepped back since the last look (the first
+        look counts as one: a step back while down is found the same way)."""
+        wall, steady = self._clock(), self._steady()
+        last, self._last_look = self._last_look, (wall, steady)
+        if last is None:
+            self._running_since = wall
+            return wall, True
+        passed = steady - last[1]
+        step = wall - last[0] - passed
+        if passed > DOWN_AFTER_S:  # asleep or stopped: what came due meanwhile was missed
+            self._running_since = wall
+        elif step > STEP_S:
+            log.warning(
+                "scheduler: the clock stepped forward %.0f s; what came due runs late", step
+            )
+        if step < -STEP_S:
+            log.warning(
+                "scheduler: the clock stepped back %.0f s; repeating times recomputed", -step
+            )
+            self._running_since = min(self._running_since, wall)
+            return wall, True
+        return wall, False
+
+    async def _recompute(self, now: float) -> None:
+        """Cron and heartbeat rows due later than their rule allows from `now` (the clock
+        stepped back) move to their next time from now."""
+        for schedule in await self._due_soonest():
+            if schedule.next_due is None or schedule.kind not in ("cron", "heartbeat"):
+                continue
+            try:
+                soonest = self._following(schedule, now, now)
+            except WhenError:
+                continue  # _run_one cancels it with the reason when it comes due
+            if soonest is not None and schedule.next_due > soonest + 1:
+                await self._schedules.move(schedule, soonest)
+                log.info("schedule #%d: next at %s", schedule.id, format_time(soonest, self._zone))
 
     def _latest(self, schedule: Schedule, now: float) -> float:
         """The last time at or before `now` this schedule was due."""

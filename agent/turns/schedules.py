@@ -228,6 +228,18 @@ class Schedules:
         )
         return [s for s in map(_row, rows) if s.chat.channel in channels]
 
+    async def move(self, schedule: Schedule, next_due: float) -> bool:
+        """Set when it is due next (the clock stepped back); False when it changed
+        meanwhile."""
+        cursor = await self._db.write(
+            lambda conn: conn.execute(
+                "UPDATE schedules SET next_due = ? WHERE id = ? AND status = 'active'"
+                " AND next_due IS ?",
+                (next_due, schedule.id, schedule.next_due),
+            )
+        )
+        return cursor.rowcount == 1
+
     async def update_heartbeat(self, schedule_id: int, spec: str, next_due: float) -> None:
         await self._db.write(
             lambda conn: conn.execute(

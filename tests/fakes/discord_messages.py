@@ -75,9 +75,14 @@ class MessageRoutes:
     async def _send(self, request: web.Request) -> web.Response:
         world = self._world
         payload, files = await read_body(request, world.upload_limit)
+        if not await world.gates.before(request, payload):
+            return web.Response(status=499)  # its client is gone: nothing was created
         with world.lock:
             channel = world.channel(request.match_info["channel_id"])
             cid, gid = channel["id"], channel.get("guild_id")
+            earlier = world.nonces.earlier(world.bot_id, payload)
+            if earlier is not None:  # sent again: Discord returns the first, creates nothing
+                return json_response(earlier)
             also = ("sticker_ids", "components", "poll")
             msg = world.bot_message(cid, gid, payload, files, also_counts=also)
             msg["tts"] = bool(payload.get("tts"))
@@ -95,7 +100,9 @@ class MessageRoutes:
                 msg["type"], msg["message_reference"] = 19, ref
                 msg["referenced_message"] = target
             snapshot = world.keep_sent(msg, payload, files, reply_to)
+            world.nonces.keep(world.bot_id, payload, snapshot)
         await echo(self._gateway, "MESSAGE_CREATE", snapshot)
+        await world.gates.after(payload)
         return json_response(snapshot)
 
     def _own_message(self, request: web.Request, action: str) -> dict[str, Any]:

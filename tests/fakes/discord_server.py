@@ -54,6 +54,7 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from aiohttp import web
+from fakes.discord_delivery import SendGate, Stage
 from fakes.discord_gateway import (
     INTENT_DIRECT_MESSAGES,
     INTENT_GUILD_MESSAGES,
@@ -74,7 +75,7 @@ from fakes.discord_models import (
 )
 from fakes.discord_state import World
 
-__all__ = ["Call", "FakeDiscord", "SentMessage", "point_discord_at"]
+__all__ = ["Call", "FakeDiscord", "SendGate", "SentMessage", "point_discord_at"]
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
@@ -316,6 +317,19 @@ class FakeDiscord:
             payload = self._interactions.press(str(user_id), str(message_id), custom_id, username)
         self._run(self._gateway.dispatch("INTERACTION_CREATE", payload))
         return str(payload["id"])
+
+    def gate(
+        self, seconds: float, *, stage: Stage = "after", text: str | None = None, times: int = 1
+    ) -> SendGate:
+        """Hold the next ``times`` message sends (whose content holds ``text``) for
+        ``seconds``, ``before`` Discord handles them or ``after`` (fakes/discord_delivery.py)."""
+        return self._world.gates.add(SendGate(stage, seconds, text, times))
+
+    @property
+    def deduplicated(self) -> int:
+        """Sends that Discord answered with the message their nonce had already created."""
+        with self._world.lock:
+            return self._world.nonces.deduplicated
 
     def drop_connection(self, code: int = 4000) -> bool:
         """Close the gateway socket like a network blip; discord.py reconnects and RESUMEs.

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from fakes.discord_cdn import Attachments, FilePart
+from fakes.discord_delivery import NonceBook, SendGates
 from fakes.discord_gateway import (
     INTENT_DIRECT_MESSAGES,
     INTENT_GUILD_MESSAGES,
@@ -67,6 +68,8 @@ class World:
         self.commands: dict[str, list[dict[str, Any]]] = {}
         self.interactions: list[dict[str, Any]] = []
         self.calls: list[Call] = []
+        self.nonces = NonceBook()  # enforce_nonce, as Discord does it
+        self.gates = SendGates()  # message sends held for a test to strike
 
     def reset_recordings(self) -> None:
         """Forget what the bot did, keep the world (guilds, channels, messages)."""

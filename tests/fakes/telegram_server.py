@@ -26,6 +26,7 @@ from typing import Any
 from aiohttp import web
 from fakes.telegram_faults import FailWindow, Faults, InjectFaults
 from fakes.telegram_files import Download, generated_bytes
+from fakes.telegram_gates import Gate, Gates, InjectGates
 from fakes.telegram_methods import Methods
 from fakes.telegram_models import (
     BOT_ID,
@@ -52,13 +53,14 @@ __all__ = [
     "Download",
     "FailWindow",
     "FakeTelegram",
+    "Gate",
     "SentMessage",
     "Upload",
     "generated_bytes",
 ]
 
 
-class FakeTelegram(InjectUpdates, InjectFaults):
+class FakeTelegram(InjectUpdates, InjectFaults, InjectGates):
     """The Bot API for one bot (id 999, @pinclaw_test_bot) and its chats.
 
     ``inject_message``, ``inject_photo``, ``inject_callback_query``... (what users send)
@@ -72,6 +74,7 @@ class FakeTelegram(InjectUpdates, InjectFaults):
         self._queue = UpdateQueue()
         self._methods = Methods(self._state, self._queue.drop_pending)
         self._faults = Faults()
+        self._gates = Gates()  # requests held before or after they are handled
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -241,8 +244,11 @@ class FakeTelegram(InjectUpdates, InjectFaults):
                 handler = self._methods.get(method)
                 if handler is None:
                     raise ApiError(404, "Not Found")
+                if not await self._gates.before(request, method, params):
+                    return web.Response(status=499)  # its client is gone: nothing was done
                 with self._state.lock:
                     result = handler(params)
+                await self._gates.after(method, params)
         except ApiError as e:
             self._record_call(method, params, e.status, e.description)
             body: dict[str, Any] = {
