@@ -172,7 +172,7 @@ def test_schedules_go_on_after_the_clock_steps_back_and_run_late_after_it_jumps(
     adjust = int((56 - back % 60) % 60)
     step_to(offset, -3600 + adjust)
     stepped_at = time.monotonic()
-    wait_until(lambda: count("heartbeat", stepped_at) >= 2, 20, "heartbeats after the step", daemon)
+    wait_until(lambda: count("heartbeat", stepped_at) >= 2, 45, "heartbeats after the step", daemon)
     wait_until(lambda: count(TICK, stepped_at) >= 1, 20, "the every-minute run", daemon)
     assert "the clock stepped back" in daemon.log
     [(due,)] = rows(home / "state.db", "SELECT next_due FROM schedules WHERE kind = 'cron'")
@@ -188,7 +188,7 @@ def test_schedules_go_on_after_the_clock_steps_back_and_run_late_after_it_jumps(
         ("done", 1)
     ]
     heartbeats = count("heartbeat", jumped_at)
-    wait_until(lambda: count("heartbeat", jumped_at) > heartbeats, 20, "heartbeats go on", daemon)
+    wait_until(lambda: count("heartbeat", jumped_at) > heartbeats, 45, "heartbeats go on", daemon)
     assert daemon.terminate() == 0
 
 
