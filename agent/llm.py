@@ -12,7 +12,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any
 
@@ -21,6 +21,8 @@ from agent.config import LLMSettings
 log = logging.getLogger(__name__)
 
 Message = dict[str, Any]
+Tools = list[dict[str, Any]] | None  # the `tools=` list, or None
+OnText = Callable[[str], None] | None  # streamed text goes here, delta by delta
 MAX_BACKOFF_S = 30.0
 # LiteLLM's own switch (its MCP handlers set it on their inner calls), popped before sending.
 SKIP_MCP_PROBE = "_skip_mcp_handler"
@@ -43,6 +45,7 @@ class LLMResponse:
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float
+    first_token_s: float | None = None  # a streamed reply: seconds until its first token
 
 
 @dataclass
@@ -74,12 +77,6 @@ class LLMRequestRejected(LLMError):
     but the caller may change it (move a system message, drop `tools=`) and send it again."""
 
 
-@dataclass
-class _Attempts:
-    errors: list[str] = field(default_factory=list)
-    status: int | None = None
-
-
 def load_litellm() -> ModuleType:
     """Import LiteLLM with its bundled price map, so the import never reaches the network."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -95,7 +92,7 @@ def request(
     settings: LLMSettings,
     model: str,
     messages: list[Message],
-    tools: list[dict[str, Any]] | None = None,
+    tools: Tools = None,
 ) -> dict[str, Any]:
     """The keyword arguments of one `litellm.acompletion` call: what every call sends, and
     what the warm-up (agent/cli/llm_warmup.py) primes LiteLLM's code path with."""
@@ -103,7 +100,8 @@ def request(
         "model": model,
         "messages": messages,
         "temperature": settings.temperature,
-        "timeout": settings.timeout_s,
+        # The HTTP client's own limit (per read) only backs up the limits of LLMClient._call.
+        "timeout": settings.call_limit_s(model),
         "num_retries": 0,
         "max_retries": 0,
     }
@@ -138,10 +136,8 @@ class ProviderHealth:
         now = time.monotonic() if now is None else now
         parts = []
         if self.failing_since is not None:
-            parts.append(
-                f"unreachable for {now - self.failing_since:.0f} s; last error: "
-                f"{self.last_error[:160]}"
-            )
+            since = now - self.failing_since
+            parts.append(f"unreachable for {since:.0f} s; last error: {self.last_error[:160]}")
         if self.started:
             oldest = now - min(self.started.values())
             parts.append(f"{len(self.started)} call(s) under way, the oldest for {oldest:.0f} s")
@@ -149,9 +145,7 @@ class ProviderHealth:
 
 
 class LLMClient:
-    def __init__(
-        self, settings: LLMSettings, *, sleep: Callable[[float], Any] = asyncio.sleep
-    ) -> None:
+    def __init__(self, settings: LLMSettings, *, sleep: Callable[[float], Any] = asyncio.sleep):
         self.settings = settings
         self._sleep = sleep
         self.health = ProviderHealth()
@@ -161,17 +155,11 @@ class LLMClient:
         return self.settings.model
 
     async def complete(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[dict[str, Any]] | None = None,
-        on_text: Callable[[str], None] | None = None,
+        self, messages: list[Message], *, tools: Tools = None, on_text: OnText = None
     ) -> LLMResponse:
         """One completion; with `on_text` the reply is streamed and each delta handed to it.
-
-        Retries 429, 5xx, timeouts and connection errors with exponential backoff, then
-        tries each fallback model in turn.
-        """
+        Retries 429, 5xx, timeouts and connection errors with exponential backoff, then tries
+        each fallback model in turn."""
         health = self.health
         health.calls += 1
         call = health.calls
@@ -191,23 +179,22 @@ class LLMClient:
         return response
 
     async def _complete(
-        self,
-        messages: list[Message],
-        tools: list[dict[str, Any]] | None,
-        on_text: Callable[[str], None] | None,
+        self, messages: list[Message], tools: Tools, on_text: OnText
     ) -> LLMResponse:
         litellm = load_litellm()
-        attempts = _Attempts()
+        errors: list[str] = []
+        status: int | None = None  # the last HTTP status seen
         for model in [self.settings.model, *self.settings.fallback_models]:
             for attempt in range(self.settings.num_retries + 1):
                 try:
-                    return await self._call(litellm, model, messages, tools, on_text)
+                    kwargs = request(litellm, self.settings, model, messages, tools)
+                    return await self._call(litellm, kwargs, on_text)
                 except Exception as exc:
-                    status = getattr(exc, "status_code", None)
-                    attempts.status = status if isinstance(status, int) else attempts.status
-                    attempts.errors.append(f"{model}: {_short(exc)}")
+                    code = getattr(exc, "status_code", None)
+                    status = code if isinstance(code, int) else status
+                    errors.append(f"{model}: {_short(exc)}")
                     if _is_rejection(litellm, exc):
-                        raise LLMRequestRejected(_short(exc), status=attempts.status) from exc
+                        raise LLMRequestRejected(_short(exc), status=status) from exc
                     if not _is_transient(litellm, exc):
                         break  # auth, unknown model...: this model will not answer
                     if attempt < self.settings.num_retries:
@@ -216,39 +203,47 @@ class LLMClient:
                             "model %s failed (%s); retrying in %.1f s", model, _short(exc), delay
                         )
                         await self._sleep(delay)
-            log.warning("model %s gave up: %s", model, attempts.errors[-1])
-        raise LLMError(
-            "no model answered: " + "; ".join(attempts.errors[-3:]), status=attempts.status
-        )
+            log.warning("model %s gave up: %s", model, errors[-1])
+        raise LLMError("no model answered: " + "; ".join(errors[-3:]), status=status)
 
     async def _call(
-        self,
-        litellm: ModuleType,
-        model: str,
-        messages: list[Message],
-        tools: list[dict[str, Any]] | None,
-        on_text: Callable[[str], None] | None,
+        self, litellm: ModuleType, kwargs: dict[str, Any], on_text: OnText
     ) -> LLMResponse:
-        kwargs = request(litellm, self.settings, model, messages, tools)
+        model = kwargs["model"]
         if on_text is None:
-            response = await litellm.acompletion(**kwargs)
-        else:
-            response = await self._stream(litellm, kwargs, on_text)
-        return _to_response(litellm, response, model)
+            async with asyncio.timeout(self.settings.call_limit_s(model)):
+                return _to_response(litellm, await litellm.acompletion(**kwargs), model)
+        response, first_token_s = await self._stream(litellm, kwargs, on_text)
+        return replace(_to_response(litellm, response, model), first_token_s=first_token_s)
 
     async def _stream(
         self, litellm: ModuleType, kwargs: dict[str, Any], on_text: Callable[[str], None]
-    ) -> Any:
-        stream = await litellm.acompletion(
-            **kwargs, stream=True, stream_options={"include_usage": True}
-        )
+    ) -> tuple[Any, float | None]:
+        """The first token within the model's first-token limit, then no pause between chunks
+        over llm.timeout_s: a reply that keeps coming is never cut for its length."""
+        loop = asyncio.get_running_loop()
+        started, first_token_s = loop.time(), None
         chunks = []
-        async for chunk in stream:
-            chunks.append(chunk)
-            delta = chunk.choices[0].delta.content if chunk.choices else None
-            if delta:
-                on_text(delta)
-        return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"])
+        async with asyncio.timeout(self.settings.first_token_limit_s(kwargs["model"])) as limit:
+            stream = await litellm.acompletion(
+                **kwargs, stream=True, stream_options={"include_usage": True}
+            )
+            async for chunk in stream:
+                chunks.append(chunk)
+                delta = chunk.choices[0].delta if chunk.choices else None
+                if first_token_s is None and _carries_token(delta):
+                    first_token_s = loop.time() - started
+                if first_token_s is not None:
+                    limit.reschedule(loop.time() + self.settings.timeout_s)
+                if delta is not None and delta.content:
+                    on_text(delta.content)
+        return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"]), first_token_s
+
+
+def _carries_token(delta: Any) -> bool:
+    """A chunk with something the model generated (not the opening role chunk)."""
+    names = ("content", "tool_calls", "reasoning_content")
+    return delta is not None and any(getattr(delta, name, None) for name in names)
 
 
 async def transcribe(name: str, data: bytes, model: str, *, api_base: str = "") -> str:
@@ -333,13 +328,9 @@ def _explicit_cache_control(litellm: ModuleType, model: str) -> bool:
 
 
 def _is_transient(litellm: ModuleType, exc: Exception) -> bool:
-    transient = (
-        litellm.RateLimitError,
-        litellm.Timeout,
-        litellm.APIConnectionError,
-        litellm.InternalServerError,
-        litellm.ServiceUnavailableError,
-    )
+    transient: tuple[type[Exception], ...] = (TimeoutError, litellm.RateLimitError)
+    transient += (litellm.Timeout, litellm.APIConnectionError, litellm.InternalServerError)
+    transient += (litellm.ServiceUnavailableError,)
     status = getattr(exc, "status_code", None)
     return isinstance(exc, transient) or (isinstance(status, int) and status >= 500)
 
@@ -355,8 +346,17 @@ def _short(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text[:300]}"
 
 
+def _asks_ollama(model: str) -> bool:
+    """LiteLLM answers questions about an Ollama model by asking the Ollama server at its
+    default address (not pinclaw's api_base), in a blocking call: pinclaw does not ask."""
+    return model.startswith(("ollama/", "ollama_chat/"))
+
+
 def context_window(model: str) -> int | None:
-    """The model's input window as LiteLLM knows it, or None for an unknown model."""
+    """The model's input window as LiteLLM knows it, or None for an unknown model (and an
+    Ollama one, whose window is what its server was started with)."""
+    if _asks_ollama(model):
+        return None
     litellm = load_litellm()
     try:
         info = litellm.get_model_info(model)
@@ -374,13 +374,13 @@ def count_tokens(model: str, text: str) -> int:
 
 @functools.cache
 def supports_native_tools(model: str) -> bool:
-    """False only when LiteLLM positively knows the model lacks function calling."""
+    """False only when LiteLLM positively knows the model lacks function calling (an
+    Ollama model that does not teaches it with a refusal: agent/turns/quirks.py)."""
+    if _asks_ollama(model):
+        return True
     litellm = load_litellm()
     try:
-        litellm.get_model_info(model)
-    except Exception:
-        return True  # unknown model, e.g. behind a custom api_base: assume native
-    try:
+        litellm.get_model_info(model)  # raises for an unknown model: assume native
         return bool(litellm.supports_function_calling(model=model))
     except Exception:
         return True
@@ -389,6 +389,8 @@ def supports_native_tools(model: str) -> bool:
 @functools.cache
 def supports_vision(model: str) -> bool:
     """True when LiteLLM knows the model takes images; unknown models are assumed not to."""
+    if _asks_ollama(model):
+        return False  # llm.vision = "on" says otherwise
     litellm = load_litellm()
     try:
         return bool(litellm.supports_vision(model=model))

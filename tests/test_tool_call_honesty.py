@@ -74,6 +74,7 @@ async def test_a_result_line_written_twice_is_cut_out(fake_llm: FakeLLM, world: 
         "I ran `date`: it is 9 am.",
         "Done, the file now contains milk.",
         "Your note has been saved.",
+        "To remind you to stretch in 10 minutes, I have scheduled a task for you.",  # Qwen's
     ],
 )
 async def test_an_action_claimed_with_no_call_is_re_asked(

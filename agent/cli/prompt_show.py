@@ -1,18 +1,24 @@
-"""`agent prompt show`: the exact prompt a channel's model receives, or its size by section."""
+"""`agent prompt show`: the exact prompt a channel's model receives, or its size by section
+and what the model's first request weighs in the mode it gets (`--stats [--model NAME]`)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from agent.app import build_tools, make_board, prompt_source
 from agent.config import Settings
-from agent.prompt.context import PromptMode, SectionText
+from agent.prompt.context import Dispatch, PromptMode, SectionText
+from agent.prompt.profiles import LOCAL_WINDOW, ModeChoice, ModelProfile
 from agent.prompt.skills import SkillCatalog
 from agent.turns.dispatch import configured_dispatcher
+from agent.turns.quirks import ProviderQuirks
 from agent.workspace import ensure_workspace
 from channels.capabilities import BY_NAME, DELIVERY_BY_NAME
 from tools.policy import SecurityPolicy
+
+MODES = ("full", "compact", "minimal", "none")
 
 
 @dataclass(frozen=True)
@@ -20,16 +26,39 @@ class Inspected:
     text: str
     sections: tuple[SectionText, ...]
     budget_tokens: int
+    schemas: list[dict[str, Any]]  # the `tools=` list sent along (none with the xml protocol)
+    choice: ModeChoice  # the mode the model gets, and why
+    profile: ModelProfile
+    dispatcher: Dispatch
 
 
 def _mode(mode: str | None) -> PromptMode | None:
-    if mode in (None, "full", "minimal", "none"):
+    if mode is None or mode in MODES:
         return cast("PromptMode | None", mode)
     raise ValueError(f"unknown prompt mode {mode!r}")
 
 
-def inspect_prompt(settings: Settings, channel: str, mode: str | None) -> Inspected:
+def with_model(settings: Settings, model: str | None) -> Settings:
+    """The settings as they would be with `model` (same api_base, workspace and tools)."""
+    if not model:
+        return settings
+    return settings.model_copy(update={"llm": settings.llm.model_copy(update={"model": model})})
+
+
+def dispatcher_for(settings: Settings) -> Dispatch:
+    """The way tools travel, as a turn picks it: a lesson or a profile without native calls
+    first (agent/turns/quirks.py), then agent.tool_dispatcher."""
+    model = settings.llm.model
+    if model in ProviderQuirks(settings.state_db).xml_tools:
+        return "xml"
+    return configured_dispatcher(settings.agent.tool_dispatcher, model)
+
+
+def inspect_prompt(
+    settings: Settings, channel: str, mode: str | None, model: str | None = None
+) -> Inspected:
     """The prompt as the channel's runtime builds it at start, with its sections."""
+    settings = with_model(settings, model)
     ensure_workspace(settings.workspace_dir)
     policy = SecurityPolicy.from_settings(
         settings.security, settings.workspace_dir, home=settings.home
@@ -37,32 +66,44 @@ def inspect_prompt(settings: Settings, channel: str, mode: str | None) -> Inspec
     skills = SkillCatalog.from_settings(settings)  # one catalog: each skipped skill logged once
     tools = build_tools(settings, policy, make_board(settings), skills)
     source = prompt_source(settings, tools, policy, skills=skills)
-    ctx = source.context(
-        channel,
-        BY_NAME[channel],
-        dispatcher=configured_dispatcher(settings.agent.tool_dispatcher, settings.llm.model),
-        mode=_mode(mode),
-    )
+    dispatcher = dispatcher_for(settings)
+    ctx = source.context(channel, BY_NAME[channel], dispatcher=dispatcher, mode=_mode(mode))
     built = source.build(ctx)
     sections, text = built.sections, built.text
     delivery = DELIVERY_BY_NAME[channel]
     if delivery and settings.agent.delivery_instructions == "system_prompt":
         sections = (*sections, SectionText("delivery_instructions", delivery))
         text = f"{text}\n\n{delivery}"
-    return Inspected(text, sections, source.budget_tokens)
+    schemas = source.tools.schemas() if dispatcher == "native" else []
+    if ctx.mode != source.choice.mode:  # --mode: the schemas follow the mode asked for
+        choice = ModeChoice(ctx.mode, "--mode", source.choice.window)
+        schemas = _schemas(tools, ctx.mode) if schemas else []
+    else:
+        choice = source.choice
+    budget = source.budget_for(ctx)
+    return Inspected(text, sections, budget, schemas, choice, source.profile, dispatcher)
+
+
+def _schemas(tools: Any, mode: str) -> list[dict[str, Any]]:
+    from agent.prompt.compact import CompactTools
+
+    return list(CompactTools(tools).schemas() if mode == "compact" else tools.schemas())
 
 
 def prompt_text(settings: Settings, channel: str, mode: str | None) -> str:
     return inspect_prompt(settings, channel, mode).text
 
 
-def prompt_stats(settings: Settings, channel: str, mode: str | None) -> str:
+def prompt_stats(
+    settings: Settings, channel: str, mode: str | None, model: str | None = None
+) -> tuple[str, str]:
     """A table: one row per section with characters and tokens (LiteLLM's counter for the
-    configured model), then the total and the budget."""
+    model), then the total and the budget; and what the model gets, for stderr: its
+    profile, the mode and why, and the first request (system prompt + tool schemas)."""
     from agent.llm import count_tokens
 
-    found = inspect_prompt(settings, channel, mode)
-    model = settings.llm.model
+    found = inspect_prompt(settings, channel, mode, model)
+    model = model or settings.llm.model
     rows = [(s.name, len(s.text), count_tokens(model, s.text)) for s in found.sections]
     width = max([len("section"), *(len(name) for name, _, _ in rows)])
     lines = [f"{'section':<{width}}  {'chars':>7}  {'tokens':>7}"]
@@ -70,4 +111,44 @@ def prompt_stats(settings: Settings, channel: str, mode: str | None) -> str:
     total = count_tokens(model, found.text)
     lines.append(f"{'total':<{width}}  {len(found.text):>7,}  {total:>7,}")
     lines.append(f"{'budget':<{width}}  {'':>7}  {found.budget_tokens:>7,}")
-    return "\n".join(lines)
+    schemas = count_tokens(model, json.dumps(found.schemas)) if found.schemas else 0
+    return "\n".join(lines), _summary(found, model, total, schemas)
+
+
+def _summary(found: Inspected, model: str, prompt: int, schemas: int) -> str:
+    profile, choice = found.profile, found.choice
+    about = f"{profile.family}: {profile.works}" if profile.family else "no built-in profile"
+    tools = (
+        f"+ {schemas:,} in {len(found.schemas)} tool schemas"
+        if found.schemas
+        else "(its tools in it: the <tool_call> text protocol)"
+    )
+    first = prompt + schemas
+    window = choice.window
+    room = f"; {window - first:,} of a {window:,}-token window left" if window else ""
+    if window is None:
+        from agent.llm import context_window
+
+        known = context_window(model)
+        window_line = f"{known:,} tokens (LiteLLM's table)" if known else "unknown"
+    else:
+        window_line = _window_line(profile, window)
+    return "\n".join(
+        [
+            f"model          {model} ({about})",
+            f"mode           {choice.mode}: {choice.why}",
+            f"window         {window_line}",
+            f"first request  {prompt:,} system prompt {tools} = {first:,} tokens{room}",
+        ]
+    )
+
+
+def _window_line(profile: ModelProfile, window: int) -> str:
+    if profile.served_window:
+        return f"{window:,} tokens (its server said so: `agent doctor --check-model`)"
+    if window == LOCAL_WINDOW:
+        return (
+            f"{window:,} tokens assumed: what Ollama, llama-server and LM Studio serve unless "
+            "started with more (`agent doctor --check-model` asks the server)"
+        )
+    return f"{window:,} tokens (its profile)"

@@ -131,10 +131,11 @@ def _shrunk_contexts(ctx: PromptContext) -> list[_Attempt]:
         for scale in _SHRINK_STEPS
     ]
     smallest = steps[-1].ctx
-    if ctx.mode == "full" and ctx.skills and ctx.skills_mode == "full":
+    with_skills = ctx.mode in ("full", "compact") and bool(ctx.skills)
+    if with_skills and ctx.skills_mode == "full":
         compact = replace(smallest, skills_mode="compact")
         steps.append(_Attempt(compact, "skills", "skills listed compactly"))
-    if ctx.mode == "full" and ctx.skills:
+    if with_skills:
         names = replace(smallest, skills_mode="names")
         steps.append(_Attempt(names, "skills", "skills listed by name only"))
     return steps

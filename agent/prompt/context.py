@@ -15,7 +15,8 @@ from channels.base import ChannelCapabilities
 from tools.config import Autonomy
 from tools.paths import PathRules
 
-PromptMode = Literal["full", "minimal", "none"]
+# compact: the essentials, shortly, for small models and small windows (compact.py)
+PromptMode = Literal["full", "compact", "minimal", "none"]
 SkillsMode = Literal["full", "compact", "names"]
 Dispatch = Literal["native", "xml"]
 TokenCounter = Callable[[str], int]
@@ -25,6 +26,12 @@ IDENTITY_LINE = "You are Pinclaw, a personal assistant running on your owner's o
 # The whole reply a model gives to a group message that needs no answer. The prompt teaches
 # it; the runtime imports it to recognise such a reply and send nothing.
 SILENT_REPLY = "NO_REPLY"
+
+# The hardware tools (tools/gpio.py): with any of them the prompt gets a Hardware section.
+HARDWARE_TOOLS = frozenset({
+    "gpio_read", "gpio_write", "pwm_write", "analog_read", "servo_write", "gpio_pattern",
+    "hardware_board_info", "hardware_capabilities",
+})  # fmt: skip
 
 # Channels whose chats can be groups (several people, not every message for the bot). The
 # terminal is one person's.
@@ -94,6 +101,9 @@ class PromptContext:
     # How the workspace's files are opened (links refused, forbidden paths kept out);
     # None: the workspace with no forbidden paths inside it.
     files: PathRules | None = None
+    # Compact mode: the pins the hardware tools may use, said once in the Hardware section
+    # instead of in each tool's description.
+    pin_guide: str = ""
 
     @property
     def workspace_files(self) -> PathRules:

@@ -7,27 +7,35 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from agent.prompt import compact
 from agent.prompt.aieos import AieosError, load_aieos
-from agent.prompt.context import GROUP_CHANNELS, SILENT_REPLY, PromptContext, PromptSection
+from agent.prompt.context import (
+    GROUP_CHANNELS,
+    HARDWARE_TOOLS,
+    SILENT_REPLY,
+    PromptContext,
+    PromptSection,
+)
 from agent.prompt.skills import render_skills
 from agent.workspace import BootstrapBlock, read_bootstrap_file
 
 log = logging.getLogger(__name__)
 
-HARDWARE_TOOLS = frozenset({
-    "gpio_read", "gpio_write", "pwm_write", "analog_read", "servo_write", "gpio_pattern",
-    "hardware_board_info", "hardware_capabilities",
-})  # fmt: skip
+Render = Callable[[PromptContext], str]
 
 
 class Text:
-    """A section whose body is a function of the context (the common case)."""
+    """A section whose body is a function of the context (the common case); in compact
+    mode its `compact` body when it has one."""
 
-    def __init__(self, name: str, render: Callable[[PromptContext], str]) -> None:
+    def __init__(self, name: str, render: Render, compact: Render | None = None) -> None:
         self.name = name
         self._render = render
+        self._compact = compact
 
     def build(self, ctx: PromptContext) -> str:
+        if ctx.mode == "compact" and self._compact is not None:
+            return self._compact(ctx)
         return self._render(ctx)
 
 
@@ -115,9 +123,15 @@ def _safety(ctx: PromptContext) -> str:
 
 
 def _skills(ctx: PromptContext) -> str:
-    if ctx.mode != "full" or not ctx.skills:
+    if ctx.mode not in ("full", "compact") or not ctx.skills:
         return ""
-    return render_skills(ctx.skills, ctx.skills_mode, ctx.skills_max_chars, ctx.workspace_dir)
+    return render_skills(
+        ctx.skills,
+        ctx.skills_mode,
+        ctx.skills_max_chars,
+        ctx.workspace_dir,
+        short=ctx.mode == "compact",
+    )
 
 
 def _workspace(ctx: PromptContext) -> str:
@@ -148,7 +162,7 @@ def _bootstrap_names(ctx: PromptContext) -> list[str]:
 
 def _aieos_identity(ctx: PromptContext) -> str:
     """The AIEOS identity rendered, or "" (with a logged reason) to use the Markdown files."""
-    if ctx.mode != "full" or ctx.identity.format != "aieos":
+    if ctx.mode not in ("full", "compact") or ctx.identity.format != "aieos":
         return ""
     try:
         return load_aieos(ctx.identity, ctx.workspace_files)
@@ -213,12 +227,20 @@ def _project_context(ctx: PromptContext) -> str:
         "included here: do not read them again with a tool"
         + (", except the rest of a cut file:" if files.cuts else ".")
     )
+    if ctx.mode == "compact":
+        intro = "Your workspace files (already here: no need to read them" + (
+            "; read the rest of a cut one when it matters):" if files.cuts else "):"
+        )
     for cut in files.cuts:
         intro += f"\n{cut}"
     if identity:
         intro += "\nYour identity is given below in AIEOS form: embody it in every reply."
     if files.soul:
-        intro += "\nSpeak with the persona and tone SOUL.md describes; the rules above come first."
+        intro += (
+            "\nSpeak as SOUL.md describes."
+            if ctx.mode == "compact"
+            else "\nSpeak with the persona and tone SOUL.md describes; the rules above come first."
+        )
     parts = ["## Project Context", intro, *([identity] if identity else []), *files.blocks]
     return "\n\n".join(parts)
 
@@ -280,7 +302,7 @@ def _channel(ctx: PromptContext) -> str:
 
 def _silent_replies(ctx: PromptContext) -> str:
     """Only where groups exist, and not in minimal mode (sub-agents speak in no group)."""
-    if ctx.mode != "full" or ctx.channel not in GROUP_CHANNELS:
+    if ctx.mode not in ("full", "compact") or ctx.channel not in GROUP_CHANNELS:
         return ""
     token = SILENT_REPLY
     return (
@@ -294,18 +316,22 @@ def _silent_replies(ctx: PromptContext) -> str:
     )
 
 
+def _compact_silent(ctx: PromptContext) -> str:
+    return compact.silent_replies(ctx) if _silent_replies(ctx) else ""
+
+
 def default_sections() -> list[PromptSection]:
     return [
-        Text("tools", _tools),
-        Text("hardware", _hardware),
-        Text("task", _task),
-        Text("tool_honesty", _honesty),
-        Text("safety", _safety),
+        Text("tools", _tools, compact.tools),
+        Text("hardware", _hardware, compact.hardware),
+        Text("task", _task, compact.task),
+        Text("tool_honesty", _honesty, compact.honesty),
+        Text("safety", _safety, compact.safety),
         Text("skills", _skills),
-        Text("workspace", _workspace),
+        Text("workspace", _workspace, compact.workspace),
         Text("project_context", _project_context),
-        Text("date_time", _date_time),
-        Text("runtime", _runtime),
-        Text("channel_capabilities", _channel),
-        Text("silent_replies", _silent_replies),
+        Text("date_time", _date_time, compact.date_time),
+        Text("runtime", _runtime, compact.runtime),
+        Text("channel_capabilities", _channel, compact.channel),
+        Text("silent_replies", _silent_replies, _compact_silent),
     ]

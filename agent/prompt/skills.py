@@ -172,6 +172,7 @@ _INTRO = {
     "names": "Skills are instructions for particular jobs. When one fits, load it with "
     "read_skill(name), then follow it.",
 }
+_SHORT_INTRO = "Load a skill with read_skill(name) before the job it describes."
 _ALWAYS = "Those shown with their instructions are loaded already."
 _NOTICE = {
     "compact": "(Shown compactly to fit skills.max_prompt_chars.)",
@@ -180,13 +181,19 @@ _NOTICE = {
 
 
 def render_skills(
-    skills: Sequence[SkillInfo], mode: SkillsMode, max_chars: int, workspace: Path | None = None
+    skills: Sequence[SkillInfo],
+    mode: SkillsMode,
+    max_chars: int,
+    workspace: Path | None = None,
+    *,
+    short: bool = False,
 ) -> str:
-    """The Skills section in `mode`, stepping down full -> compact -> names to fit."""
+    """The Skills section in `mode`, stepping down full -> compact -> names to fit. `short`
+    (the compact prompt): no locations, as read_skill finds a skill by its name alone."""
     skills = sorted(skills, key=lambda s: s.name)  # same skills, same bytes
     order: list[SkillsMode] = ["full", "compact", "names"]
     for step in order[order.index(mode) :]:
-        text = _render(skills, step, workspace, notice=step != mode)
+        text = _render(skills, step, workspace, notice=step != mode, short=short)
         if len(text) <= max_chars or step == "names":
             return text if len(text) <= max_chars else _names_capped(skills, max_chars)
     raise AssertionError("unreachable")
@@ -201,9 +208,13 @@ def _location(skill: SkillInfo, workspace: Path | None) -> str:
 
 
 def _render(
-    skills: Sequence[SkillInfo], mode: SkillsMode, workspace: Path | None, notice: bool
+    skills: Sequence[SkillInfo],
+    mode: SkillsMode,
+    workspace: Path | None,
+    notice: bool,
+    short: bool = False,
 ) -> str:
-    lines = ["## Skills", "", _INTRO[mode]]
+    lines = ["## Skills", "", _SHORT_INTRO if short else _INTRO[mode]]
     if mode == "compact" and any(s.always for s in skills):
         lines[-1] += " " + _ALWAYS
     if notice or mode == "names":  # names only is never configured: always a cut
@@ -217,8 +228,9 @@ def _render(
             "<skill>",
             f"<name>{escape(skill.name)}</name>",
             f"<description>{escape(skill.description)}</description>",
-            f"<location>{escape(_location(skill, workspace))}</location>",
         ]
+        if not short:
+            lines.append(f"<location>{escape(_location(skill, workspace))}</location>")
         if (mode == "full" or skill.always) and skill.instructions:
             lines.append(f"<instructions>\n{skill.instructions}\n</instructions>")
         lines.append("</skill>")

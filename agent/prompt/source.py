@@ -19,6 +19,7 @@ from pathlib import Path
 
 from agent.config import Settings
 from agent.prompt.builder import BuiltPrompt, SystemPromptBuilder
+from agent.prompt.compact import COMPACT_SKILLS_CHARS, CompactTools, compact_tool_infos, pin_guide
 from agent.prompt.context import (
     Dispatch,
     HostInfo,
@@ -28,6 +29,7 @@ from agent.prompt.context import (
     TokenCounter,
     ToolInfo,
 )
+from agent.prompt.profiles import ModeChoice, ModelProfile, choose_mode, learned_facts, profile_for
 from agent.prompt.skills import SkillCatalog
 from agent.workspace import BOOTSTRAP_FILES, SKILLS
 from channels.base import ChannelCapabilities
@@ -76,6 +78,8 @@ class PromptSource:
     skills: SkillCatalog | None = None  # None: the settings' skills
     workspace: Path = field(init=False)
     files: PathRules = field(init=False)  # the workspace's files, opened as the tools' are
+    profile: ModelProfile = field(init=False)  # what is known of the model (profiles.py)
+    choice: ModeChoice = field(init=False)  # the prompt mode it gets, and why
     _watched: tuple[str, ...] = field(init=False, repr=False)  # the files whose stat counts
     _skill_folders: SkillFolders = field(init=False, repr=False)
     _host_zone: tuple[str | None, str] | None = field(default=None, init=False, repr=False)
@@ -94,6 +98,25 @@ class PromptSource:
             watched.append(self.workspace / Path(aieos).expanduser())
         self._watched = tuple(os.fspath(path) for path in watched)
         self._skill_folders = SkillFolders(os.fspath(self.workspace / SKILLS))
+        self._fit_model()
+
+    def _fit_model(self) -> None:
+        """The mode for this model; in compact mode the tools' `tools=` schemas are compact
+        too."""
+        model = self.settings.llm.model
+        self.profile = profile_for(model, learned_facts(self.settings.state_db, model))
+        self.choice = choose_mode(self.settings, self.profile)
+        full = self.tools.full if isinstance(self.tools, CompactTools) else self.tools
+        self.tools = CompactTools(full) if self.choice.mode == "compact" else full
+
+    def budget_for(self, ctx: PromptContext) -> int:
+        """The budget; a compact prompt's is capped by the window the requests must fit (a
+        local server's): a third of it beside native tools' schemas, which take about as
+        much again, half of it with the text protocol, whose tools are in the prompt."""
+        window = self.choice.window
+        if ctx.mode != "compact" or not window or self.settings.agent.prompt_budget_tokens:
+            return self.budget_tokens
+        return min(self.budget_tokens, window // (2 if ctx.dispatcher == "xml" else 3))
 
     @property
     def timezone(self) -> str:
@@ -116,11 +139,14 @@ class PromptSource:
         private: bool = True,
     ) -> PromptContext:
         agent = self.settings.agent
+        mode = mode or self.choice.mode
+        compact = mode == "compact"
         per_file = self.settings.workspace.bootstrap_max_chars
-        if agent.compact_context:
+        if agent.compact_context is True or compact:
             per_file = min(per_file, COMPACT_BOOTSTRAP_CHARS)
         identity = self.settings.identity
         skills = self.skills.infos() if self.skills is not None else ()
+        skills_chars = self.settings.skills.max_prompt_chars
         return PromptContext(
             workspace_dir=self.workspace,
             model_name=self.settings.llm.model,
@@ -128,24 +154,25 @@ class PromptSource:
             capabilities=capabilities,
             host=self.host,
             timezone=self.timezone,
-            tools=tool_infos(self.tools),
+            tools=compact_tool_infos(self.tools) if compact else tool_infos(self.tools),
             skills=skills,
             skills_mode=self.settings.skills.mode,
-            skills_max_chars=self.settings.skills.max_prompt_chars,
+            skills_max_chars=min(skills_chars, COMPACT_SKILLS_CHARS) if compact else skills_chars,
             identity=IdentityInfo(identity.format, identity.aieos_path, identity.aieos_inline),
             dispatcher=dispatcher,
             security_summary=self.security_summary,
             autonomy=self.settings.security.autonomy,
-            mode=mode or agent.prompt_mode,
+            mode=mode,
             bootstrap_max_chars=per_file,
             bootstrap_total_max_chars=self.settings.workspace.bootstrap_total_max_chars,
             heartbeat_enabled=self.settings.heartbeat.enabled,
             private=private,
             files=self.files,
+            pin_guide=pin_guide(self.tools) if compact else "",
         )
 
     def build(self, ctx: PromptContext) -> BuiltPrompt:
-        return self.builder.build_within(ctx, self.budget_tokens, self.count_tokens)
+        return self.builder.build_within(ctx, self.budget_for(ctx), self.count_tokens)
 
     def fingerprint(self) -> Fingerprint:
         stats: list[object] = [tuple(self.tools.names())]

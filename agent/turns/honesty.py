@@ -37,12 +37,12 @@ _CLAIMS = (
         r"(?:wrote|written|saved|stored|created|deleted|removed|edited|updated|appended|"
         r"listed|ran|run|executed|scheduled|recorded)\b(?!\s+(?:into|out)\b)"
         r"(?:\W+\w+){0,5}?\W+(?:files?|folders?|director(?:y|ies)|memory|memories|notes?|"
-        r"commands?|scripts?|reminders?|schedules?|pins?|disk|workspace|`|[\w-]+\.\w{1,5}\b)",
+        r"commands?|scripts?|reminders?|schedules?|tasks?|pins?|disk|workspace|`|[\w-]+\.\w{1,5}\b)",
         re.I,
     ),
     re.compile(
         r"\bI(?:'ve| have)\s+(?:now\s+|already\s+|successfully\s+)?"
-        r"(?:saved|stored|executed|run)\b(?!\s+(?:into|out)\b)",
+        r"(?:saved|stored|executed|run|scheduled)\b(?!\s+(?:into|out)\b)",
         re.I,
     ),
     re.compile(

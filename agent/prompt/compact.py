@@ -1,0 +1,243 @@
+"""Compact mode: the prompt and the tool schemas for small models and small windows.
+
+A 1.5B model on a home server reads a 3,000-token first request for minutes, and a server
+started with a 4,096-token window has little room left for the answer. Compact mode keeps
+what changes what the model does — the tool names and how to call them, act don't
+describe, report only what tools returned, the security policy, the workspace files — and
+says each once and shortly: a tool's description is its first clause, a schema keeps its
+names, types and what is required and drops examples, defaults and the descriptions of
+optional parameters. The workspace files are the owner's and stay as they are (within the
+budget). Full mode is not touched by any of this.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from agent.prompt.context import HARDWARE_TOOLS, SILENT_REPLY, PromptContext, ToolInfo
+from tools.base import ToolRegistry
+
+COMPACT_SKILLS_CHARS = 1_200
+# Examples: an aside with a quote in it ("in 10 minutes", 3 for "#3"), and ", e.g. …" up to
+# the end of its clause.
+_QUOTED_ASIDE = re.compile(r"\s*\([^()]*[\"`][^()]*\)")
+_EG = re.compile(r",?\s*\b(?:e\.g\.|for example)\s[^;)]*?(?=[;)]|\.(?:\s|$)|$)")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"(\[])")
+_CLAUSE_END = re.compile(r":\s|\s\(|;\s")
+_PIN_GUIDE = re.compile(r"(Pins you may use:|Allowed pins:|No pins are allowed yet).*", re.S)
+_DROPPED_KEYS = frozenset({"examples", "example", "title", "additionalProperties", "$schema"})
+
+
+def short_text(text: str, *, formats: bool = False) -> str:
+    """The first clause of the first sentence, without examples: "List a folder of the
+    workspace: one entry per line, …" says enough as "List a folder of the workspace".
+    `formats` (a parameter's description): the whole first sentence, and the quoted asides
+    that show a value's format ("in 10 minutes") kept, as a small model needs them."""
+    text = _EG.sub("", " ".join(text.split()))
+    text = text if formats else _QUOTED_ASIDE.sub("", text)
+    text = _SENTENCE_END.split(text, maxsplit=1)[0]
+    clause = text if formats else _CLAUSE_END.split(text, maxsplit=1)[0]
+    return (clause if len(clause.split()) >= 3 else text).strip().rstrip(".,;:")
+
+
+def compact_schema(schema: Any) -> Any:
+    """A JSON schema with its types, names, enums and required lists, and no examples: each
+    description its first sentence, an optional value's `anyOf [X, null]` just X, and an
+    optional parameter undescribed (a small model does best without reaching for it)."""
+    if isinstance(schema, list):
+        return [compact_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    options = schema.get("anyOf")
+    if isinstance(options, list):
+        kept = [o for o in options if not (isinstance(o, dict) and o.get("type") == "null")]
+        if len(kept) == 1 and isinstance(kept[0], dict):
+            rest = {k: v for k, v in schema.items() if k != "anyOf"}
+            schema = {**kept[0], **rest}
+    found: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _DROPPED_KEYS or key == "default":
+            continue
+        if key == "description" and isinstance(value, str):
+            if short := short_text(value, formats=True):
+                found[key] = short
+        elif key == "properties" and isinstance(value, dict):
+            needed = set(schema.get("required") or ())
+            found[key] = {
+                name: _parameter(name, sub, name in needed) for name, sub in value.items()
+            }
+        else:
+            found[key] = compact_schema(value)
+    return found
+
+
+def _parameter(name: str, schema: Any, required: bool) -> Any:
+    """Undescribed when optional, or when its description only restates its name in a few
+    words ("The command line" for `command`, "File path relative to the workspace")."""
+    found = compact_schema(schema)
+    if isinstance(found, dict):
+        words = re.findall(r"[a-z]+", str(found.get("description", "")).lower())
+        restated = len(words) <= 6 and any(part in words for part in name.lower().split("_"))
+        if not required or restated:
+            found.pop("description", None)
+    return found
+
+
+def compact_tool_infos(tools: ToolRegistry) -> tuple[ToolInfo, ...]:
+    return tuple(
+        ToolInfo(t.name, short_text(t.description), _json(compact_schema(t.parameters)))
+        for t in tools
+    )
+
+
+def pin_guide(tools: ToolRegistry) -> str:
+    """Which pins the hardware tools may use, as each of their descriptions ends."""
+    for tool in tools:
+        if tool.name in HARDWARE_TOOLS and (found := _PIN_GUIDE.search(tool.description)):
+            return found.group(0).strip()
+    return ""
+
+
+def _json(schema: Any) -> str:
+    return json.dumps(schema, separators=(",", ":"), sort_keys=True)
+
+
+class CompactTools(ToolRegistry):
+    """The same tools, run the same way; only their `tools=` schemas are compact."""
+
+    def __init__(self, tools: ToolRegistry) -> None:
+        self.full: ToolRegistry = tools.full if isinstance(tools, CompactTools) else tools
+        super().__init__(self.full)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [
+            {"type": "function", "function": {**s["function"], **_short(s["function"])}}
+            for s in super().schemas()
+        ]
+
+
+def _short(function: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "description": short_text(str(function.get("description", ""))),
+        "parameters": compact_schema(function.get("parameters", {})),
+    }
+
+
+# -- the sections, compact -------------------------------------------------------------
+
+
+def tools(ctx: PromptContext) -> str:
+    if not ctx.tools:
+        return ""
+    if ctx.dispatcher == "native":  # the names and schemas come with the request
+        return f"## Tools\n\n{_ACT}"
+    lines = ["## Tools", ""]
+    for info in ctx.tools:
+        lines.append(f"- {info.name}: {info.description}")
+        if info.parameters_json:
+            lines.append(f"  Parameters: {info.parameters_json}")
+    lines += [
+        "",
+        "## Tool Use Protocol",
+        "",
+        "To call a tool, write only this, then stop:",
+        '<tool_call>{"name": "tool_name", "arguments": {"param": "value"}}</tool_call>',
+        "pinclaw runs it and sends you the result. Never write a result yourself.",
+    ]
+    return "\n".join(lines)
+
+
+def hardware(ctx: PromptContext) -> str:
+    present = sorted(HARDWARE_TOOLS & {info.name for info in ctx.tools})
+    if not present:
+        return ""
+    return (
+        f"## Hardware Access\n\nA board is connected; its owner authorised {', '.join(present)}. "
+        "Use them when asked to switch, read, dim, move or blink something: do not refuse."
+        + (f"\n{ctx.pin_guide}" if ctx.pin_guide else "")
+    )
+
+
+_ACT = (
+    "When a message needs a tool, call it at once, then answer from its result. Do not "
+    "describe what you would do: do it."
+)
+
+
+def task(ctx: PromptContext) -> str:
+    """Said with the tools (native) or after their protocol (xml)."""
+    if ctx.dispatcher == "native" and ctx.tools:
+        return ""
+    act = _ACT.replace("call it", "write its <tool_call>") if ctx.dispatcher == "xml" else _ACT
+    return f"## Your Task\n\n{act}"
+
+
+def honesty(ctx: PromptContext) -> str:
+    return (
+        "## Tool Honesty\n\nSay only what a tool returned; when it failed, say so with the "
+        "error. Never claim an action no tool did. Unsure what is wanted? Ask."
+    )
+
+
+_AUTONOMY = {
+    "read_only": "Read-only: change nothing; observe and report.",
+    "supervised": "Ask before anything destructive or outside this machine.",
+    "full": "Act directly; when a tool refuses, explain instead of working around it.",
+}
+
+
+def safety(ctx: PromptContext) -> str:
+    lines = [
+        "## Safety",
+        "",
+        "Keep private data private, prefer what can be undone, never bypass the policy. "
+        + _AUTONOMY.get(ctx.autonomy, _AUTONOMY["supervised"]),
+    ]
+    if ctx.security_summary:  # its autonomy line is the rule just said
+        policy = ctx.security_summary.replace("`", "").splitlines()
+        lines += ["", *(line for line in policy if not line.startswith("- Autonomy level:"))]
+    return "\n".join(lines)
+
+
+def workspace(ctx: PromptContext) -> str:
+    return "## Workspace\n\nPaths you give the tools are relative to the workspace folder."
+
+
+def date_time(ctx: PromptContext) -> str:
+    return ""  # each message starts with its date, time and zone
+
+
+def runtime(ctx: PromptContext) -> str:
+    return ""  # the host, OS and Python change nothing the model does
+
+
+def channel(ctx: PromptContext) -> str:
+    caps = ctx.capabilities
+    where = (
+        "the user's terminal"
+        if ctx.channel == "cli"
+        else f"the {caps.display_name} chat (sent for you)"
+    )
+    markup = "plain text, no Markdown" if caps.markup == "plain" else "simple Markdown"
+    lines = ["## Channel Capabilities", "", f"- Your reply goes to {where}: {markup}."]
+    if caps.max_message_chars:
+        lines.append(
+            f"- Keep replies short (over {caps.max_message_chars:,} characters are split)."
+        )
+    if caps.media:
+        kinds = ", ".join(f"[{kind}:path]" for kind in sorted(caps.media))
+        lines.append(
+            f"- To send a file, put {kinds} in your reply; the same marker in a user's message "
+            "is a file they sent, saved at that path."
+        )
+    lines.append("- Never reveal or store secrets; [REDACTED] in tool output is one.")
+    return "\n".join(lines)
+
+
+def silent_replies(ctx: PromptContext) -> str:
+    return (
+        f"## Silent Replies\n\nIn a group, when a message needs no answer from you, reply "
+        f"with exactly {SILENT_REPLY} and nothing else. In a direct chat, always answer."
+    )

@@ -1,0 +1,269 @@
+"""Model profiles and compact mode: what pinclaw knows of common local models, which ones
+count as served locally, the mode each gets and why, what is learned over the built-in
+entries, and the compact first request — system prompt and tool schemas — that fits a
+4,096-token window (goal: 2,000 tokens)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from test_prompt_kit import fresh_workspace
+
+from agent.app import build_tools, prompt_source
+from agent.config import AgentSettings, LLMSettings, Settings, WorkspaceSettings, served_locally
+from agent.llm import count_tokens
+from agent.prompt.compact import CompactTools, compact_schema, short_text
+from agent.prompt.profiles import (
+    builtin_profile,
+    choose_mode,
+    learned_facts,
+    profile_for,
+)
+from agent.turns.quirks import ProviderQuirks
+from channels.capabilities import BY_NAME
+from tools.policy import SecurityPolicy
+
+LOCAL = "http://127.0.0.1:8091/v1"
+
+
+@pytest.mark.parametrize(
+    ("model", "family", "native"),
+    [
+        ("ollama_chat/qwen2.5:1.5b", "Qwen2.5", True),
+        ("openai/qwen2.5-coder-1.5b", "Qwen2.5", True),
+        ("openai/Qwen/Qwen2.5-1.5B-Instruct", "Qwen2.5", True),
+        ("ollama_chat/qwen3:4b", "Qwen3", True),
+        ("openai/qwen/qwen3-4b", "Qwen3", True),
+        ("ollama_chat/llama3.2:1b", "Llama 3.2 1B/3B", True),
+        ("openai/meta-llama/Llama-3.2-3B-Instruct", "Llama 3.2 1B/3B", True),
+        ("ollama/llama3.1:8b", "Llama 3.1/3.3", True),
+        ("ollama/llama3:8b", "Llama 3 8B", False),
+        ("ollama_chat/mistral:7b", "Mistral 7B", True),
+        ("openai/mistral-7b-instruct-v0.3", "Mistral 7B", True),
+        ("ollama_chat/gemma3:4b", "Gemma 3", False),
+        ("openai/google/gemma-3-1b-it", "Gemma 3 1B", False),
+        ("ollama_chat/phi4-mini", "Phi-4-mini", True),
+        ("openai/deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", "DeepSeek-R1 and distills", False),
+        ("ollama_chat/deepseek-r1:8b", "DeepSeek-R1 and distills", False),
+        ("openai/gpt-4o-mini", "", True),
+        ("mistral/mistral-large-latest", "", True),
+        ("anthropic/claude-sonnet-4-5", "", True),
+    ],
+)
+def test_built_in_profiles_know_the_common_local_models(
+    model: str, family: str, native: bool
+) -> None:
+    profile = builtin_profile(model)
+    assert (profile.family, profile.native_tools) == (family, native)
+    assert (profile.window is not None) == bool(family)
+
+
+@pytest.mark.parametrize(
+    ("model", "api_base", "local"),
+    [
+        ("ollama_chat/qwen2.5:1.5b", "", True),
+        ("ollama/llama3.2", "http://192.168.1.20:11434", True),
+        ("openai/qwen2.5-coder-1.5b", "http://127.0.0.1:8080/v1", True),
+        ("openai/qwen2.5-coder-1.5b", "http://localhost:1234/v1", True),
+        ("openai/Qwen/Qwen2.5-1.5B-Instruct", "http://10.0.0.5:8000/v1", True),
+        ("openai/x", "http://[::1]:8000/v1", True),
+        ("openai/x", "http://vllm:8000/v1", True),  # a container's name
+        ("openai/x", "http://box.lan:8000/v1", True),
+        ("openai/gpt-4o-mini", "", False),
+        ("openai/gpt-4o-mini", "https://api.openai.com/v1", False),
+        ("openai/x", "https://llm.example.com/v1", False),
+    ],
+)
+def test_what_counts_as_served_locally(model: str, api_base: str, local: bool) -> None:
+    assert served_locally(model, api_base) is local
+
+
+def settings(model: str, api_base: str = "", **agent: object) -> Settings:
+    return Settings(llm=LLMSettings(model=model, api_base=api_base), agent=AgentSettings(**agent))
+
+
+@pytest.mark.parametrize(
+    ("chosen", "mode", "why"),
+    [
+        (settings("openai/qwen2.5-coder-1.5b", LOCAL), "compact", "served locally (api_base on"),
+        (settings("ollama_chat/gemma3:4b"), "compact", "served locally (an Ollama model)"),
+        (settings("groq/llama3-8b-8192"), "compact", "a context window of 8,192 tokens"),
+        (settings("openai/gpt-4o-mini"), "full", "a hosted model"),
+        (
+            settings("ollama_chat/qwen3:4b", prompt_mode="full"),
+            "full",
+            'agent.prompt_mode = "full"',
+        ),
+        (settings("openai/gpt-4o-mini", compact_context=True), "compact", "agent.compact_context"),
+        (settings("ollama/qwen3", compact_context=False), "full", "agent.compact_context = false"),
+    ],
+)
+def test_the_mode_is_chosen_from_the_profile_unless_the_owner_set_it(
+    chosen: Settings, mode: str, why: str
+) -> None:
+    choice = choose_mode(chosen, profile_for(chosen.llm.model, {}))
+    assert choice.mode == mode and choice.why.startswith(why)
+
+
+def test_a_local_model_is_assumed_a_4096_window_until_its_server_says_more(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "state.db"
+    model = "openai/qwen2.5-coder-1.5b"
+    local = settings(model, LOCAL)
+    assert choose_mode(local, profile_for(model, learned_facts(db, model))).window == 4096
+    quirks = ProviderQuirks(db)
+    quirks.learn_fact(model, "window", "16384")
+    quirks.learn_fact(model, "server", "llama-server")
+    quirks.learn_fact(model, "first_token_s", "73.5")
+    learned = profile_for(model, learned_facts(db, model))
+    assert (learned.served_window, learned.server, learned.first_token_s) == (
+        16384,
+        "llama-server",
+        73.5,
+    )
+    assert choose_mode(local, learned).window == 16384
+    assert ProviderQuirks(db).lines() == [
+        f"{model}: served by llama-server, a window of 16,384 tokens, first token after 73.5 s"
+    ]
+    # a hosted model whose server says its window is small gets compact too
+    quirks.learn_fact("openai/small", "window", "4096")
+    small = profile_for("openai/small", learned_facts(db, "openai/small"))
+    assert choose_mode(settings("openai/small"), small).mode == "compact"
+
+
+def test_a_model_without_native_tools_starts_on_the_text_protocol(tmp_path: Path) -> None:
+    quirks = ProviderQuirks(tmp_path / "state.db")
+    assert "ollama_chat/gemma3:4b" in quirks.xml_tools
+    assert "ollama_chat/deepseek-r1:1.5b" in quirks.xml_tools
+    assert "ollama_chat/qwen2.5:1.5b" not in quirks.xml_tools
+    assert quirks.lines() == []  # a built-in fact, not a lesson
+    quirks.learn_fact("openai/m", "tools", "xml")  # the server said its template has no tools
+    assert "openai/m" in ProviderQuirks(tmp_path / "state.db").xml_tools
+
+
+def test_local_models_wait_longer_for_the_first_token_and_their_turns_with_them() -> None:
+    local = settings("openai/qwen2.5-coder-1.5b", LOCAL)
+    hosted = settings("openai/gpt-4o-mini")
+    assert (local.llm.first_token_limit_s(), local.llm.call_limit_s()) == (600.0, 600.0)
+    assert (hosted.llm.first_token_limit_s(), hosted.llm.call_limit_s()) == (60.0, 120.0)
+    assert (local.agent.turn_deadline_s, hosted.agent.turn_deadline_s) == (900.0, 300.0)
+    chosen = LLMSettings(model="ollama/x", timeout_s=30)  # changed: the owner's wait
+    assert (chosen.first_token_limit_s(), chosen.call_limit_s()) == (30.0, 30.0)
+    both = LLMSettings(model="ollama/x", first_token_timeout_s=900, timeout_s=30)
+    assert (both.first_token_limit_s(), both.call_limit_s()) == (900.0, 900.0)
+    fixed = Settings(llm=LLMSettings(model="ollama/x"), agent=AgentSettings(turn_deadline_s=60))
+    assert fixed.agent.turn_deadline_s == 60
+
+
+@pytest.mark.parametrize(
+    ("text", "short"),
+    [
+        ("The command line, e.g. `ls -la` or `grep -n TODO notes.md`.", "The command line"),
+        (
+            'Its number, as list_schedules shows it (3 for "#3").',
+            "Its number, as list_schedules shows it",
+        ),
+        (
+            "List a folder of the workspace: one entry per line, folders end with `/`.",
+            "List a folder of the workspace",
+        ),
+        ("Read a text file. Use it for notes.", "Read a text file"),
+        (
+            'An ISO-8601 time ("2030-06-01T08:30"), a delay ("in 10 minutes"), or a cron line.',
+            "An ISO-8601 time, a delay, or a cron line",
+        ),
+    ],
+)
+def test_compact_descriptions_keep_the_first_clause_without_examples(text: str, short: str) -> None:
+    assert short_text(text) == short
+
+
+def test_compact_schemas_keep_names_types_and_what_is_required() -> None:
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "when": {"type": "string", "description": 'A delay ("in 10 minutes"). Or a time.'},
+            "path": {"type": "string", "description": "File path relative to the workspace."},
+            "text": {"type": "string", "description": "What to write, e.g. a shopping list."},
+            "limit": {
+                "anyOf": [{"type": "integer"}, {"type": "null"}],
+                "default": None,
+                "description": "How many at most (default 5).",
+            },
+            "mode": {"type": "string", "enum": ["a", "b"], "examples": ["a"]},
+        },
+        "required": ["when", "path", "text", "mode"],
+    }
+    assert compact_schema(schema) == {
+        "type": "object",
+        "properties": {
+            "when": {"type": "string", "description": 'A delay ("in 10 minutes")'},  # a format
+            "path": {"type": "string"},  # its description only restated its name
+            "text": {"type": "string", "description": "What to write"},  # no example
+            "limit": {"type": "integer"},  # optional: named and typed only
+            "mode": {"type": "string", "enum": ["a", "b"]},
+        },
+        "required": ["when", "path", "text", "mode"],
+    }
+
+
+def first_request(tmp_path: Path, chosen: Settings, channel: str = "cli") -> tuple[int, int]:
+    """Tokens of the system prompt and of the tool schemas a one-shot sends first, by
+    LiteLLM's counter, with the real templates and tools of a new home."""
+    workspace = fresh_workspace(tmp_path)
+    chosen = chosen.model_copy(update={"workspace": WorkspaceSettings(path=str(workspace))})
+    policy = SecurityPolicy.from_settings(chosen.security, workspace)
+    source = prompt_source(chosen, build_tools(chosen, policy), policy)
+    prompt = source.build(source.context(channel, BY_NAME[channel])).text
+    schemas = json.dumps(source.tools.schemas())
+    return count_tokens(chosen.llm.model, prompt), count_tokens(chosen.llm.model, schemas)
+
+
+def test_the_compact_first_request_fits_a_small_window_with_room_to_answer(
+    tmp_path: Path,
+) -> None:
+    local = settings("openai/qwen2.5-coder-1.5b", LOCAL)
+    prompt, schemas = first_request(tmp_path / "compact", local)
+    full_prompt, full_schemas = first_request(tmp_path / "full", settings("openai/gpt-4o-mini"))
+    assert prompt + schemas <= 2_000 < full_prompt + full_schemas
+    assert prompt < full_prompt * 0.7 and schemas < full_schemas * 0.7
+    for channel in ("telegram", "discord"):
+        assert sum(first_request(tmp_path / channel, local, channel)) <= 2_100
+
+
+def test_compact_tools_run_the_same_tools_with_smaller_schemas(tmp_path: Path) -> None:
+    workspace = fresh_workspace(tmp_path)
+    chosen = Settings(workspace=WorkspaceSettings(path=str(workspace)))
+    policy = SecurityPolicy.from_settings(chosen.security, workspace)
+    full = build_tools(chosen, policy)
+    compact = CompactTools(CompactTools(full))  # wrapping twice changes nothing
+    assert compact.names() == full.names() and compact.get("shell") is full.get("shell")
+    names = [s["function"]["name"] for s in compact.schemas()]
+    assert names == [s["function"]["name"] for s in full.schemas()]
+    assert len(json.dumps(compact.schemas())) < 0.75 * len(json.dumps(full.schemas()))
+
+
+def test_prompt_show_stats_tells_what_a_given_model_gets(home: Path) -> None:
+    from agent.cli.prompt_show import prompt_stats
+    from agent.config import load_settings
+
+    table, summary = prompt_stats(load_settings(), "cli", None, "ollama_chat/qwen2.5:1.5b")
+    assert table.splitlines()[0].split() == ["section", "chars", "tokens"]
+    lines = dict(
+        line.split(maxsplit=1) for line in summary.replace("first request", "first").splitlines()
+    )
+    assert lines["model"].startswith("ollama_chat/qwen2.5:1.5b (Qwen2.5: native calls")
+    assert lines["mode"] == "compact: served locally (an Ollama model)"
+    assert lines["window"].startswith("4,096 tokens assumed")
+    prompt, schemas, total = (
+        int(n.replace(",", ""))
+        for n in re.findall(r"([\d,]+) (?:system|in|=|tokens)", lines["first"])[:3]
+    )
+    assert prompt + schemas == total <= 2_000
+    _, full = prompt_stats(load_settings(), "cli", "full", "ollama_chat/qwen2.5:1.5b")
+    assert "mode           full: --mode" in full
