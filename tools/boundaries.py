@@ -26,8 +26,14 @@ SCRATCH_DIRS = ("tmp", "scratch")  # where replacing or deleting a file needs no
 DEFAULT_OWNER_PRIVATE = ("MEMORY.md", "USER.md")
 # Read into every chat's system prompt (the heartbeat's too): written only when the owner says so.
 IDENTITY_FILES = (
-    "AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "HEARTBEAT.md", "BOOTSTRAP.md", "skills",
-)  # fmt: skip
+    "AGENTS.md",
+    "SOUL.md",
+    "TOOLS.md",
+    "IDENTITY.md",
+    "HEARTBEAT.md",
+    "BOOTSTRAP.md",
+    "skills",
+)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _MAX_FOLDER_CHARS = 120
 
