@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from channels.base import ApprovalQuestion, ChatRef
 from tools.base import ApprovalRequest, ToolCallContext, ToolResult
 from tools.config import SecuritySettings, ShellSettings
 from tools.policy import SecurityPolicy
@@ -122,6 +123,19 @@ class Owner:
     @property
     def reasons(self) -> str:
         return "; ".join(request.reason for request in self.asked)
+
+
+class Buttons:
+    """A chat whose owner presses "Always allow" on every question."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.questions: list[str] = []
+
+    async def ask_approval(self, chat: ChatRef, question: ApprovalQuestion, may: object) -> str:
+        self.questions.append(question.text)
+        return "always"
 
 
 def policy_for(world: World, autonomy: str = "supervised", **settings: object) -> SecurityPolicy:

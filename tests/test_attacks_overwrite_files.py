@@ -7,25 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from attack_world import Buttons, Owner
 
 from agent.turns.approvals import AlwaysAllowed, chat_approver
-from channels.base import ApprovalQuestion, ChatRef
-from tools.base import ApprovalRequest, ToolCallContext, ToolResult
+from channels.base import ChatRef
+from tools.base import ToolCallContext, ToolResult
 from tools.config import SecuritySettings
 from tools.files import FileTools
 from tools.policy import SecurityPolicy
-
-
-class Owner:
-    """Answers every approval with `answer`, and keeps what was asked."""
-
-    def __init__(self, answer: bool) -> None:
-        self.answer = answer
-        self.asked: list[ApprovalRequest] = []
-
-    async def __call__(self, request: ApprovalRequest) -> bool:
-        self.asked.append(request)
-        return self.answer
 
 
 async def run(workspace: Path, name: str, owner: Owner, autonomy: str = "supervised",
@@ -58,7 +47,7 @@ async def test_a_denied_overwrite_changes_nothing(
                        "HEARTBEAT.md": "check the pump\n"}.items():  # fmt: skip
         (tmp_path / file).write_text(text)
     before = files_in(tmp_path)
-    owner = Owner(False)
+    owner = Owner()
     result = await run(tmp_path, name, owner, **args)
     assert not result.ok and "did not approve" in result.output
     assert [r.tool for r in owner.asked] == [name] and args["path"] in owner.asked[0].reason
@@ -70,25 +59,12 @@ async def test_new_files_and_scratch_need_nobody_and_full_asks_nothing(tmp_path:
     (tmp_path / "tmp").mkdir()
     (tmp_path / "tmp" / "draft.txt").write_text("old")
     (tmp_path / "notes.md").write_text("old")
-    owner = Owner(False)
+    owner = Owner()
     assert (await run(tmp_path, "file_write", owner, path="new.md", content="a")).ok
     assert (await run(tmp_path, "file_write", owner, path="tmp/draft.txt", content="b")).ok
     assert (await run(tmp_path, "file_write", owner, "full", path="notes.md", content="c")).ok
     assert owner.asked == []
     assert (tmp_path / "tmp" / "draft.txt").read_text() == "b"
-
-
-class Buttons:
-    """A chat whose owner presses "Always allow" on every question."""
-
-    name = "fake"
-
-    def __init__(self) -> None:
-        self.questions: list[str] = []
-
-    async def ask_approval(self, chat: ChatRef, question: ApprovalQuestion, may: object) -> str:
-        self.questions.append(question.text)
-        return "always"
 
 
 async def test_always_allow_covers_overwrites_but_never_an_identity_file(tmp_path: Path) -> None:

@@ -11,11 +11,11 @@ import tarfile
 import zipfile
 
 import pytest
-from attack_world import SANDBOXES, Owner, World, git, needs_sandbox, policy_for, shell
+from attack_world import SANDBOXES, Buttons, Owner, World, git, needs_sandbox, policy_for, shell
 from attack_world import world as world  # the fixture
 
 from agent.turns.approvals import AlwaysAllowed, chat_approver
-from channels.base import ApprovalQuestion, ChatRef
+from channels.base import ChatRef
 from tools.base import ASK_EACH_TIME, ApprovalRequest, ToolCallContext
 from tools.config import SecuritySettings, ShellSettings
 from tools.policy import SecurityPolicy
@@ -169,19 +169,6 @@ async def test_an_identity_file_asks_each_time_and_a_denial_changes_nothing(
     assert any(rule.startswith(ASK_EACH_TIME) for rule in request.rules)
     assert "asked each time" in request.reason
     assert props.snapshot() == before
-
-
-class Buttons:
-    """A chat whose owner presses "Always allow" on every question."""
-
-    name = "fake"
-
-    def __init__(self) -> None:
-        self.questions: list[str] = []
-
-    async def ask_approval(self, chat: ChatRef, question: ApprovalQuestion, may: object) -> str:
-        self.questions.append(question.text)
-        return "always"
 
 
 ALWAYS_TRIED = """
