@@ -54,6 +54,37 @@ SANDBOXES = list(_sandboxes())
 needs_sandbox = pytest.mark.skipif(not SANDBOXES, reason="no OS sandbox here")
 
 
+def tree_snapshot(root: Path, *, skip_git_objects: bool = False) -> dict[str, str]:
+    """Every entry under `root`, links as their target, files as a digest: equal snapshots
+    mean nothing changed."""
+    seen: dict[str, str] = {}
+    for folder, dirs, files in os.walk(root):
+        if skip_git_objects:
+            dirs[:] = [d for d in dirs if not (Path(folder) / d).match("*/.git/objects")]
+        for name in dirs + files:
+            path = Path(folder, name)
+            if path.is_symlink():
+                seen[str(path)] = "-> " + os.readlink(path)
+            elif path.is_file():
+                seen[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+            else:
+                seen[str(path)] = "dir"
+    return seen
+
+
+def processes_with(marker: str) -> list[str]:
+    """The pids whose argv holds `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline:
+            found.append(entry.name)
+    return found
+
+
 @dataclass
 class World:
     root: Path  # holds everything below
@@ -62,20 +93,8 @@ class World:
     outside: Path  # a folder outside the home
 
     def snapshot(self) -> dict[str, str]:
-        """Every entry under root (the workspace's .git objects aside), links as their
-        target, files as a digest: equal snapshots mean nothing changed."""
-        seen: dict[str, str] = {}
-        for folder, dirs, files in os.walk(self.root):
-            dirs[:] = [d for d in dirs if not (Path(folder) / d).match("*/.git/objects")]
-            for name in dirs + files:
-                path = Path(folder, name)
-                if path.is_symlink():
-                    seen[str(path)] = "-> " + os.readlink(path)
-                elif path.is_file():
-                    seen[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
-                else:
-                    seen[str(path)] = "dir"
-        return seen
+        """Every entry under root (the workspace's .git objects aside): see tree_snapshot."""
+        return tree_snapshot(self.root, skip_git_objects=True)
 
     def outside_files(self) -> dict[str, str]:
         """The snapshot of everything that is not in the workspace."""

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from attack_world import SANDBOXES
+from attack_world import SANDBOXES, tree_snapshot
 
 from tools.base import ToolCallContext, read_only
 from tools.config import SecuritySettings, ShellSettings
@@ -250,21 +250,6 @@ def repos(world: dict[str, Path]) -> dict[str, Path]:
     return world
 
 
-def workspace_snapshot(workspace: Path) -> dict[str, str]:
-    """Every entry of the workspace (links as links), with a hash of each file's bytes."""
-    seen: dict[str, str] = {}
-    for folder, dirs, files in os.walk(workspace):
-        for name in dirs + files:
-            path = Path(folder, name)
-            if path.is_symlink():
-                seen[str(path)] = "-> " + os.readlink(path)
-            elif path.is_file():
-                seen[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
-            else:
-                seen[str(path)] = "dir"
-    return seen
-
-
 @pytest.mark.skipif(not SANDBOXES, reason="no OS sandbox here")
 @pytest.mark.parametrize("autonomy", ["read_only", "supervised"])
 @pytest.mark.parametrize("attack", GIT_SHELL_ATTACKS)
@@ -272,13 +257,13 @@ async def test_shell_writes_nothing_into_a_git_folder(
     repos: dict[str, Path], autonomy: str, attack: str
 ) -> None:
     workspace = repos["workspace"]
-    before = workspace_snapshot(workspace)
+    before = tree_snapshot(workspace)
     command = attack.format(git=workspace / ".git")
     output = await shell(repos, autonomy, SANDBOXES[0], command)
     assert output.startswith("Refused: "), output
     if autonomy == "supervised":
         assert "a git repository's own folder" in output, output
-    assert workspace_snapshot(workspace) == before
+    assert tree_snapshot(workspace) == before
     assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
 
 
@@ -288,7 +273,7 @@ async def test_file_tools_write_nothing_into_a_git_folder(
     repos: dict[str, Path], autonomy: str, attack: str
 ) -> None:
     workspace = repos["workspace"]
-    before = workspace_snapshot(workspace)
+    before = tree_snapshot(workspace)
     policy = make_policy(repos, autonomy)
     built = FileTools(policy).tools()
     tools = {t.name: t for t in (read_only(built) if autonomy == "read_only" else built)}
@@ -300,7 +285,7 @@ async def test_file_tools_write_nothing_into_a_git_folder(
     assert not write.ok and not edit.ok
     if autonomy != "read_only":
         assert "a git repository's own folder" in write.output, write.output
-    assert workspace_snapshot(workspace) == before
+    assert tree_snapshot(workspace) == before
 
 
 @pytest.mark.skipif(not SANDBOXES, reason="no OS sandbox here")

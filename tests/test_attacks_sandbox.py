@@ -22,26 +22,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from attack_world import SANDBOXES, processes_with
 
 from tools import reaper
 from tools.base import ToolCallContext
 from tools.config import SecuritySettings, ShellSettings
 from tools.policy import SecurityPolicy
-from tools.sandbox import SandboxUnavailable, choose_sandbox
+from tools.sandbox import choose_sandbox
 from tools.shell import ShellTool
 
-
-def _sandboxes() -> Iterator[str]:
-    for kind in ("bubblewrap", "landlock"):
-        try:
-            choose_sandbox(kind)
-        except SandboxUnavailable:
-            continue
-        yield kind
-
-
 REPO = Path(__file__).resolve().parent.parent
-SANDBOXES = list(_sandboxes())
 # (sandbox, keeper): bubblewrap's pid namespace keeps its processes whatever the keeper;
 # Landlock and no sandbox rely on a cgroup ("auto", where one can be made) or a subreaper.
 KEPT = [("bubblewrap", "auto")] if "bubblewrap" in SANDBOXES else []
@@ -93,19 +83,6 @@ async def shell(
     )
     result = await tool.run({"command": command}, ToolCallContext(policy.workspace))
     return result.output
-
-
-def processes_with(marker: str) -> list[str]:
-    """The pids whose argv holds `marker`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in cmdline:
-            found.append(entry.name)
-    return found
 
 
 def marker() -> str:

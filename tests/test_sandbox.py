@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from attack_world import processes_with
 
 import tools.sandbox_limits as limits_module
 from tools import reaper
@@ -448,22 +449,10 @@ async def test_killing_leaves_nothing_running(
     if launch.cleanup is not None:
         launch.cleanup()
     for _ in range(100):  # the kernel tears a pid namespace down asynchronously
-        if not sleepers(marker):
+        if not processes_with(marker):
             break
         await asyncio.sleep(0.05)
-    assert sleepers(marker) == []
-
-
-def sleepers(marker: str) -> list[str]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in cmdline:
-            found.append(entry.name)
-    return found
+    assert processes_with(marker) == []
 
 
 def test_off_means_no_sandbox() -> None:

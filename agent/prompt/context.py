@@ -28,10 +28,18 @@ IDENTITY_LINE = "You are Pinclaw, a personal assistant running on your owner's o
 SILENT_REPLY = "NO_REPLY"
 
 # The hardware tools (tools/gpio.py): with any of them the prompt gets a Hardware section.
-HARDWARE_TOOLS = frozenset({
-    "gpio_read", "gpio_write", "pwm_write", "analog_read", "servo_write", "gpio_pattern",
-    "hardware_board_info", "hardware_capabilities",
-})  # fmt: skip
+HARDWARE_TOOLS = frozenset(
+    {
+        "gpio_read",
+        "gpio_write",
+        "pwm_write",
+        "analog_read",
+        "servo_write",
+        "gpio_pattern",
+        "hardware_board_info",
+        "hardware_capabilities",
+    }
+)
 
 # Channels whose chats can be groups (several people, not every message for the bot). The
 # terminal is one person's.
