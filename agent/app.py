@@ -12,43 +12,45 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.config import Settings, secret_values
-from agent.llm import LLMClient, context_window, count_tokens, embed, transcribe
+from agent.conversation.scopes import LegacyScope
+from agent.durable.inbox import Inbox
+from agent.durable.migrations import LegacyScope as LegacyMemoryScope
+from agent.durable.migrations import migrate
+from agent.durable.outbox import Outbox
+from agent.durable.quirks import ProviderQuirks
+from agent.durable.schedules import Schedules
+from agent.durable.sessions import SessionStore
+from agent.durable.state_db import StateDB
+from agent.model.client import LLMClient
+from agent.model.facts import context_window, count_tokens
+from agent.model.side_calls import embed, transcribe
+from agent.proactive.schedule_book import ChatSchedules
+from agent.proactive.scheduler import Scheduler
+from agent.proactive.watch_book import ChatWatches
 from agent.prompt.builder import SystemPromptBuilder
 from agent.prompt.skills import SkillCatalog
 from agent.prompt.source import PromptSource, default_budget, host_info, host_timezone
+from agent.runtime.attachments import Transcriber
+from agent.runtime.channel_runtime import ChannelRuntime, Store
 from agent.security import Scrubber
-from agent.turns.attachments import Transcriber
-from agent.turns.inbox import Inbox
-from agent.turns.migrations import LegacyScope as LegacyMemoryScope
-from agent.turns.migrations import migrate
-from agent.turns.outbox import Outbox
-from agent.turns.quirks import ProviderQuirks
-from agent.turns.runtime import ChannelRuntime, Store
-from agent.turns.schedule_book import ChatSchedules
-from agent.turns.scheduler import Scheduler
-from agent.turns.schedules import Schedules
-from agent.turns.scopes import LegacyScope
-from agent.turns.sessions import SessionStore
 from agent.turns.state import Access
-from agent.turns.store import StateDB
-from agent.turns.watch_book import ChatWatches
 from agent.workspace import ensure_workspace
 from channels.base import Channel
 from tools.base import Tool, ToolRegistry, read_only
 from tools.files import FileTools
-from tools.memory import MemoryTools
-from tools.memory_store import Embedder, MemoryStore, chat_scope
+from tools.memory.memory_tools import MemoryTools
+from tools.memory.store import Embedder, MemoryStore, chat_scope
 from tools.policy import SecurityPolicy
-from tools.sandbox import choose_sandbox
-from tools.schedule_times import zone_named
-from tools.schedule_tools import ScheduleBook, ScheduleTools
-from tools.shell import ShellTool
-from tools.skill_tools import ReadSkillTool, SkillDoc, SkillTool
-from tools.watch_tools import WatchBook, WatchDefaults, WatchTools
+from tools.proactive.schedule_times import zone_named
+from tools.proactive.schedule_tools import ScheduleBook, ScheduleTools
+from tools.proactive.watch_tools import WatchBook, WatchDefaults, WatchTools
+from tools.sandbox.sandboxes import choose_sandbox
+from tools.shell.shell_tool import ShellTool
+from tools.skills.skill_tools import ReadSkillTool, SkillDoc, SkillTool
 
 if TYPE_CHECKING:
-    from agent.turns.pin_watcher import PinWatcher
-    from tools.hardware import Board
+    from agent.proactive.pin_watcher import PinWatcher
+    from tools.board.board import Board
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +99,7 @@ class App:
 
 
 async def open_store(path: Path, *, legacy_scope: LegacyMemoryScope = chat_scope) -> Store:
-    """state.db with its tables at this pinclaw's schema version (agent/turns/migrations.py):
+    """state.db with its tables at this pinclaw's schema version (agent/durable/migrations.py):
     sessions, inbox, outbox, schedules, memories, the tool journal. StateDBUnusable when the
     file cannot be used (one line to show). `legacy_scope`: where memories from before scopes
     go when an old file is brought up to date."""
@@ -130,7 +132,7 @@ async def start_watcher(app: App, runtimes: Sequence[ChannelRuntime]) -> PinWatc
     or `[watches]` off). Stop it before the runtimes and the board."""
     if app.board is None or not app.settings.watches.enabled:
         return None
-    from agent.turns.pin_watcher import PinWatcher
+    from agent.proactive.pin_watcher import PinWatcher
 
     by_channel = {runtime.channel.name: runtime for runtime in runtimes}
     watcher = PinWatcher(Schedules(app.store.db), by_channel, app.board, app.settings)
@@ -186,7 +188,7 @@ def make_board(settings: Settings) -> Board | None:
     it lets finite patterns end within the tool timeout."""
     if not settings.hardware.enabled:
         return None
-    from tools.hardware import Board
+    from tools.board.board import Board
 
     return Board(settings.hardware, pattern_grace_s=settings.agent.tool_timeout_s)
 
@@ -224,7 +226,7 @@ def build_tools(
         )
         tools += memory.tools()
     if board is not None:
-        from tools.gpio import hardware_tools
+        from tools.board.pin_tools import hardware_tools
 
         tools += hardware_tools(settings.hardware, board, autonomy=policy.autonomy)
         if settings.watches.enabled:
@@ -311,13 +313,13 @@ def build_channels(app: App) -> list[tuple[Channel, Access]]:
 
 
 def _telegram(app: App) -> Channel:
-    from channels.telegram import TelegramChannel
+    from channels.telegram.channel import TelegramChannel
 
     return TelegramChannel(app.settings.channels.telegram)
 
 
 def _discord(app: App) -> Channel:
-    from channels.discord import DiscordChannel
+    from channels.discord.channel import DiscordChannel
 
     return DiscordChannel(app.settings.channels.discord)
 

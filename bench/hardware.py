@@ -31,9 +31,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from fakes.firmata_board import FirmataBoard  # noqa: E402
 
 from tools.base import ToolCallContext  # noqa: E402
+from tools.board.board import Board  # noqa: E402
+from tools.board.pin_tools import hardware_tools  # noqa: E402
 from tools.config import HardwareSettings  # noqa: E402
-from tools.gpio import hardware_tools  # noqa: E402
-from tools.hardware import Board  # noqa: E402
 
 ROWS = ("write -> pin", "gpio_write", "gpio_read", "write + read")
 PinChange = Callable[[float], float]  # call start -> when the pin changed after it

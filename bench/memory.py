@@ -31,8 +31,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from fakes.llm_embeddings import embed_text  # noqa: E402
 
-from tools.memory_store import RECALL_THRESHOLD, Embedder, MemoryStore  # noqa: E402
-from tools.memory_vectors import pack  # noqa: E402
+from tools.memory.store import RECALL_THRESHOLD, Embedder, MemoryStore  # noqa: E402
+from tools.memory.vectors import pack  # noqa: E402
 
 
 def words(text: str) -> list[str]:

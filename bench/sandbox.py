@@ -1,5 +1,5 @@
 """Added cost per shell call of each OS sandbox, of the keeper that ends what a command
-leaves running (a cgroup per command, or a supervising subreaper: tools/reaper.py) and of
+leaves running (a cgroup per command, or a supervising subreaper: tools/sandbox/reaper.py) and of
 the memory limit: p50 and p99 wall time over N calls of `true` and of `ls`, spawned the way
 the shell tool spawns them (launch, run, cleanup).
 
@@ -26,15 +26,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tools import reaper  # noqa: E402
-from tools.sandbox import (  # noqa: E402
+from tools.sandbox import reaper  # noqa: E402
+from tools.sandbox.sandboxes import (  # noqa: E402
     Limits,
     Sandbox,
     SandboxSpec,
     SandboxUnavailable,
     choose_sandbox,
 )
-from tools.shell import spawn  # noqa: E402
+from tools.shell.shell_tool import spawn  # noqa: E402
 
 COMMANDS = {"true": ["true"], "ls": ["ls", "-la"]}
 

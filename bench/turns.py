@@ -55,10 +55,11 @@ from fakes.telegram_server import FakeTelegram  # noqa: E402
 
 from agent.app import build_app  # noqa: E402
 from agent.config import load_settings  # noqa: E402
-from agent.llm import LLMClient, LLMResponse, Message  # noqa: E402
+from agent.model.client import LLMClient  # noqa: E402
+from agent.model.responses import LLMResponse, Message  # noqa: E402
 from agent.turns.state import Access  # noqa: E402
 from channels.base import ChatRef, IncomingMessage, OutgoingPart  # noqa: E402
-from channels.cli import TerminalChannel  # noqa: E402
+from channels.terminal import TerminalChannel  # noqa: E402
 
 LLM_LATENCY_S = 0.2
 FIRST_CHAT = 10_000

@@ -19,8 +19,8 @@ from channels.base import ApprovalQuestion, ChatRef
 from tools.base import ApprovalRequest, ToolCallContext, ToolResult
 from tools.config import SecuritySettings, ShellSettings
 from tools.policy import SecurityPolicy
-from tools.sandbox import SandboxUnavailable, choose_sandbox
-from tools.shell import ShellTool
+from tools.sandbox.sandboxes import SandboxUnavailable, choose_sandbox
+from tools.shell.shell_tool import ShellTool
 
 CONFIG_SECRET = "cfg-secret-Qm3Xv81Lt"
 OUTSIDE_SECRET = "outside-secret-Pz62Kw9"

@@ -69,8 +69,9 @@ def fake_telegram() -> Iterator[FakeTelegram]:
 
 
 @pytest.fixture
-def telegram_env(llm_env: dict[str, str], fake_telegram: FakeTelegram,
-                 monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def telegram_env(
+    llm_env: dict[str, str], fake_telegram: FakeTelegram, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
     """The fake LLM plus an enabled Telegram channel on the fake Bot API; user 42 allowed."""
     values = {
         "PINCLAW_CHANNELS__TELEGRAM__ENABLED": "true",
@@ -93,8 +94,8 @@ class Daemon:
         self.task: asyncio.Task[int] | None = None
 
     async def __aenter__(self) -> Daemon:
-        from agent.cli.daemon import serve
         from agent.config import load_settings
+        from agent.daemon.serve import serve
         from agent.home import secure_home
 
         settings = load_settings()

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tools.base import ToolCallContext, ToolResult
-from tools.gpio import hardware_tools
-from tools.hardware import Board
+from tools.board.board import Board
+from tools.board.pin_tools import hardware_tools
 
 
 async def call(board: Board, name: str, **args: Any) -> ToolResult:

@@ -23,8 +23,8 @@ from telegram.error import BadRequest
 
 from channels.base import ApprovalAnswer, ApprovalQuestion, ChatRef, IncomingMessage
 from channels.config import DiscordSettings, TelegramSettings
-from channels.discord import DiscordChannel
-from channels.telegram import TelegramChannel
+from channels.discord.channel import DiscordChannel
+from channels.telegram.channel import TelegramChannel
 
 OWNER, STRANGER = 42, 7
 GROUP, TOPIC = -100123, 5

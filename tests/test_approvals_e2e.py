@@ -26,7 +26,7 @@ from fakes.discord_server import SentMessage as DiscordMessage
 from fakes.llm_server import FakeLLM, text, tool_calls
 from fakes.telegram_server import BOT_USERNAME, FakeTelegram, SentMessage
 
-from agent.turns.approvals import AlwaysAllowed
+from agent.durable.always_allowed import AlwaysAllowed
 
 REPO = Path(__file__).resolve().parent.parent
 OWNER, STRANGER = 42, 777
@@ -339,7 +339,7 @@ async def discord_daemon(
     fake: FakeDiscord, caplog: pytest.LogCaptureFixture
 ) -> AsyncIterator[Daemon]:
     """The daemon, once it reports the Discord channel started."""
-    caplog.set_level(logging.INFO, logger="agent.cli.daemon")
+    caplog.set_level(logging.INFO, logger="agent.daemon.serve")
     async with Daemon() as running:
         await fake.await_for(
             lambda: any(r.getMessage() == "discord started" for r in caplog.records), 15

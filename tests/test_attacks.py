@@ -19,8 +19,8 @@ from tools.base import ToolCallContext, read_only
 from tools.config import SecuritySettings, ShellSettings
 from tools.files import FileTools
 from tools.policy import SecurityPolicy
-from tools.sandbox import choose_sandbox
-from tools.shell import ShellTool
+from tools.sandbox.sandboxes import choose_sandbox
+from tools.shell.shell_tool import ShellTool
 
 CONFIG_SECRET = "cfg-secret-7Hq2xV9mPz41"
 ENV_SECRET = "sk-envsecret-Zr8Kw3Lq5Nb7Pc"
@@ -89,8 +89,6 @@ STILL_WORK = {
     "cat notes.txt | wc -l": "1",
     "ls no*.txt": "notes.txt",
 }
-
-
 
 
 def snapshot(root: Path, workspace: Path) -> dict[str, str]:

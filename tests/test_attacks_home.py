@@ -77,7 +77,7 @@ def test_the_first_one_shot_makes_the_home_the_owners_alone(
 
 
 async def test_state_db_its_wal_and_shm_are_0600_from_their_first_moment(tmp_path: Path) -> None:
-    from agent.turns.store import StateDB
+    from agent.durable.state_db import StateDB
 
     previous = os.umask(0o022)
     try:

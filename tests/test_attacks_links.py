@@ -2,7 +2,7 @@
 that can make a symbolic or hard link is refused, or runs so that it cannot, even when the
 owner approves everything asked. Asserted on the world: no link in the workspace but those
 the owner planted, `readlink` failing on what was written, the files outside byte for byte
-as they were. The decisions are tools/shell_links.py's DECISIONS."""
+as they were. The decisions are tools/shell/links.py's DECISIONS."""
 
 from __future__ import annotations
 
@@ -28,10 +28,10 @@ from attack_world import (
 )
 from attack_world import world as world  # the fixture
 
-from tools import archives
 from tools.paths import PolicyError
-from tools.shell_links import DECISIONS
-from tools.shell_plan import plan_command
+from tools.shell import archives
+from tools.shell.links import DECISIONS
+from tools.shell.plan import plan_command
 
 pytestmark = needs_sandbox
 LINK_PATCH = """\

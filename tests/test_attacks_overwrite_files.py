@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from attack_world import Buttons, Owner
 
-from agent.turns.approvals import AlwaysAllowed, chat_approver
+from agent.durable.always_allowed import AlwaysAllowed
+from agent.runtime.approvals import chat_approver
 from channels.base import ChatRef
 from tools.base import ToolCallContext, ToolResult
 from tools.config import SecuritySettings

@@ -14,14 +14,15 @@ import pytest
 from attack_world import SANDBOXES, Buttons, Owner, World, git, needs_sandbox, policy_for, shell
 from attack_world import world as world  # the fixture
 
-from agent.turns.approvals import AlwaysAllowed, chat_approver
+from agent.durable.always_allowed import AlwaysAllowed
+from agent.runtime.approvals import chat_approver
 from channels.base import ChatRef
 from tools.base import ASK_EACH_TIME, ApprovalRequest, ToolCallContext
 from tools.config import SecuritySettings, ShellSettings
 from tools.policy import SecurityPolicy
-from tools.sandbox import choose_sandbox
-from tools.shell import ShellTool
-from tools.shell_plan import plan_command
+from tools.sandbox.sandboxes import choose_sandbox
+from tools.shell.plan import plan_command
+from tools.shell.shell_tool import ShellTool
 
 pytestmark = needs_sandbox
 NOTES_PATCH = """\

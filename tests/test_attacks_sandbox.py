@@ -1,5 +1,5 @@
 """The OS sandbox's own promises, tried through the shell tool as a steered model would,
-under both sandboxes (and, where it applies, both keepers of tools/reaper.py): nothing a
+under both sandboxes (and, where it applies, both keepers of tools/sandbox/reaper.py): nothing a
 command starts outlives it, memory is bounded, and under `full` the system's private
 places stay hidden — /etc shows only what programs need. Each case asserts the world:
 files that must not appear, processes that must not exist (found by their argv in
@@ -24,12 +24,12 @@ from pathlib import Path
 import pytest
 from attack_world import SANDBOXES, processes_with
 
-from tools import reaper
 from tools.base import ToolCallContext
 from tools.config import SecuritySettings, ShellSettings
 from tools.policy import SecurityPolicy
-from tools.sandbox import choose_sandbox
-from tools.shell import ShellTool
+from tools.sandbox import reaper
+from tools.sandbox.sandboxes import choose_sandbox
+from tools.shell.shell_tool import ShellTool
 
 REPO = Path(__file__).resolve().parent.parent
 # (sandbox, keeper): bubblewrap's pid namespace keeps its processes whatever the keeper;
@@ -129,9 +129,9 @@ async def test_a_timeout_ends_what_the_command_started(
 RUNTIME = """
 import asyncio, sys
 from pathlib import Path
-from tools import reaper
-from tools.sandbox import SandboxSpec, choose_sandbox
-from tools.shell import spawn
+from tools.sandbox import reaper
+from tools.sandbox.sandboxes import SandboxSpec, choose_sandbox
+from tools.shell.shell_tool import spawn
 
 async def main() -> None:
     reaper.use(sys.argv[2])

@@ -13,8 +13,14 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def agent(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True,
-                          text=True, env={**os.environ, **(env or {})}, cwd=REPO, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "agent", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=REPO,
+        timeout=120,
+    )
 
 
 def test_one_shot_writes_a_file_then_reads_it_with_the_shell(
@@ -30,8 +36,10 @@ def test_one_shot_writes_a_file_then_reads_it_with_the_shell(
     assert result.stdout == "The file says: hello from pinclaw\n"
     assert (home / "workspace" / "greeting.txt").read_text() == "hello from pinclaw"
     tool_results = [m["content"] for m in fake_llm.requests[2]["messages"] if m["role"] == "tool"]
-    assert tool_results == ["Wrote 18 characters to greeting.txt",
-                            "exit code: 0\nhello from pinclaw"]
+    assert tool_results == [
+        "Wrote 18 characters to greeting.txt",
+        "exit code: 0\nhello from pinclaw",
+    ]
     assert "tool file_write(" in result.stderr and "tool shell(" in result.stderr
     assert "[turn ended: done; 2 tool calls;" in result.stderr
     system = fake_llm.requests[0]["messages"][0]
@@ -40,8 +48,11 @@ def test_one_shot_writes_a_file_then_reads_it_with_the_shell(
 
 
 def test_unreachable_model_exits_1_with_one_line(llm_env: dict[str, str]) -> None:
-    env = {**llm_env, "PINCLAW_LLM__API_BASE": "http://127.0.0.1:9/v1",
-           "PINCLAW_LLM__NUM_RETRIES": "0"}
+    env = {
+        **llm_env,
+        "PINCLAW_LLM__API_BASE": "http://127.0.0.1:9/v1",
+        "PINCLAW_LLM__NUM_RETRIES": "0",
+    }
     result = agent("run", "-m", "hello?", env=env)
     assert result.returncode == 1
     assert result.stdout == ""
@@ -60,14 +71,15 @@ def test_sessions_continue_only_when_named(llm_env: dict[str, str], fake_llm: Fa
 
 
 def test_help_and_version_do_not_import_litellm(home: Path) -> None:
-    code = ("import sys; from agent.cli.main import main\n"
-            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "heavy = [m for m in ('litellm', 'pydantic_settings', 'telegram', 'discord', 'yaml',"
-            " 'asyncio', 'logging')"
-            " if m in sys.modules]\nprint('heavy:', heavy)\n"
-            "print(*[m for m in sys.modules if m.startswith('agent.cli.')])")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=REPO)
+    code = (
+        "import sys; from agent.cli.main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('litellm', 'pydantic_settings', 'telegram', 'discord', 'yaml',"
+        " 'asyncio', 'logging')"
+        " if m in sys.modules]\nprint('heavy:', heavy)\n"
+        "print(*[m for m in sys.modules if m.startswith('agent.cli.')])"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert "run" in result.stdout and "heavy: []" in result.stdout
     assert "agent.cli.schedules" not in result.stdout  # groups are listed, not imported
     assert agent("--version").stdout.strip() == "pinclaw, version 0.1.0"
@@ -113,8 +125,11 @@ def test_full_autonomy_one_shot_cannot_read_config_state_or_environ(
     assert agent("init", env=env).returncode == 0
     (home / "config.toml").write_text((home / "config.toml").read_text() + f"\n# {secret}\n")
     attacks = [
-        f"cat {home}/config.toml", "cat ../config.toml", f"head -c 4096 {home}/state.db",
-        "cat /proc/$PPID/environ", "grep -ra tg-secret /proc/*/environ",
+        f"cat {home}/config.toml",
+        "cat ../config.toml",
+        f"head -c 4096 {home}/state.db",
+        "cat /proc/$PPID/environ",
+        "grep -ra tg-secret /proc/*/environ",
     ]
     fake_llm.script(
         tool_calls(*(("shell", {"command": command}) for command in attacks)),

@@ -12,14 +12,21 @@ from pathlib import Path
 
 import pytest
 
-from tools.memory_store import MemoryStore
+from tools.memory.store import MemoryStore
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def agent(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent", "memory", *args], capture_output=True,
-                          text=True, env=dict(os.environ), cwd=REPO, timeout=60, input=stdin)
+    return subprocess.run(
+        [sys.executable, "-m", "agent", "memory", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        cwd=REPO,
+        timeout=60,
+        input=stdin,
+    )
 
 
 def seed(home: Path) -> None:
@@ -46,7 +53,8 @@ def test_list_and_search_see_every_scope_unless_told(home: Path) -> None:
     lines = listed.stdout.splitlines()
     assert [line.split("  ")[0] for line in lines] == ["#4", "#3", "#2", "#1"]
     assert lines[3].startswith("#1  person:owner  ") and lines[3].endswith(
-        "  [pets]  The cat is called Miso")
+        "  [pets]  The cat is called Miso"
+    )
     only = agent("list", "--scope", "person:alice").stdout.splitlines()
     assert len(only) == 1 and "Alice's dentist" in only[0]
     found = agent("search", "dentist").stdout.splitlines()
@@ -70,12 +78,15 @@ def test_forget_by_id_or_by_the_only_match(home: Path) -> None:
     missing = agent("forget", "1")
     assert missing.returncode == 1 and missing.stderr.strip() == "No memory #1."
     assert agent("forget").returncode == 2  # neither an id nor a query
-    assert contents(home) == [(2, "Dentist appointment on Monday"),
-                              (4, "우리 모임은 목요일에 만나요")]
+    assert contents(home) == [
+        (2, "Dentist appointment on Monday"),
+        (4, "우리 모임은 목요일에 만나요"),
+    ]
 
 
-def test_export_then_import_into_another_home(home: Path, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_export_then_import_into_another_home(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     seed(home)
     exported = agent("export")
     assert exported.returncode == 0, exported.stderr

@@ -29,11 +29,11 @@ from fakes.telegram_server import FakeTelegram
 
 from agent.app import open_store
 from agent.config import Settings
-from agent.turns.runtime import ChannelRuntime
-from agent.turns.scheduler import Scheduler
-from agent.turns.schedules import NewSchedule, Schedules
+from agent.durable.schedules import NewSchedule, Schedules
+from agent.proactive.scheduler import Scheduler
+from agent.runtime.channel_runtime import ChannelRuntime
 from channels.base import ChatRef
-from tools.schedule_times import next_cron
+from tools.proactive.schedule_times import next_cron
 
 OWNER = 42
 TICK, REMINDER = "Say tick.", "Water the tomatoes."

@@ -30,17 +30,24 @@ def test_example_file_lists_every_key_with_its_default(home: Path) -> None:
     example = tomllib.loads((REPO / "config.example.toml").read_text())
     defaults = Settings().model_dump(mode="json")
     # Secrets belong in the environment, and named pins are tables: both are shown commented.
-    commented = {"llm.api_key", "channels.telegram.bot_token", "channels.discord.bot_token",
-                 "hardware.pins"}
+    commented = {
+        "llm.api_key",
+        "channels.telegram.bot_token",
+        "channels.discord.bot_token",
+        "hardware.pins",
+    }
     assert _flat(example) == _flat(defaults) - commented
     assert Settings(**example).model_dump(mode="json") == defaults
 
 
-def test_file_then_environment_override(home: Path, tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_file_then_environment_override(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tmp_path / "c.toml"
-    config.write_text('[llm]\nmodel = "openai/a"\ntemperature = 0.2\n'
-                      '[channels.telegram]\nallowed_users = [12345, "@bob"]\n')
+    config.write_text(
+        '[llm]\nmodel = "openai/a"\ntemperature = 0.2\n'
+        '[channels.telegram]\nallowed_users = [12345, "@bob"]\n'
+    )
     monkeypatch.setenv("PINCLAW_LLM__MODEL", "openai/b")
     settings = load_settings(config)
     assert settings.llm.model == "openai/b"
@@ -50,10 +57,11 @@ def test_file_then_environment_override(home: Path, tmp_path: Path,
     assert settings.workspace_dir == home / "workspace"
 
 
-def test_config_found_through_pinclaw_config(home: Path, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_config_found_through_pinclaw_config(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tmp_path / "elsewhere.toml"
-    config.write_text('[agent]\nmax_tool_iterations = 3\n')
+    config.write_text("[agent]\nmax_tool_iterations = 3\n")
     monkeypatch.setenv("PINCLAW_CONFIG", str(config))
     assert load_settings().agent.max_tool_iterations == 3
 
@@ -69,18 +77,21 @@ def test_config_found_through_pinclaw_config(home: Path, tmp_path: Path,
         ('[llm]\napi_key = "sk-abc"', "set PINCLAW_LLM__API_KEY instead"),
     ],
 )
-def test_bad_file_names_file_key_and_reason(home: Path, tmp_path: Path, content: str,
-                                            expected: str) -> None:
+def test_bad_file_names_file_key_and_reason(
+    home: Path, tmp_path: Path, content: str, expected: str
+) -> None:
     config = tmp_path / "bad.toml"
     config.write_text(content)
     with pytest.raises(ConfigError) as caught:
         load_settings(config)
-    assert any(line.startswith(f"{config}: ") and expected in line
-               for line in caught.value.problems), caught.value.problems
+    assert any(
+        line.startswith(f"{config}: ") and expected in line for line in caught.value.problems
+    ), caught.value.problems
 
 
-def test_bad_environment_value_names_the_variable(home: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_environment_value_names_the_variable(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PINCLAW_AGENT__MAX_TOOL_ITERATIONS", "lots")
     with pytest.raises(ConfigError) as caught:
         load_settings()
@@ -94,7 +105,10 @@ def test_cli_reports_every_problem_and_exits_2(home: Path, tmp_path: Path) -> No
     config.write_text('[llm]\ntemperature = "hot"\nfallback_models = 3\n[agent]\nnope = 1\n')
     result = subprocess.run(
         [sys.executable, "-m", "agent", "--config", str(config), "doctor"],
-        capture_output=True, text=True, env=dict(os.environ), cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        cwd=REPO,
     )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()

@@ -31,11 +31,11 @@ from fakes.llm_server import Reply as ModelReply
 from fakes.telegram_server import FakeTelegram
 from pydantic import SecretStr
 
-import channels.telegram as telegram_channel
+import channels.telegram.channel as telegram_channel
 from agent.app import open_store
-from agent.turns.delivery import AFTER_NO_ANSWER, Courier
-from agent.turns.keyed_worker import KeyedWorker
-from agent.turns.store import StateDB
+from agent.durable.state_db import StateDB
+from agent.runtime.courier import AFTER_NO_ANSWER, Courier
+from agent.runtime.keyed_worker import KeyedWorker
 from channels.base import ChatRef, Reply
 from channels.config import TelegramSettings
 

@@ -62,7 +62,7 @@ def serving(
     daemon: Callable[[], Daemon], fake_discord: FakeDiscord, caplog: pytest.LogCaptureFixture
 ) -> Serving:
     """The daemon, once it reports the Discord channel started (it takes messages from then)."""
-    caplog.set_level(logging.INFO, logger="agent.cli.daemon")
+    caplog.set_level(logging.INFO, logger="agent.daemon.serve")
 
     def started() -> bool:
         return any(r.getMessage() == "discord started" for r in caplog.records)
@@ -100,7 +100,9 @@ def roles(request: dict[str, Any]) -> list[str]:
 
 
 async def test_dm_is_answered_as_a_reply_once(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
     async with serving() as running:
@@ -121,7 +123,9 @@ async def test_dm_is_answered_as_a_reply_once(
 
 
 async def test_typing_is_shown_while_the_turn_runs(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
@@ -134,7 +138,9 @@ async def test_typing_is_shown_while_the_turn_runs(
 
 
 async def test_stranger_gets_one_reply_and_the_model_is_never_called(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(STRANGER)
@@ -151,13 +157,22 @@ async def test_stranger_gets_one_reply_and_the_model_is_never_called(
 
 
 async def test_a_strangers_files_are_not_saved(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord, home: Path,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
+    home: Path,
     serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(STRANGER)
     async with serving():
-        fake_discord.inject_guild_message(GUILD, TEXT, STRANGER, "take this", mention_bot=True,
-                                          attachments=[("payload.sh", b"rm -rf ~")])
+        fake_discord.inject_guild_message(
+            GUILD,
+            TEXT,
+            STRANGER,
+            "take this",
+            mention_bot=True,
+            attachments=[("payload.sh", b"rm -rf ~")],
+        )
         fake_discord.inject_dm(STRANGER, "and this", attachments=[("big.bin", b"x" * 1000)])
         await replies(fake_discord, dm)
         await asyncio.sleep(0.3)
@@ -166,8 +181,11 @@ async def test_a_strangers_files_are_not_saved(
 
 
 async def test_other_bots_are_never_answered(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    serving: Serving, monkeypatch: pytest.MonkeyPatch,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
+    serving: Serving,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__ALLOWED_USERS", f'["{OWNER}", "333"]')
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__GUILD_MODE", "all")
@@ -186,7 +204,9 @@ async def test_other_bots_are_never_answered(
 
 
 async def test_in_a_server_only_the_mention_or_reply_is_answered(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
     async with serving():
@@ -211,8 +231,11 @@ async def test_in_a_server_only_the_mention_or_reply_is_answered(
 
 
 async def test_guild_mode_all_answers_every_message_but_not_itself(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    serving: Serving, monkeypatch: pytest.MonkeyPatch,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
+    serving: Serving,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__GUILD_MODE", "all")
     async with serving():
@@ -225,15 +248,19 @@ async def test_guild_mode_all_answers_every_message_but_not_itself(
 
 
 async def test_allowed_guilds_restricts_servers_but_not_dms(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    serving: Serving, monkeypatch: pytest.MonkeyPatch,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
+    serving: Serving,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__ALLOWED_GUILDS", f'["{GUILD}"]')
     fake_discord.add_guild("6000", "elsewhere", channels=["6001"])
     async with serving():
         fake_discord.inject_guild_message("6000", "6001", OWNER, "over here", mention_bot=True)
-        fake_discord.inject_guild_message(GUILD, TEXT, OWNER, "in the allowed one",
-                                          mention_bot=True)
+        fake_discord.inject_guild_message(
+            GUILD, TEXT, OWNER, "in the allowed one", mention_bot=True
+        )
         fake_discord.inject_dm(OWNER, "and a DM")
         await replies(fake_discord, TEXT)
         await replies(fake_discord, fake_discord.dm_channel_id(OWNER))
@@ -243,8 +270,11 @@ async def test_allowed_guilds_restricts_servers_but_not_dms(
 
 
 async def test_allowed_channels_restricts_server_channels_but_not_dms(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    serving: Serving, monkeypatch: pytest.MonkeyPatch,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
+    serving: Serving,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__ALLOWED_CHANNELS", f'["{OTHER}"]')
     async with serving():
@@ -259,7 +289,9 @@ async def test_allowed_channels_restricts_server_channels_but_not_dms(
 
 
 async def test_a_thread_has_its_own_history(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
@@ -285,11 +317,14 @@ async def test_a_thread_has_its_own_history(
 
 
 async def test_long_reply_is_split_into_valid_messages(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
-    paragraphs = [f"Paragraph {i}: " + " ".join(["lorem ipsum dolor sit amet"] * 18)
-                  for i in range(10)]
+    paragraphs = [
+        f"Paragraph {i}: " + " ".join(["lorem ipsum dolor sit amet"] * 18) for i in range(10)
+    ]
     long_reply = "\n\n".join(paragraphs)
     assert 4_900 < len(long_reply) < 5_100
     dm = fake_discord.dm_channel_id(OWNER)
@@ -306,7 +341,9 @@ async def test_long_reply_is_split_into_valid_messages(
 
 
 async def test_long_code_block_is_closed_and_reopened(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
     code = [f"print('line {i:03} of a long listing, padded out')" for i in range(100)]
@@ -331,7 +368,10 @@ async def test_long_code_block_is_closed_and_reopened(
 
 
 async def test_reply_with_image_marker_arrives_as_attachment(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord, home: Path,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
+    home: Path,
     serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
@@ -339,8 +379,9 @@ async def test_reply_with_image_marker_arrives_as_attachment(
         (home / "workspace" / "chart.png").write_bytes(b"\x89PNG fake chart")
         fake_llm.script(text("Here is the chart.\n[IMAGE:chart.png]"))
         asked = fake_discord.inject_dm(OWNER, "show me the chart")
-        await fake_discord.await_for(lambda: [m for m in sent_in(fake_discord, dm)
-                                              if m.attachments], timeout=10)
+        await fake_discord.await_for(
+            lambda: [m for m in sent_in(fake_discord, dm) if m.attachments], timeout=10
+        )
         await asyncio.sleep(0.3)
     sent = sent_in(fake_discord, dm)
     files = [f for m in sent for f in m.attachments]
@@ -352,7 +393,9 @@ async def test_reply_with_image_marker_arrives_as_attachment(
 
 
 async def test_marker_outside_workspace_is_refused_and_text_still_arrives(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
@@ -367,7 +410,10 @@ async def test_marker_outside_workspace_is_refused_and_text_still_arrives(
 
 
 async def test_file_over_the_upload_limit_is_reported_not_sent(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord, home: Path,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
+    home: Path,
     serving: Serving,
 ) -> None:
     fake_discord.upload_limit = 1024
@@ -386,17 +432,26 @@ async def test_file_over_the_upload_limit_is_reported_not_sent(
 
 
 async def test_incoming_attachments_are_saved_and_referenced(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord, home: Path,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
+    home: Path,
     serving: Serving,
 ) -> None:
     async with serving():
-        fake_discord.inject_dm(OWNER, "what are these?",
-                               attachments=[("photo.png", b"PNGDATA"), ("notes.txt", b"my notes")])
+        fake_discord.inject_dm(
+            OWNER,
+            "what are these?",
+            attachments=[("photo.png", b"PNGDATA"), ("notes.txt", b"my notes")],
+        )
         await replies(fake_discord, fake_discord.dm_channel_id(OWNER))
     seen = user_content(fake_llm.requests[0])
     assert "what are these?" in seen
-    markers = {line.split(":", 1)[0][1:]: line.split(":", 1)[1][:-1]
-               for line in seen.splitlines() if line.startswith(("[IMAGE:", "[DOCUMENT:"))}
+    markers = {
+        line.split(":", 1)[0][1:]: line.split(":", 1)[1][:-1]
+        for line in seen.splitlines()
+        if line.startswith(("[IMAGE:", "[DOCUMENT:"))
+    }
     assert set(markers) == {"IMAGE", "DOCUMENT"}
     assert all(path.startswith("inbox/") for path in markers.values())
     assert (home / "workspace" / markers["IMAGE"]).read_bytes() == b"PNGDATA"
@@ -404,8 +459,11 @@ async def test_incoming_attachments_are_saved_and_referenced(
 
 
 async def test_streamed_reply_is_one_message_edited_then_finished(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    serving: Serving, monkeypatch: pytest.MonkeyPatch,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
+    serving: Serving,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__STREAM_REPLIES", "true")
     final = "A **streamed** answer in several pieces"
@@ -425,7 +483,9 @@ async def test_streamed_reply_is_one_message_edited_then_finished(
 
 
 async def test_prompt_is_identical_across_turns_and_delivery_follows_user(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
@@ -453,7 +513,9 @@ async def test_prompt_is_identical_across_turns_and_delivery_follows_user(
 
 
 async def test_text_commands_are_answered_without_the_model(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
@@ -472,7 +534,9 @@ async def test_text_commands_are_answered_without_the_model(
 
 
 async def test_new_clears_the_history(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
@@ -488,7 +552,9 @@ async def test_new_clears_the_history(
 
 
 async def test_stop_cancels_a_slow_turn(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
@@ -502,8 +568,11 @@ async def test_stop_cancels_a_slow_turn(
 
 
 async def test_slash_commands_are_registered_and_answered(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    serving: Serving, monkeypatch: pytest.MonkeyPatch,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
+    serving: Serving,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__REGISTER_SLASH_COMMANDS", "true")
 
@@ -528,8 +597,11 @@ async def test_slash_commands_are_registered_and_answered(
 
 
 async def test_a_strangers_slash_command_is_refused_and_takes_no_later_reply(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
-    serving: Serving, monkeypatch: pytest.MonkeyPatch,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
+    serving: Serving,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__REGISTER_SLASH_COMMANDS", "true")
     async with serving():
@@ -549,7 +621,9 @@ async def test_a_strangers_slash_command_is_refused_and_takes_no_later_reply(
 
 
 async def test_slash_commands_follow_the_channel_allowlist(
-    discord_env: dict[str, str], fake_discord: FakeDiscord, serving: Serving,
+    discord_env: dict[str, str],
+    fake_discord: FakeDiscord,
+    serving: Serving,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__REGISTER_SLASH_COMMANDS", "true")
@@ -567,7 +641,9 @@ async def test_slash_commands_follow_the_channel_allowlist(
 
 
 async def test_turn_in_flight_survives_a_dropped_connection_and_resume(
-    discord_env: dict[str, str], fake_llm: FakeLLM, fake_discord: FakeDiscord,
+    discord_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
@@ -585,10 +661,12 @@ async def test_turn_in_flight_survives_a_dropped_connection_and_resume(
 
 
 async def test_bad_token_fails_the_channel_with_a_clear_log_line(
-    discord_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, caplog: Any,
+    discord_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: Any,
 ) -> None:
-    from agent.cli.daemon import serve
     from agent.config import load_settings
+    from agent.daemon.serve import serve
 
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__BOT_TOKEN", "WRONG.TOKEN")
     code = await asyncio.wait_for(serve(load_settings(), stop=asyncio.Event()), 20)
@@ -597,8 +675,12 @@ async def test_bad_token_fails_the_channel_with_a_clear_log_line(
 
 
 async def test_bad_discord_token_leaves_telegram_running(
-    discord_env: dict[str, str], telegram_env: dict[str, str], fake_telegram: FakeTelegram,
-    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch, caplog: Any,
+    discord_env: dict[str, str],
+    telegram_env: dict[str, str],
+    fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: Any,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__BOT_TOKEN", "WRONG.TOKEN")
     async with daemon() as running:

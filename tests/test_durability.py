@@ -191,6 +191,36 @@ def test_a_hanging_provider_holds_no_slot_for_long_and_shows_in_status(
         assert len(notices) == 1
 
 
+def test_a_hanging_provider_is_heard_after_the_first_call_not_at_the_deadline(
+    run_daemon: list[DaemonProcess],
+    fake_telegram: FakeTelegram,
+    fake_llm: FakeLLM,
+    tmp_path: Path,
+) -> None:
+    """The first call hangs past its 1 s limit: the person hears at once, while the same
+    turn keeps trying (its deadline is 120 s away), and hears once."""
+    daemon = start(
+        run_daemon,
+        tmp_path,
+        PINCLAW_LLM__TIMEOUT_S="1",
+        PINCLAW_LLM__FIRST_TOKEN_TIMEOUT_S="1",
+        PINCLAW_LLM__NUM_RETRIES="10",
+        PINCLAW_LLM__RETRY_BACKOFF_S="0.2",
+        PINCLAW_AGENT__TURN_DEADLINE_S="120",
+    )
+    wait_until(lambda: polling(daemon), 30, "polling", daemon)
+    outage = fake_llm.outage(60.0, mode="hang")
+    fake_telegram.inject_message(9, OWNER, "chat 9 message 0")
+    wait_until(lambda: texts(fake_telegram, 9), 20, "the notice", daemon)
+    assert "unreachable right now" in texts(fake_telegram, 9)[0]
+    assert outage.received <= 3  # told after the first hung call, not after the turn
+    outage.end()
+    wait_until(lambda: len(texts(fake_telegram, 9)) >= 2, 30, "the answer", daemon)
+    assert daemon.terminate() == 0
+    sent = texts(fake_telegram, 9)
+    assert len(sent) == 2 and "chat 9 message 0" in sent[1]
+
+
 def test_a_429_storm_delays_replies_but_loses_none_and_keeps_each_chats_order(
     run_daemon: list[DaemonProcess],
     fake_telegram: FakeTelegram,

@@ -5,7 +5,7 @@ killed at each point of a turn with effects (a shell append, then a pin write): 
 journalled, its tool acted, its outcomes recorded, its turn committed. After the restart the
 same message runs again; each test asserts the file's lines, the pin writes the emulator saw
 and what the replayed turn's model was told. Below them, in-process: the journal's table
-(agent/turns/tool_journal.py) and how the loop matches a replayed turn's calls to it.
+(agent/durable/tool_journal.py) and how the loop matches a replayed turn's calls to it.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from hardware_calls import board_env
 
 from agent.app import open_store
 from agent.config import LLMSettings
-from agent.llm import LLMClient
+from agent.durable.tool_journal import ToolJournal
+from agent.model.client import LLMClient
 from agent.security import Scrubber
 from agent.turns.loop import LoopOptions, run_tool_call_loop
-from agent.turns.tool_journal import ToolJournal
 from channels.base import ChatRef, IncomingMessage
 from tools.base import (
     CallJournal,

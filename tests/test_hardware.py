@@ -17,8 +17,8 @@ from fakes.firmata_board import NANO, FirmataBoard
 from hardware_calls import call, eventually
 from pydantic import ValidationError
 
+from tools.board.board import Board, BoardError
 from tools.config import HardwareSettings
-from tools.hardware import Board, BoardError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -168,7 +168,9 @@ async def test_concurrent_calls_all_land(board: Board, emulator: FirmataBoard) -
 
 
 def test_importing_the_tools_leaves_pyfirmata2_unloaded() -> None:
-    code = "import sys, tools.hardware, tools.gpio; print('pyfirmata2' in sys.modules)"
+    code = (
+        "import sys, tools.board.board, tools.board.pin_tools; print('pyfirmata2' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
 

@@ -21,7 +21,7 @@ from hardware_calls import board_env
 from agent.app import build_tools, make_board
 from agent.config import load_settings
 from tools.base import ApprovalRequest, ToolCallContext, ToolRegistry
-from tools.hardware import Board
+from tools.board.board import Board
 from tools.policy import SecurityPolicy
 
 PINS = {

@@ -15,8 +15,8 @@ import pytest
 from fakes.firmata_board import MEGA, FirmataBoard
 from hardware_calls import call, eventually
 
+from tools.board.board import Board, BoardError
 from tools.config import HardwareSettings
-from tools.hardware import Board, BoardError
 
 PINS = {"fan": {"pin": 9, "mode": "pwm"}, "door": {"pin": 10, "mode": "servo"},
         "led": {"pin": 13, "mode": "output"}}  # fmt: skip

@@ -13,8 +13,8 @@ import pytest
 from fakes.firmata_board import FirmataBoard
 from hardware_calls import call, eventually
 
+from tools.board.board import Board
 from tools.config import HardwareSettings
-from tools.hardware import Board
 
 
 def make_board(port: Path, grace_s: float = 1.0, **overrides: Any) -> Board:

@@ -13,9 +13,9 @@ from fakes.firmata_board import FirmataBoard
 from hardware_calls import eventually
 
 from tools.base import Tool, ToolCallContext, ToolResult
+from tools.board.board import Board
+from tools.board.pin_tools import hardware_tools
 from tools.config import HardwareSettings
-from tools.gpio import hardware_tools
-from tools.hardware import Board
 
 NAMED_PINS = {
     "fan": {"pin": 9, "mode": "pwm", "description": "ceiling fan"},

@@ -8,14 +8,18 @@ import pytest
 from fakes.llm_server import FakeLLM, error, text, tool_calls
 
 from agent.config import LLMSettings
-from agent.llm import LLMClient, LLMError, LLMRequestRejected, load_litellm, price_of
+from agent.model.client import LLMClient
+from agent.model.facts import load_litellm, price_of
+from agent.model.responses import LLMError, LLMRequestRejected
 
 HELLO = [{"role": "user", "content": "hello"}]
 
 
 def client(fake: FakeLLM, **overrides: object) -> LLMClient:
     options: dict[str, object] = {
-        "model": "openai/primary", "api_base": fake.base_url, "num_retries": 2,
+        "model": "openai/primary",
+        "api_base": fake.base_url,
+        "num_retries": 2,
         "retry_backoff_s": 0.01,
     }
     options.update(overrides)
@@ -63,9 +67,16 @@ async def test_rejected_request_is_not_retried(fake_llm: FakeLLM) -> None:
 
 async def test_tool_calls_and_usage(fake_llm: FakeLLM) -> None:
     fake_llm.script(tool_calls(("shell", {"command": "ls"})))
-    tools = [{"type": "function", "function": {
-        "name": "shell", "description": "run", "parameters": {
-            "type": "object", "properties": {"command": {"type": "string"}}}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "shell",
+                "description": "run",
+                "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+            },
+        }
+    ]
     reply = await client(fake_llm).complete(HELLO, tools=tools)
     assert [(c.name, c.arguments) for c in reply.tool_calls] == [("shell", '{"command": "ls"}')]
     assert reply.prompt_tokens > 0 and reply.completion_tokens > 0

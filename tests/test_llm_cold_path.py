@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from fakes.llm_server import FakeLLM
 
-from agent.cli.llm_warmup import warm_up
 from agent.config import LLMSettings
-from agent.llm import SKIP_MCP_PROBE
+from agent.daemon.warmup import warm_up
+from agent.model.client import SKIP_MCP_PROBE
 
 REPO = Path(__file__).resolve().parent.parent
 LITELLM = version("litellm")
@@ -34,12 +34,13 @@ MCP_MODULES = (
 FIRST_CALL = """
 import asyncio, json, sys
 from agent.config import LLMSettings
-from agent.llm import LLMClient, load_litellm
+from agent.model.client import LLMClient
+from agent.model.facts import load_litellm
 
 settings = LLMSettings(model="openai/primary", api_base=sys.argv[1], num_retries=0)
 load_litellm()
 if sys.argv[2] == "warm":
-    from agent.cli.llm_warmup import warm_up_now
+    from agent.daemon.warmup import warm_up_now
     warm_up_now(settings)
 before = set(sys.modules)
 tools = [{"type": "function", "function": {"name": "shell", "description": "Run a command.",
@@ -74,7 +75,7 @@ def test_a_call_with_tools_imports_no_mcp_client(fake_llm: FakeLLM) -> None:
     probed = [name for name in MCP_MODULES if name in result["loaded"]]
     assert not probed, (
         f"LiteLLM {LITELLM} probed our tools for MCP gateway tools ({probed}) although we "
-        f"pass {SKIP_MCP_PROBE}=True: find its new switch and update agent/llm.py"
+        f"pass {SKIP_MCP_PROBE}=True: find its new switch and update agent/model/client.py"
     )
     [body] = fake_llm.requests
     assert body["tools"][0]["function"]["name"] == "shell"
@@ -91,7 +92,7 @@ def test_after_the_warm_up_the_first_call_imports_next_to_nothing(fake_llm: Fake
     assert not [name for name in new if name.startswith("openai")], new
     assert len([name for name in new if name.startswith("litellm")]) <= 5, (
         f"with LiteLLM {LITELLM} the first call still imports {new}: warm them in "
-        "agent/cli/llm_warmup.py"
+        "agent/daemon/warmup.py"
     )
 
 

@@ -26,7 +26,8 @@ from pydantic import SecretStr
 from agent.cli.oneshot import run_once
 from agent.cli.prompt_show import prompt_stats
 from agent.config import LLMSettings, load_settings
-from agent.llm import LLMClient, LLMError
+from agent.model.client import LLMClient
+from agent.model.responses import LLMError
 
 REPO = Path(__file__).resolve().parent.parent
 OWNER = 42

@@ -12,7 +12,7 @@ import pytest
 from fakes.llm_server import FakeLLM, text, tool_calls
 
 from agent.config import LLMSettings
-from agent.llm import LLMClient
+from agent.model.client import LLMClient
 from agent.security import Scrubber
 from agent.turns.dispatch import XmlDispatcher
 from agent.turns.loop import LoopOptions, run_tool_call_loop
@@ -64,7 +64,10 @@ def llm(fake: FakeLLM) -> LLMClient:
 
 async def loop(fake: FakeLLM, **options: Any) -> Any:
     return await run_tool_call_loop(
-        HISTORY, REGISTRY, llm(fake), context=ToolCallContext(Path(".")),
+        HISTORY,
+        REGISTRY,
+        llm(fake),
+        context=ToolCallContext(Path(".")),
         options=LoopOptions(**{"max_iterations": 10, "tool_timeout_s": 5, **options}),
         scrub=Scrubber(),
     )
@@ -75,15 +78,18 @@ def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def test_results_paired_with_calls_and_final_text(fake_llm: FakeLLM) -> None:
-    fake_llm.script(tool_calls(("echo", {"word": "hi", "times": 2}), ("echo", {"word": "yo"})),
-                    text("done"))
+    fake_llm.script(
+        tool_calls(("echo", {"word": "hi", "times": 2}), ("echo", {"word": "yo"})), text("done")
+    )
     result = await loop(fake_llm)
     assert result.text == "done" and result.stop_reason == "done"
     second = fake_llm.requests[1]["messages"]
     assistant = second[2]
     assert [c["id"] for c in assistant["tool_calls"]] == ["call_1", "call_2"]
     assert [(m["tool_call_id"], m["content"]) for m in second[3:]] == [
-        ("call_1", "hi hi"), ("call_2", "yo")]
+        ("call_1", "hi hi"),
+        ("call_2", "yo"),
+    ]
     assert [m["role"] for m in result.new_messages] == ["assistant", "tool", "tool", "assistant"]
     assert HISTORY == [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
 
@@ -106,8 +112,9 @@ async def test_calls_of_one_reply_run_concurrently(fake_llm: FakeLLM) -> None:
         (("nap", {"seconds": 3}), "Error: nap timed out after 0.2 s"),
     ],
 )
-async def test_tool_trouble_becomes_an_error_result(fake_llm: FakeLLM, call: tuple[str, Any],
-                                                    expected: str) -> None:
+async def test_tool_trouble_becomes_an_error_result(
+    fake_llm: FakeLLM, call: tuple[str, Any], expected: str
+) -> None:
     fake_llm.script(tool_calls(call), text("I saw the error"))
     result = await loop(fake_llm, tool_timeout_s=0.2)
     assert result.text == "I saw the error"
@@ -146,12 +153,17 @@ async def test_iteration_limit_then_one_answer_without_tools(fake_llm: FakeLLM) 
 
 async def test_xml_dispatcher_runs_tool_calls_written_as_text(fake_llm: FakeLLM) -> None:
     fake_llm.script(
-        text('Let me check.\n<tool_call>{"name": "echo", "arguments": {"word": "xml"}}'
-             "</tool_call>\n<tool_call>{not json}</tool_call>"),
+        text(
+            'Let me check.\n<tool_call>{"name": "echo", "arguments": {"word": "xml"}}'
+            "</tool_call>\n<tool_call>{not json}</tool_call>"
+        ),
         text("The tool said xml."),
     )
     result = await run_tool_call_loop(
-        HISTORY, REGISTRY, llm(fake_llm), context=ToolCallContext(Path(".")),
+        HISTORY,
+        REGISTRY,
+        llm(fake_llm),
+        context=ToolCallContext(Path(".")),
         dispatcher=XmlDispatcher(),
     )
     assert result.text == "The tool said xml."

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from fakes.llm_server import FakeLLM
 
-from agent.llm import embed
-from tools.memory_schema import index
-from tools.memory_store import RECALL_THRESHOLD, MemoryStore
+from agent.model.side_calls import embed
+from tools.memory.schema import index
+from tools.memory.store import RECALL_THRESHOLD, MemoryStore
 
 OWNER = "person:owner"
 FACTS = [
@@ -53,18 +53,30 @@ async def test_the_best_match_comes_first_with_scores_in_0_1(tmp_path: Path) -> 
     await store.add(OWNER, "The cat eats at 7 every morning.")
     found = await store.search([OWNER], "what is my cat called?", limit=5)
     assert [m.content for m in found] == [
-        "The user's cat is called Miso.", "The cat eats at 7 every morning."]
+        "The user's cat is called Miso.",
+        "The cat eats at 7 every morning.",
+    ]
     assert found[0].score == 1.0 and 0 < found[1].score < found[0].score
     assert await best(store, "cats") == [
-        "The user's cat is called Miso.", "The cat eats at 7 every morning."]
+        "The user's cat is called Miso.",
+        "The cat eats at 7 every morning.",
+    ]
     assert await best(store, "when is Hana's birthday?") == ["Sister Hana's birthday is on 3 May."]
     assert await best(store, "garlic") == ["Favourite food: ramen with extra garlic."]
 
 
-@pytest.mark.parametrize("query", [
-    "how's the weather tomorrow?", "tell me a joke", "What time is it?",
-    "can you check the server logs?", "내일 날씨 어때?", "今日の天気は？", "🚗",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "how's the weather tomorrow?",
+        "tell me a joke",
+        "What time is it?",
+        "can you check the server logs?",
+        "내일 날씨 어때?",
+        "今日の天気は？",
+        "🚗",
+    ],
+)
 async def test_an_unrelated_question_finds_nothing_above_the_threshold(
     tmp_path: Path, query: str
 ) -> None:
@@ -72,16 +84,19 @@ async def test_an_unrelated_question_finds_nothing_above_the_threshold(
     assert await best(store, query) == []
 
 
-@pytest.mark.parametrize(("query", "expected"), [
-    ("고양이 이름이 뭐야?", "우리 고양이 이름은 미소야"),  # particles glued to the nouns
-    ("치과 언제야?", "내일 아침 7시에 치과 예약이 있어"),
-    ("猫の名前は？", "うちの猫はミソという名前です"),  # no spaces at all
-    ("名前", "うちの猫はミソという名前です"),  # two characters inside a run
-    ("猫", "うちの猫はミソという名前です"),  # one character
-    ("コーヒー", "毎朝コーヒーを二杯飲む"),
-    ("🍣", "Loves 🍣 and 🍜, hates 🥦"),
-    ("Geburtstag", "Geburtstagsfeier am Samstag im Garten"),  # part of a compound: trigrams
-])
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("고양이 이름이 뭐야?", "우리 고양이 이름은 미소야"),  # particles glued to the nouns
+        ("치과 언제야?", "내일 아침 7시에 치과 예약이 있어"),
+        ("猫の名前は？", "うちの猫はミソという名前です"),  # no spaces at all
+        ("名前", "うちの猫はミソという名前です"),  # two characters inside a run
+        ("猫", "うちの猫はミソという名前です"),  # one character
+        ("コーヒー", "毎朝コーヒーを二杯飲む"),
+        ("🍣", "Loves 🍣 and 🍜, hates 🥦"),
+        ("Geburtstag", "Geburtstagsfeier am Samstag im Garten"),  # part of a compound: trigrams
+    ],
+)
 async def test_korean_japanese_emoji_and_compounds_are_found(
     tmp_path: Path, query: str, expected: str
 ) -> None:
@@ -103,11 +118,15 @@ async def test_almost_the_same_fact_updates_instead_of_duplicating(tmp_path: Pat
     await store.add(OWNER, "Meeting in room 12 at noon")
     assert not (await store.add(OWNER, "Meeting in room 14 at noon"))[1]  # a number changed
     assert rows(tmp_path / "state.db") == [
-        (1, OWNER, "The users cat is called Miso!"), (2, OWNER, "The user's dog is called Miso."),
+        (1, OWNER, "The users cat is called Miso!"),
+        (2, OWNER, "The user's dog is called Miso."),
         (3, "person:alice", "The users cat is called Miso!"),
-        (4, OWNER, "Meeting in room 12 at noon"), (5, OWNER, "Meeting in room 14 at noon")]
+        (4, OWNER, "Meeting in room 12 at noon"),
+        (5, OWNER, "Meeting in room 14 at noon"),
+    ]
     assert rows(tmp_path / "state.db", "SELECT tags FROM memories WHERE id = 1") == [
-        ('["pets", "cat"]',)]
+        ('["pets", "cat"]',)
+    ]
 
 
 async def test_forget_by_id_and_by_query(tmp_path: Path) -> None:
@@ -128,7 +147,8 @@ async def test_forget_by_id_and_by_query(tmp_path: Path) -> None:
         await store.forget([OWNER], id=2, query="dentist")
     assert rows(tmp_path / "state.db") == [
         (2, OWNER, "Dentist is Dr. Kim on Main Street"),
-        (4, "person:alice", "Alice plays the piano")]
+        (4, "person:alice", "Alice plays the piano"),
+    ]
     assert await store.get(2) is not None and await store.get(1) is None
     assert rows(tmp_path / "state.db", "SELECT count(*) FROM memories_words") == [(2,)]
 
@@ -162,11 +182,16 @@ async def test_fifty_concurrent_stores_lose_nothing(tmp_path: Path) -> None:
 
     async def elsewhere() -> None:  # another part of pinclaw writing state.db meanwhile
         for n in range(20):
-            await asyncio.to_thread(lambda n=n: (other.execute(
-                "INSERT INTO sessions_like VALUES (?)", (n,)), other.commit()))
+            await asyncio.to_thread(
+                lambda n=n: (
+                    other.execute("INSERT INTO sessions_like VALUES (?)", (n,)),
+                    other.commit(),
+                )
+            )
 
     results = await asyncio.gather(
-        *(store.add(OWNER, f"Fact number {n}: item{n} is kept") for n in range(50)), elsewhere())
+        *(store.add(OWNER, f"Fact number {n}: item{n} is kept") for n in range(50)), elsewhere()
+    )
     added = results[:50]
     assert sorted(m.id for m, updated in added if not updated) == list(range(1, 51))  # type: ignore[union-attr]
     assert len(rows(tmp_path / "state.db")) == 50
@@ -174,7 +199,6 @@ async def test_fifty_concurrent_stores_lose_nothing(tmp_path: Path) -> None:
     assert await best(store, "item37") == ["Fact number 37: item37 is kept"]
     same = await asyncio.gather(*(store.add(OWNER, "Parks the car on level 3") for _ in range(10)))
     assert [updated for _, updated in same].count(False) == 1 and len({m.id for m, _ in same}) == 1
-
 
 
 async def test_the_kept_connection_sees_other_writers_and_holds_no_lock(tmp_path: Path) -> None:
@@ -213,18 +237,26 @@ async def test_the_old_table_is_migrated_with_nothing_lost(tmp_path: Path) -> No
         conn.executescript(OLD_SCHEMA)
         conn.executemany(
             "INSERT INTO memories (chat_key, content, created_at) VALUES (?, ?, ?)",
-            [("telegram:1:", "The cat is called Miso.", 1000.0),
-             ("telegram:2:", "우리 고양이 이름은 미소야", 2000.0),
-             ("telegram:1:", "Favourite food: ramen.", 3000.0)])
+            [
+                ("telegram:1:", "The cat is called Miso.", 1000.0),
+                ("telegram:2:", "우리 고양이 이름은 미소야", 2000.0),
+                ("telegram:1:", "Favourite food: ramen.", 3000.0),
+            ],
+        )
         conn.execute("DELETE FROM memories WHERE id = 3")
-        conn.execute("INSERT INTO memories (chat_key, content, created_at) VALUES "
-                     "('discord:9:', 'Plays the cello', 4000.0)")
+        conn.execute(
+            "INSERT INTO memories (chat_key, content, created_at) VALUES "
+            "('discord:9:', 'Plays the cello', 4000.0)"
+        )
     store = MemoryStore(db, legacy_scope=lambda key: f"person:{key.split(':')[1]}")
-    assert [(m.id, m.scope, m.content, m.created_at, m.updated_at, m.tags)
-            for m in reversed(await store.list())] == [
+    assert [
+        (m.id, m.scope, m.content, m.created_at, m.updated_at, m.tags)
+        for m in reversed(await store.list())
+    ] == [
         (1, "person:1", "The cat is called Miso.", 1000.0, 1000.0, ()),
         (2, "person:2", "우리 고양이 이름은 미소야", 2000.0, 2000.0, ()),
-        (4, "person:9", "Plays the cello", 4000.0, 4000.0, ())]
+        (4, "person:9", "Plays the cello", 4000.0, 4000.0, ()),
+    ]
     assert await best(store, "고양이", ("person:2",)) == ["우리 고양이 이름은 미소야"]
     new, _ = await store.add("person:1", "Likes green tea")
     assert new.id == 5  # ids are never reused
@@ -247,8 +279,10 @@ async def test_export_then_import_round_trips_and_twice_adds_nothing(tmp_path: P
     keys = ("scope", "content", "tags", "created_at", "updated_at")
     assert [{k: r[k] for k in keys} for r in again] == [{k: r[k] for k in keys} for r in exported]
     assert {r["source"] for r in again} == {"import"}
-    repeated = [{"scope": "a", "content": "Parks on level 3", "tags": ["car"]},
-                {"scope": "a", "content": "parks on level 3.", "tags": ["parking"]}]
+    repeated = [
+        {"scope": "a", "content": "Parks on level 3", "tags": ["car"]},
+        {"scope": "a", "content": "parks on level 3.", "tags": ["parking"]},
+    ]
     assert await target.import_rows(repeated) == 1
     [row] = await target.export(["a"])
     assert (row["content"], row["tags"]) == ("parks on level 3.", ["car", "parking"])
@@ -258,8 +292,9 @@ async def test_export_then_import_round_trips_and_twice_adds_nothing(tmp_path: P
 
 
 def fake_embedder(fake: FakeLLM) -> functools.partial:  # type: ignore[type-arg]
-    return functools.partial(embed, model="openai/test-embed", api_base=fake.base_url,
-                             api_key="sk-test-not-real")
+    return functools.partial(
+        embed, model="openai/test-embed", api_base=fake.base_url, api_key="sk-test-not-real"
+    )
 
 
 async def test_a_paraphrase_is_found_by_meaning_where_words_miss(
@@ -287,8 +322,10 @@ async def test_memories_stored_without_embeddings_get_them_at_search(
     assert rows(db, "SELECT count(*) FROM memories WHERE embedding IS NULL") == [(len(FACTS),)]
     hybrid = MemoryStore(db, embed=fake_embedder(fake_llm))
     assert sorted(await best(hybrid, "my feline's name")) == [
-        "The user's cat is called Miso.", "うちの猫はミソという名前です",
-        "우리 고양이 이름은 미소야"]
+        "The user's cat is called Miso.",
+        "うちの猫はミソという名前です",
+        "우리 고양이 이름은 미소야",
+    ]
     assert rows(db, "SELECT count(*) FROM memories WHERE embedding IS NULL") == [(0,)]
     assert fake_llm.embedding_inputs[0][0] == "my feline's name"
 
@@ -298,7 +335,7 @@ async def test_an_embedding_outage_falls_back_to_words_with_one_log_line(
 ) -> None:
     fake_llm.embeddings_status = 503
     hybrid = MemoryStore(tmp_path / "state.db", embed=fake_embedder(fake_llm))
-    with caplog.at_level(logging.WARNING, logger="tools.memory_store"):
+    with caplog.at_level(logging.WARNING, logger="tools.memory.store"):
         stored, _ = await hybrid.add(OWNER, "The user's kitten adores salmon.")
         found = await best(hybrid, "kitten")
     assert found == ["The user's kitten adores salmon."]

@@ -14,7 +14,8 @@ from test_prompt_kit import fresh_workspace
 
 from agent.app import build_tools, prompt_source
 from agent.config import AgentSettings, LLMSettings, Settings, WorkspaceSettings, served_locally
-from agent.llm import count_tokens
+from agent.durable.quirks import ProviderQuirks
+from agent.model.facts import count_tokens
 from agent.prompt.compact import CompactTools, compact_schema, short_text
 from agent.prompt.profiles import (
     builtin_profile,
@@ -22,7 +23,6 @@ from agent.prompt.profiles import (
     learned_facts,
     profile_for,
 )
-from agent.turns.quirks import ProviderQuirks
 from channels.capabilities import BY_NAME
 from tools.policy import SecurityPolicy
 

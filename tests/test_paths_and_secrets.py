@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from agent.runtime.media import resolve_reply
 from agent.security import ScrubbedStream, Scrubber, scrub_message
-from agent.turns.media import resolve_reply
 from tools.base import ToolCallContext, read_only
 from tools.config import MemorySettings, SecuritySettings
 from tools.files import FileTools
-from tools.memory import MemoryTools
+from tools.memory.memory_tools import MemoryTools
 from tools.paths import PathRules, PolicyError
 from tools.policy import SecurityPolicy
 

@@ -11,16 +11,22 @@ import pytest
 
 from agent.app import build_tools, make_board, open_store
 from agent.config import load_settings
-from agent.turns.pin_watcher import Crossing, PinWatcher, reading_text
-from agent.turns.schedules import NewSchedule, Schedules
-from agent.turns.triggers import Trigger, decode_trigger, encode_trigger, trigger_text
-from agent.turns.watch_book import ChatWatches
+from agent.durable.schedules import NewSchedule, Schedules
+from agent.durable.triggers import Trigger, decode_trigger, encode_trigger, trigger_text
+from agent.proactive.pin_watcher import Crossing, PinWatcher, reading_text
+from agent.proactive.watch_book import ChatWatches
 from channels.base import ChatRef
 from tools.base import Speaker, ToolCallContext
-from tools.board_policy import PinPolicy
+from tools.board.pin_policy import PinPolicy
 from tools.config import HardwareSettings, PinSettings
 from tools.policy import SecurityPolicy
-from tools.watch_tools import WatchDefaults, WatchRefused, WatchSpec, WatchTools, plan_watch
+from tools.proactive.watch_tools import (
+    WatchDefaults,
+    WatchRefused,
+    WatchSpec,
+    WatchTools,
+    plan_watch,
+)
 
 HARDWARE = HardwareSettings(
     enabled=True,

@@ -7,7 +7,7 @@ import shlex
 import pytest
 
 from tools.config import DEFAULT_ALLOWED_COMMANDS
-from tools.program_rules import (
+from tools.shell.program_rules import (
     WRAPPERS,
     ProgramCheck,
     check_program,

@@ -25,9 +25,9 @@ from channels.capabilities import BY_NAME
 from tools.config import SecuritySettings, ShellSettings
 from tools.files import FileTools
 from tools.policy import SecurityPolicy
-from tools.sandbox import choose_sandbox
-from tools.shell import ShellTool
-from tools.skill_tools import ReadSkillTool
+from tools.sandbox.sandboxes import choose_sandbox
+from tools.shell.shell_tool import ShellTool
+from tools.skills.skill_tools import ReadSkillTool
 
 HOST = HostInfo(host="testhost", os="Linux 6.1.0 (x86_64)", python="3.11.9")
 ZONE = "Europe/Berlin"

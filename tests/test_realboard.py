@@ -22,9 +22,9 @@ from fakes.telegram_server import FakeTelegram
 from simavr.sim_board import SimBoard
 
 from tools.base import ToolCallContext
+from tools.board.board import Board
+from tools.board.pin_tools import hardware_tools
 from tools.config import HardwareSettings
-from tools.gpio import hardware_tools
-from tools.hardware import Board
 
 pytestmark = pytest.mark.realboard
 REPO = Path(__file__).resolve().parents[1]

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from attack_world import processes_with
 
-import tools.sandbox_limits as limits_module
-from tools import reaper
-from tools.sandbox import (
+import tools.sandbox.limits as limits_module
+from tools.sandbox import reaper
+from tools.sandbox.sandboxes import (
     Landlock,
     Limits,
     NoSandbox,
@@ -26,7 +26,7 @@ from tools.sandbox import (
     SandboxUnavailable,
     choose_sandbox,
 )
-from tools.shell import spawn
+from tools.shell.shell_tool import spawn
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = f"sk-live-{secrets.token_hex(12)}"
@@ -159,7 +159,7 @@ async def test_a_read_only_workspace_can_be_read_not_changed(
 RUNTIME = """
 import asyncio, os, sys
 from pathlib import Path
-from tools.sandbox import SandboxSpec, choose_sandbox
+from tools.sandbox.sandboxes import SandboxSpec, choose_sandbox
 
 async def main() -> None:
     launch = choose_sandbox(sys.argv[1]).launch(

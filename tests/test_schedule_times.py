@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tools.schedule_times import (
+from tools.proactive.schedule_times import (
     WhenError,
     format_time,
     latest_cron,

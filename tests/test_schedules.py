@@ -24,8 +24,8 @@ from fakes.llm_server import FakeLLM, text, tool_calls
 from fakes.telegram_server import FakeTelegram, SentMessage
 
 from agent.app import open_store
-from agent.turns.inbox import Pending, encode
-from agent.turns.schedules import NewSchedule, Schedules
+from agent.durable.inbox import Pending, encode
+from agent.durable.schedules import NewSchedule, Schedules
 from channels.base import ChatRef, IncomingMessage
 
 OWNER = 42

@@ -16,9 +16,9 @@ from fakes.llm_server import FakeLLM, echo, text
 from fakes.telegram_server import FakeTelegram
 
 from agent.config import PersonSettings
-from agent.turns.compaction import SUMMARY_HEADING, SUMMARY_INSTRUCTIONS
-from agent.turns.scopes import OWNER, LegacyScope, audience_of
-from agent.turns.sessions import estimate_tokens
+from agent.conversation.compaction import SUMMARY_HEADING, SUMMARY_INSTRUCTIONS
+from agent.conversation.scopes import OWNER, LegacyScope, audience_of
+from agent.durable.sessions import estimate_tokens
 from channels.base import ChatRef, IncomingMessage
 
 ALICE, BOB, GROUP = 42, 43, -100500
@@ -186,9 +186,9 @@ async def test_a_failed_summary_falls_back_to_dropping_the_oldest_turns(
 
 
 async def test_auto_recall_adds_what_is_relevant_and_nothing_otherwise(tmp_path: Path) -> None:
-    from agent.turns.recall import readable_scopes, remembered_block
+    from agent.conversation.recall import readable_scopes, remembered_block
     from tools.config import MemorySettings
-    from tools.memory_store import MemoryStore
+    from tools.memory.store import MemoryStore
 
     store = MemoryStore(tmp_path / "state.db")
     await store.add(OWNER, "Alice's boat is called Wavecrest.")

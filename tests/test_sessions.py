@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.app import open_store
-from agent.turns.runtime import Store
+from agent.runtime.channel_runtime import Store
 from channels.base import ChatRef, OutgoingPart
 
 
@@ -19,9 +19,17 @@ def turn(n: int, tools: int = 0) -> list[dict[str, object]]:
     messages: list[dict[str, object]] = [{"role": "user", "content": f"question {n}"}]
     for t in range(tools):
         messages += [
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"c{n}{t}", "type": "function",
-                 "function": {"name": "shell", "arguments": "{}"}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"c{n}{t}",
+                        "type": "function",
+                        "function": {"name": "shell", "arguments": "{}"},
+                    }
+                ],
+            },
             {"role": "tool", "tool_call_id": f"c{n}{t}", "content": "ok"},
         ]
     return [*messages, {"role": "assistant", "content": f"answer {n}"}]
@@ -80,8 +88,9 @@ async def answered(store: Store, n: int, *, expired: bool) -> None:
     def commit(conn: sqlite3.Connection) -> int:
         store.sessions.add_turn(conn, "t:1:", turn(n), inbox_id)
         store.inbox.finish(conn, inbox_id, "done")
-        return store.outbox.insert(conn, msg.chat, [OutgoingPart(f"answer {n}")],
-                                   inbox_id=inbox_id, deliver_within_s=60)
+        return store.outbox.insert(
+            conn, msg.chat, [OutgoingPart(f"answer {n}")], inbox_id=inbox_id, deliver_within_s=60
+        )
 
     outgoing = await store.db.write(commit)
     if expired:
@@ -112,7 +121,9 @@ async def test_chats_are_separate_and_survive_reopening(tmp_path: Path) -> None:
     again = await open_store(path)
     reopened = again.sessions
     assert [m["content"] for m in await reopened.history("telegram:1:", 10)] == [
-        "question 1", "answer 1"]
+        "question 1",
+        "answer 1",
+    ]
     await reopened.new_session("telegram:1:")
     assert await reopened.history("telegram:1:", 10) == []
     assert await reopened.count("telegram:2:") == 2
@@ -163,8 +174,8 @@ async def test_the_courier_sends_every_reply_in_order_also_one_queued_while_it_m
     """The courier reads a chat's next reply in the same trip as the last mark of the one
     before: a reply queued meanwhile (here: while the first one's parts go out) is still
     sent, in order, and the outbox ends with every reply marked sent."""
-    from agent.turns.delivery import Courier
-    from channels.cli import TerminalChannel
+    from agent.runtime.courier import Courier
+    from channels.terminal import TerminalChannel
 
     store = await open_store(tmp_path / "state.db")
     chat = ChatRef("t", "1")

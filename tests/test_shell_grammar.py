@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.shell_grammar import (
+from tools.shell.grammar import (
     CommandLine,
     Pipeline,
     Redirect,

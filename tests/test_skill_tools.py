@@ -18,10 +18,10 @@ from agent.prompt.skills import SkillCatalog
 from tools.base import ApprovalRequest, ToolCallContext, ToolResult
 from tools.config import SecuritySettings, ShellSettings
 from tools.policy import SecurityPolicy
-from tools.sandbox import choose_sandbox
-from tools.shell import ShellTool
-from tools.skill_spec import parse_tool
-from tools.skill_tools import SkillTool
+from tools.sandbox.sandboxes import choose_sandbox
+from tools.shell.shell_tool import ShellTool
+from tools.skills.skill_tools import SkillTool
+from tools.skills.spec import parse_tool
 
 ARGS_SCRIPT = '#!/bin/sh\nfor a in "$@"; do printf \'[%s]\\n\' "$a"; done\n'
 ECHO_SKILL = """---

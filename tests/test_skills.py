@@ -14,7 +14,7 @@ from test_prompt_snapshots import check_snapshot
 from agent.prompt.skills import SkillCatalog
 from agent.workspace import BUNDLED_SKILLS_DIR
 from tools.base import ToolCallContext
-from tools.skill_tools import ReadSkillTool, SkillDoc
+from tools.skills.skill_tools import ReadSkillTool, SkillDoc
 
 
 def write_skill(root: Path, folder: str, front: str, body: str = "# Steps\n\nDo it.\n") -> Path:

@@ -28,14 +28,14 @@ from fakes.llm_server import FakeLLM
 from fakes.telegram_server import FakeTelegram
 
 from agent.app import open_store
-from agent.cli.daemon import keep_backups
-from agent.cli.state import DAILY, DAY_S, backup_name, daily_backup, next_backup_in
-from agent.turns import migrations
-from agent.turns.migrations import APPLICATION_ID, LATEST
-from agent.turns.scopes import OWNER
-from agent.turns.storage_health import StorageHealth
-from agent.turns.store import StateDB, StateDBUnusable
-from tools import memory_schema
+from agent.conversation.scopes import OWNER
+from agent.daemon.serve import keep_backups
+from agent.durable import migrations
+from agent.durable.backups import DAILY, DAY_S, backup_name, daily_backup, next_backup_in
+from agent.durable.migrations import APPLICATION_ID, LATEST
+from agent.durable.state_db import StateDB, StateDBUnusable
+from agent.durable.storage_health import StorageHealth
+from tools.memory import schema as memory_schema
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -24,7 +24,10 @@ def last_user_content(request: dict[str, Any]) -> str:
 
 
 async def test_reply_with_image_marker_arrives_as_photo_and_text(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
+    home: Path,
     daemon: Callable[[], Daemon],
 ) -> None:
     async with daemon() as running:
@@ -42,7 +45,9 @@ async def test_reply_with_image_marker_arrives_as_photo_and_text(
 
 
 async def test_marker_outside_workspace_is_refused_and_text_still_arrives(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
     async with daemon():
@@ -55,11 +60,14 @@ async def test_marker_outside_workspace_is_refused_and_text_still_arrives(
 
 
 async def test_long_reply_is_split_into_valid_messages(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
-    paragraphs = [f"Paragraph {i}: " + " ".join(["lorem ipsum dolor sit amet"] * 37)
-                  for i in range(10)]
+    paragraphs = [
+        f"Paragraph {i}: " + " ".join(["lorem ipsum dolor sit amet"] * 37) for i in range(10)
+    ]
     long_reply = "\n\n".join(paragraphs)
     assert 9_900 < len(long_reply) < 10_500
     async with daemon():
@@ -73,7 +81,9 @@ async def test_long_reply_is_split_into_valid_messages(
 
 
 async def test_stranger_gets_one_reply_and_the_model_is_never_called(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
     async with daemon():
@@ -89,7 +99,9 @@ async def test_stranger_gets_one_reply_and_the_model_is_never_called(
 
 
 async def test_allowed_by_username(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
     async with daemon():
@@ -99,16 +111,18 @@ async def test_allowed_by_username(
 
 
 async def test_in_a_group_only_the_mention_or_reply_is_answered(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
     group = -500
     async with daemon():
         fake_telegram.inject_message(group, OWNER, "just chatting", chat_type="group")
-        fake_telegram.inject_message(group, OWNER, f"@{BOT_USERNAME} what time is it?",
-                                     chat_type="group", first_name="Ann")
-        fake_telegram.inject_message(group, OWNER, "and you?", chat_type="group",
-                                     reply_to_bot=True)
+        fake_telegram.inject_message(
+            group, OWNER, f"@{BOT_USERNAME} what time is it?", chat_type="group", first_name="Ann"
+        )
+        fake_telegram.inject_message(group, OWNER, "and you?", chat_type="group", reply_to_bot=True)
         await fake_telegram.await_for(lambda m: m.chat_id == group, count=2)
         await asyncio.sleep(0.3)
     assert len(fake_llm.requests) == 2
@@ -119,37 +133,46 @@ async def test_in_a_group_only_the_mention_or_reply_is_answered(
 
 
 async def test_rejected_html_is_resent_as_plain_text(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
     async with daemon():
-        fake_telegram.fail_next("sendMessage", status=400,
-                                description="Bad Request: can't parse entities: unsupported")
+        fake_telegram.fail_next(
+            "sendMessage", status=400, description="Bad Request: can't parse entities: unsupported"
+        )
         fake_llm.script(text("Some **bold** news"))
         fake_telegram.inject_message(OWNER, OWNER, "news?")
         [reply] = await fake_telegram.await_for(lambda m: m.method == "sendMessage")
     assert reply.parse_mode is None and reply.text == "Some **bold** news"
-    html_tries = [c for c in fake_telegram.calls
-                  if c.method == "sendMessage" and c.params.get("parse_mode") == "HTML"]
+    html_tries = [
+        c
+        for c in fake_telegram.calls
+        if c.method == "sendMessage" and c.params.get("parse_mode") == "HTML"
+    ]
     assert [c.status for c in html_tries] == [400]
 
 
 async def test_429_is_waited_out_then_sent(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
     async with daemon():
         fake_telegram.fail_next("sendMessage", status=429, retry_after=1)
         fake_telegram.inject_message(OWNER, OWNER, "ping")
-        [reply] = await fake_telegram.await_for(lambda m: m.method == "sendMessage",
-                                                timeout=8)
+        [reply] = await fake_telegram.await_for(lambda m: m.method == "sendMessage", timeout=8)
     assert reply.plain and reply.plain.startswith("echo: ")
     statuses = [c.status for c in fake_telegram.calls if c.method == "sendMessage"]
     assert statuses == [429, 200]
 
 
 async def test_prompt_is_identical_across_turns_and_delivery_follows_user(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
     async with daemon():
@@ -165,12 +188,13 @@ async def test_prompt_is_identical_across_turns_and_delivery_follows_user(
         *_, user, delivery = request["messages"]
         assert user["role"] == "user"
         assert delivery["role"] == "system" and "[IMAGE:<path-or-url>]" in delivery["content"]
-    assert [m["role"] for m in two["messages"]] == ["system", "user", "assistant", "user",
-                                                    "system"]
+    assert [m["role"] for m in two["messages"]] == ["system", "user", "assistant", "user", "system"]
 
 
 async def test_provider_refusing_late_system_message_still_answers(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
     fake_llm.reject_non_leading_system = True
@@ -189,7 +213,9 @@ async def test_provider_refusing_late_system_message_still_answers(
 
 
 async def test_history_survives_a_restart_and_new_clears_it(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
     async with daemon():
@@ -209,7 +235,9 @@ async def test_history_survives_a_restart_and_new_clears_it(
 
 
 async def test_stop_cancels_a_slow_turn(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
     async with daemon():
@@ -222,7 +250,9 @@ async def test_stop_cancels_a_slow_turn(
 
 
 async def test_twenty_chats_at_once_each_answered_in_order(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
     fake_llm.latency_s = 0.2
@@ -231,8 +261,7 @@ async def test_twenty_chats_at_once_each_answered_in_order(
         for number in range(3):
             for chat in chats:
                 fake_telegram.inject_message(chat, OWNER, f"message {number}")
-        await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=60,
-                                      timeout=20)
+        await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=60, timeout=20)
     for chat in chats:
         answers = [t.rsplit("\n", 1)[-1] for t in texts(fake_telegram, chat)]
         assert answers == ["message 0", "message 1", "message 2"]
@@ -243,7 +272,10 @@ def _is_photo_marker(sent: SentMessage) -> bool:
 
 
 async def test_incoming_photo_and_voice_are_saved_and_referenced(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
+    home: Path,
     daemon: Callable[[], Daemon],
 ) -> None:
     async with daemon():
@@ -254,16 +286,20 @@ async def test_incoming_photo_and_voice_are_saved_and_referenced(
     photo_turn = last_user_content(fake_llm.requests[0])
     voice_turn = last_user_content(fake_llm.requests[1])
     assert "what is this?" in photo_turn
-    [photo_path] = [line[len("[IMAGE:"):-1] for line in photo_turn.splitlines()
-                    if line.startswith("[IMAGE:")]
+    [photo_path] = [
+        line[len("[IMAGE:") : -1] for line in photo_turn.splitlines() if line.startswith("[IMAGE:")
+    ]
     assert photo_path.startswith("inbox/")
     assert (home / "workspace" / photo_path).read_bytes() == b"JPEGDATA"
     assert "[VOICE:inbox/" in voice_turn and "no transcription is configured" in voice_turn
 
 
 async def test_streamed_reply_is_edited_then_finished(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
-    daemon: Callable[[], Daemon], monkeypatch: Any,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon],
+    monkeypatch: Any,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__TELEGRAM__STREAM_REPLIES", "true")
     async with daemon():
@@ -277,7 +313,9 @@ async def test_streamed_reply_is_edited_then_finished(
 
 
 async def test_polling_survives_server_errors(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
     async with daemon():
@@ -290,10 +328,12 @@ async def test_polling_survives_server_errors(
 
 
 async def test_bad_token_is_reported_and_the_daemon_does_not_crash(
-    telegram_env: dict[str, str], monkeypatch: Any, caplog: Any,
+    telegram_env: dict[str, str],
+    monkeypatch: Any,
+    caplog: Any,
 ) -> None:
-    from agent.cli.daemon import serve
     from agent.config import load_settings
+    from agent.daemon.serve import serve
 
     monkeypatch.setenv("PINCLAW_CHANNELS__TELEGRAM__BOT_TOKEN", "999:WRONG")
     code = await asyncio.wait_for(serve(load_settings(), stop=asyncio.Event()), 20)
@@ -302,7 +342,8 @@ async def test_bad_token_is_reported_and_the_daemon_does_not_crash(
 
 
 def test_agent_run_serves_until_sigterm_then_exits_0(
-    telegram_env: dict[str, str], fake_telegram: FakeTelegram,
+    telegram_env: dict[str, str],
+    fake_telegram: FakeTelegram,
 ) -> None:
     import os
     import signal
@@ -310,8 +351,11 @@ def test_agent_run_serves_until_sigterm_then_exits_0(
     import sys
 
     process = subprocess.Popen(
-        [sys.executable, "-m", "agent", "-v", "run"], env={**os.environ, **telegram_env},
-        cwd=Path(__file__).resolve().parent.parent, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "agent", "-v", "run"],
+        env={**os.environ, **telegram_env},
+        cwd=Path(__file__).resolve().parent.parent,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         fake_telegram.inject_message(OWNER, OWNER, "are you up?")
@@ -326,8 +370,11 @@ def test_agent_run_serves_until_sigterm_then_exits_0(
 
 
 async def test_voice_note_is_transcribed_when_a_model_is_set(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
-    daemon: Callable[[], Daemon], monkeypatch: Any,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon],
+    monkeypatch: Any,
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__TELEGRAM__TRANSCRIPTION_MODEL", "openai/whisper-1")
     fake_llm.transcript = "turn the lights off please"
@@ -340,7 +387,9 @@ async def test_voice_note_is_transcribed_when_a_model_is_set(
 
 
 async def test_status_reports_model_length_and_last_turn(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
     async with daemon():
@@ -356,13 +405,19 @@ async def test_status_reports_model_length_and_last_turn(
 
 
 async def test_provider_refusing_tools_gets_the_xml_protocol(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
-    daemon: Callable[[], Daemon], monkeypatch: Any, home: Path,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon],
+    monkeypatch: Any,
+    home: Path,
 ) -> None:
     fake_llm.reject_tools = True
     fake_llm.script(
-        text('<tool_call>{"name": "file_write", "arguments": '
-             '{"path": "x.txt", "content": "via xml"}}</tool_call>'),
+        text(
+            '<tool_call>{"name": "file_write", "arguments": '
+            '{"path": "x.txt", "content": "via xml"}}</tool_call>'
+        ),
         text("Saved it."),
     )
     async with daemon():
@@ -379,7 +434,10 @@ async def test_provider_refusing_tools_gets_the_xml_protocol(
 
 
 async def test_a_strangers_photo_is_not_downloaded(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
+    home: Path,
     daemon: Callable[[], Daemon],
 ) -> None:
     async with daemon():

@@ -18,7 +18,7 @@ from fakes.llm_server import FakeLLM, text
 
 from agent.app import build_tools
 from agent.config import LLMSettings, Settings
-from agent.llm import LLMClient
+from agent.model.client import LLMClient
 from agent.turns.dispatch import Dispatcher, XmlDispatcher
 from agent.turns.loop import LoopOptions, TurnResult, run_tool_call_loop
 from tools.base import ToolCallContext, ToolRegistry

@@ -25,8 +25,9 @@ def _tools(workspace: Path, autonomy: str = "supervised") -> dict[str, object]:
     return {tool.name: tool for tool in FileTools(policy).tools()}
 
 
-async def call(workspace: Path, name: str, autonomy: str = "supervised",
-               **args: object) -> ToolResult:
+async def call(
+    workspace: Path, name: str, autonomy: str = "supervised", **args: object
+) -> ToolResult:
     tool = _tools(workspace, autonomy)[name]
     return await tool.run(args, ToolCallContext(workspace))  # type: ignore[attr-defined,no-any-return]
 
@@ -34,10 +35,12 @@ async def call(workspace: Path, name: str, autonomy: str = "supervised",
 async def test_write_read_edit_list(workspace: Path) -> None:
     assert (await call(workspace, "file_write", path="notes/a.md", content="one\ntwo\nthree\n")).ok
     assert (workspace / "notes/a.md").read_text() == "one\ntwo\nthree\n"
-    assert (await call(workspace, "file_read", path="notes/a.md", start_line=2,
-                       end_line=3)).output == "two\nthree\n"
-    assert (await call(workspace, "file_edit", "full", path="notes/a.md", old_text="two",
-                       new_text="2")).ok  # under supervised an edit asks first
+    assert (
+        await call(workspace, "file_read", path="notes/a.md", start_line=2, end_line=3)
+    ).output == "two\nthree\n"
+    assert (
+        await call(workspace, "file_edit", "full", path="notes/a.md", old_text="two", new_text="2")
+    ).ok  # under supervised an edit asks first
     assert (workspace / "notes/a.md").read_text() == "one\n2\nthree\n"
     listing = await call(workspace, "file_list")
     assert listing.output == "notes/"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tools.base import ToolCallContext, ToolResult, read_only
 from tools.config import MemorySettings
-from tools.memory import MemoryTools
+from tools.memory.memory_tools import MemoryTools
 
 
 def memory(tmp_path: Path) -> dict[str, object]:
@@ -15,8 +15,15 @@ def memory(tmp_path: Path) -> dict[str, object]:
     return {tool.name: tool for tool in tools}
 
 
-async def call(tmp_path: Path, name: str, chat: str = "telegram:1:", *, scope: str = "",
-               recall: tuple[str, ...] = (), **args: object) -> ToolResult:
+async def call(
+    tmp_path: Path,
+    name: str,
+    chat: str = "telegram:1:",
+    *,
+    scope: str = "",
+    recall: tuple[str, ...] = (),
+    **args: object,
+) -> ToolResult:
     tool = memory(tmp_path)[name]
     context = ToolCallContext(tmp_path, chat_key=chat, memory_scope=scope, recall_scopes=recall)
     return await tool.run(args, context)  # type: ignore[attr-defined,no-any-return]
@@ -28,8 +35,9 @@ def rows(tmp_path: Path) -> list[tuple[object, ...]]:
 
 
 async def test_store_recall_forget(tmp_path: Path) -> None:
-    assert (await call(tmp_path, "memory_store", content="The cat is called Miso.",
-                       tags=["pets"])).ok
+    assert (
+        await call(tmp_path, "memory_store", content="The cat is called Miso.", tags=["pets"])
+    ).ok
     await call(tmp_path, "memory_store", content="Favourite food: ramen.")
     await call(tmp_path, "memory_store", content="The cat eats at 7.")
     recalled = await call(tmp_path, "memory_recall", query="what is the cat called?")
@@ -38,9 +46,12 @@ async def test_store_recall_forget(tmp_path: Path) -> None:
     assert lines[0].startswith("#1 (") and lines[0].endswith("[pets]: The cat is called Miso.")
     assert "ramen" not in recalled.output
     assert (await call(tmp_path, "memory_forget", id=1)).output == (
-        "Forgot memory #1: The cat is called Miso.")
-    assert rows(tmp_path) == [(2, "chat:telegram:1:", "Favourite food: ramen.", "[]"),
-                              (3, "chat:telegram:1:", "The cat eats at 7.", "[]")]
+        "Forgot memory #1: The cat is called Miso."
+    )
+    assert rows(tmp_path) == [
+        (2, "chat:telegram:1:", "Favourite food: ramen.", "[]"),
+        (3, "chat:telegram:1:", "The cat eats at 7.", "[]"),
+    ]
 
 
 async def test_storing_almost_the_same_fact_updates_it(tmp_path: Path) -> None:
@@ -54,19 +65,36 @@ async def test_storing_almost_the_same_fact_updates_it(tmp_path: Path) -> None:
 async def test_writes_go_to_the_calls_scope_and_reads_see_its_recall_scopes(
     tmp_path: Path,
 ) -> None:
-    await call(tmp_path, "memory_store", scope="person:alice", recall=("person:alice",),
-               content="Alice's cat is called Miso")
-    await call(tmp_path, "memory_store", scope="group:telegram:-100:7",
-               recall=("group:telegram:-100:7",), content="The group's cat is called Tofu")
+    await call(
+        tmp_path,
+        "memory_store",
+        scope="person:alice",
+        recall=("person:alice",),
+        content="Alice's cat is called Miso",
+    )
+    await call(
+        tmp_path,
+        "memory_store",
+        scope="group:telegram:-100:7",
+        recall=("group:telegram:-100:7",),
+        content="The group's cat is called Tofu",
+    )
     assert [r[1] for r in rows(tmp_path)] == ["person:alice", "group:telegram:-100:7"]
-    both = await call(tmp_path, "memory_recall", scope="person:alice",
-                      recall=("person:alice", "group:telegram:-100:7"), query="cat")
-    alone = await call(tmp_path, "memory_recall", scope="person:bob", recall=("person:bob",),
-                       query="cat")
+    both = await call(
+        tmp_path,
+        "memory_recall",
+        scope="person:alice",
+        recall=("person:alice", "group:telegram:-100:7"),
+        query="cat",
+    )
+    alone = await call(
+        tmp_path, "memory_recall", scope="person:bob", recall=("person:bob",), query="cat"
+    )
     assert "Miso" in both.output and "Tofu" in both.output
     assert alone.output == "No memory matches 'cat'."
-    refused = await call(tmp_path, "memory_forget", scope="person:bob", recall=("person:bob",),
-                         id=1)
+    refused = await call(
+        tmp_path, "memory_forget", scope="person:bob", recall=("person:bob",), id=1
+    )
     assert not refused.ok and "No memory #1 here" in refused.output
     assert len(rows(tmp_path)) == 2
 

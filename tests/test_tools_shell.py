@@ -10,20 +10,28 @@ from tools.base import ToolCallContext, ToolResult
 from tools.config import SecuritySettings, ShellSettings
 from tools.paths import PolicyError
 from tools.policy import SecurityPolicy
-from tools.sandbox import choose_sandbox
-from tools.shell import ShellTool, clip_output
-from tools.shell_plan import check_argv, plan_command
+from tools.sandbox.sandboxes import choose_sandbox
+from tools.shell.plan import check_argv, plan_command
+from tools.shell.shell_tool import ShellTool, clip_output
 
 
-async def run(workspace: Path, command: str, *, autonomy: str = "supervised",
-              timeout_s: float = 10, max_output_chars: int = 20_000,
-              allowed: list[str] | None = None) -> ToolResult:
+async def run(
+    workspace: Path,
+    command: str,
+    *,
+    autonomy: str = "supervised",
+    timeout_s: float = 10,
+    max_output_chars: int = 20_000,
+    allowed: list[str] | None = None,
+) -> ToolResult:
     security = SecuritySettings(autonomy=autonomy)  # type: ignore[arg-type]
     if allowed is not None:
         security = SecuritySettings(autonomy=autonomy, allowed_commands=allowed)  # type: ignore[arg-type]
-    tool = ShellTool(SecurityPolicy.from_settings(security, workspace),
-                     ShellSettings(timeout_s=timeout_s, max_output_chars=max_output_chars),
-                     choose_sandbox("auto"))
+    tool = ShellTool(
+        SecurityPolicy.from_settings(security, workspace),
+        ShellSettings(timeout_s=timeout_s, max_output_chars=max_output_chars),
+        choose_sandbox("auto"),
+    )
     # The owner's own turn: in another's, nothing is created at the workspace's top level.
     return await tool.run({"command": command}, ToolCallContext(workspace, owner_private=True))
 
@@ -43,8 +51,9 @@ async def test_command_outside_allow_list_refused(tmp_path: Path) -> None:
     assert (tmp_path / "keep.txt").exists()
 
 
-@pytest.mark.parametrize("command", ["cat /etc/hostname", "cat ../x", "echo $(id)",
-                                     "ls; rm -rf x", "find . -delete"])
+@pytest.mark.parametrize(
+    "command", ["cat /etc/hostname", "cat ../x", "echo $(id)", "ls; rm -rf x", "find . -delete"]
+)
 async def test_escapes_refused_when_supervised(tmp_path: Path, command: str) -> None:
     result = await run(tmp_path, command)
     assert not result.ok and result.output.startswith(("Refused:", "Not run:"))
@@ -68,8 +77,9 @@ async def test_long_output_keeps_head_and_tail(tmp_path: Path) -> None:
     assert len(result.output) < 1200
 
 
-async def test_child_does_not_inherit_secrets(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_child_does_not_inherit_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-never-leak-123456")
     result = await run(tmp_path, "env", autonomy="full")
     assert "sk-should-never-leak" not in result.output
@@ -81,8 +91,9 @@ def test_clip_output_is_exact_when_short() -> None:
 
 
 def test_policy_summary_lists_only_forbidden_paths_the_tools_could_reach(tmp_path: Path) -> None:
-    settings = SecuritySettings(forbidden_paths=["/etc", str(tmp_path / "secrets"),
-                                                 str(tmp_path.parent)])
+    settings = SecuritySettings(
+        forbidden_paths=["/etc", str(tmp_path / "secrets"), str(tmp_path.parent)]
+    )
     summary = SecurityPolicy.from_settings(settings, tmp_path).summary()
     assert summary.splitlines() == [
         "- Autonomy level: supervised",
@@ -96,10 +107,14 @@ async def test_forbidden_path_inside_the_workspace_is_refused(tmp_path: Path) ->
     (tmp_path / "secrets").mkdir()
     (tmp_path / "secrets" / "key.txt").write_text("hidden")
     security = SecuritySettings(forbidden_paths=[str(tmp_path / "secrets")])
-    tool = ShellTool(SecurityPolicy.from_settings(security, tmp_path), ShellSettings(),
-                     choose_sandbox("auto"))
-    for command in (f"cat {tmp_path}/secrets/key.txt", "cat secrets/key.txt",
-                    "grep -r hidden secrets"):
+    tool = ShellTool(
+        SecurityPolicy.from_settings(security, tmp_path), ShellSettings(), choose_sandbox("auto")
+    )
+    for command in (
+        f"cat {tmp_path}/secrets/key.txt",
+        "cat secrets/key.txt",
+        "grep -r hidden secrets",
+    ):
         result = await tool.run({"command": command}, ToolCallContext(tmp_path))
         assert not result.ok and "forbidden path" in result.output, command
 

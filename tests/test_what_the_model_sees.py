@@ -125,7 +125,7 @@ async def test_a_refusal_that_names_functions_moves_the_model_to_the_text_protoc
         await fake_telegram.await_for(lambda m: m.method == "sendMessage")
     assert "tools" not in fake_llm.requests[-1]
     assert "<tool_call>" in fake_llm.requests[-1]["messages"][0]["content"]
-    from agent.turns.quirks import ProviderQuirks
+    from agent.durable.quirks import ProviderQuirks
 
     assert ProviderQuirks(home / "state.db").lines() == [
         "openai/test-model: tools through the <tool_call> text protocol"

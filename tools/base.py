@@ -77,7 +77,7 @@ class JournalEntry:
 class CallJournal(Protocol):
     """What a turn that may run again (an inbox message, after a crash) remembers of its
     effectful calls, so that the run after a crash does not repeat them: the intent is
-    committed before a call runs, its outcome after (agent/turns/tool_journal.py keeps it
+    committed before a call runs, its outcome after (agent/durable/tool_journal.py keeps it
     in state.db until the turn commits)."""
 
     async def entries(self) -> Sequence[JournalEntry]: ...
@@ -96,7 +96,7 @@ class ToolCallContext:
     chat_key: str = ""
     approve: Approver | None = None
     # Whose memories: where memory_store writes, and the scopes memory_recall may read
-    # (the runtime resolves them from the chat and the speaker; see agent/turns/scopes.py).
+    # (the runtime resolves them from the chat and the speaker; see agent/conversation/scopes.py).
     memory_scope: str = ""
     recall_scopes: tuple[str, ...] = ()
     speaker: Speaker = Speaker()

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tools.memory_store import RECALL_THRESHOLD
+RECALL_THRESHOLD = 0.3  # memory search scores below this are "not about the same thing"
 
 
 class _Section(BaseModel):
@@ -23,7 +23,7 @@ DEFAULT_ALLOWED_COMMANDS = (
 
 # Refused as paths by the file tools and the shell's parser. The OS sandbox exposes none of
 # them but what programs need to run: /proc (the command's own processes), /dev (null,
-# zero, urandom, tty) and the files of /etc listed in tools/sandbox_etc.py (the loader
+# zero, urandom, tty) and the files of /etc listed in tools/sandbox/etc_files.py (the loader
 # cache, name lookups, passwd and group for user names, certificates, the time zone), which
 # a program may read without naming them (`ls -l` reads /etc/passwd).
 DEFAULT_FORBIDDEN_PATHS = (
@@ -66,7 +66,7 @@ class ShellSettings(_Section):
 
 
 class MemorySettings(_Section):
-    """Long-term memory (tools/memory_store.py): the tools, embeddings, recall per turn."""
+    """Long-term memory (tools/memory/store.py): the tools, embeddings, recall per turn."""
 
     enabled: bool = True
     max_recall: int = Field(default=5, ge=1, le=100)  # memory_recall's results by default

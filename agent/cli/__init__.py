@@ -1,2 +1,2 @@
-"""The entry points: the `agent` command, one-shots, the daemon, doctor and `prompt show`.
-The top floor: may import anything; heavy modules only inside the command that needs them."""
+"""The `agent` command: click commands and the thin clients of the daemon's socket. The top
+floor: may import anything; heavy modules only inside the command that needs them."""

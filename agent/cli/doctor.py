@@ -18,11 +18,11 @@ from typing import TextIO
 
 from agent.app import make_scrubber
 from agent.config import Settings
+from agent.durable.quirks import ProviderQuirks
 from agent.prompt.profiles import FACT_FIRST_TOKEN, FACT_SERVER, FACT_TOOLS, FACT_WINDOW
 from agent.security import Scrubber
-from agent.turns.quirks import ProviderQuirks
 from agent.workspace import BOOTSTRAP_FILES
-from tools.board_types import BoardInfo, pin_runs
+from tools.board.firmata_types import BoardInfo, pin_runs
 
 # The environment variable LiteLLM reads for each provider prefix of a model name.
 PROVIDER_KEYS = {
@@ -125,7 +125,7 @@ async def _checks(settings: Settings, check_model: bool) -> int:
         for line in ProviderQuirks(settings.state_db).lines():
             print(f"note provider: {line}")
     if settings.hardware.enabled:
-        from tools.hardware import Board
+        from tools.board.board import Board
 
         board = Board(settings.hardware)
         info = await board.describe()
@@ -145,8 +145,10 @@ async def _check_model(settings: Settings, report: Callable[[bool, str, str], No
     the first request a one-shot sends — its system prompt and tool schemas — streamed, and
     time the first token: on a small machine that first call is the slow one."""
     from agent.cli.prompt_show import inspect_prompt
-    from agent.llm import LLMClient, LLMError, count_tokens
-    from agent.turns.model_profiles import probe_server
+    from agent.model.client import LLMClient
+    from agent.model.facts import count_tokens
+    from agent.model.responses import LLMError
+    from agent.model.server_probe import probe_server
 
     llm, quirks = settings.llm, ProviderQuirks(settings.state_db)
     facts = await asyncio.to_thread(probe_server, llm.model, llm.api_base)
@@ -209,8 +211,8 @@ def _report_state(state_db: Path, report: Callable[[bool, str, str], None]) -> s
     """state.db: usable by this pinclaw (its schema version, its backups) or the one line
     that says why not — then nothing else reads it, and doctor exits 2; and whether the
     disk has the room the daemon needs to take messages."""
-    from agent.turns.migrations import describe, diagnose
-    from agent.turns.storage_health import space_line
+    from agent.durable.migrations import describe, diagnose
+    from agent.durable.storage_health import space_line
 
     unusable = diagnose(state_db)
     if unusable is not None:
@@ -235,8 +237,8 @@ def _report_sandbox(
 ) -> None:
     """Which OS sandbox confines commands and why; and the remembered "Always allow"s
     (`approvals`: state.db can be read)."""
-    from agent.turns.approvals import AlwaysAllowed
-    from tools.sandbox import SandboxUnavailable, choose_sandbox
+    from agent.durable.always_allowed import AlwaysAllowed
+    from tools.sandbox.sandboxes import SandboxUnavailable, choose_sandbox
 
     security = settings.security
     try:
@@ -290,7 +292,7 @@ def _note_queues(state_db: Path) -> None:
 
 
 def _part_fates(db: sqlite3.Connection) -> list[tuple[str, int]]:
-    """Parts refused or of unknown fate (agent/turns/outbox.py); none in an older state.db."""
+    """Parts refused or of unknown fate (agent/durable/outbox.py); none in an older state.db."""
     try:
         return db.execute(
             "SELECT status, COUNT(*) FROM outbox_parts WHERE status IN ('refused', 'unknown')"

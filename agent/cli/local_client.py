@@ -1,5 +1,5 @@
 """The thin side of the local daemon: a one-shot handed to the running `agent run` over
-`<home>/agent.sock` (protocol in `agent/cli/local_server.py`).
+`<home>/agent.sock` (protocol in `agent/daemon/local_server.py`).
 
 Standard library only — no asyncio, no pydantic, no LiteLLM: while a daemon runs, this and
 click are the whole cost of `agent run -m`. Without a daemon (no socket, or a stale one

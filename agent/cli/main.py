@@ -52,7 +52,7 @@ def _state_db_line(ctx: click.Context, exc: Exception) -> str | None:
     state_db = (ctx.obj or {}).get("state_db")
     if type(exc).__module__ != "sqlite3" or state_db is None:
         return None
-    from agent.turns.migrations import diagnose
+    from agent.durable.migrations import diagnose
 
     problem = diagnose(state_db)
     return None if problem is None else str(problem)
@@ -189,7 +189,7 @@ def run(ctx: click.Context, message: str | None, session: str | None, no_daemon:
             2,
         )
     if message is None:
-        from agent.cli.daemon import serve
+        from agent.daemon.serve import serve
 
         sys.exit(asyncio.run(serve(settings)))
     from agent.cli.oneshot import run_once

@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
-    from tools.memory_store import Memory, MemoryStore
+    from tools.memory.store import Memory, MemoryStore
 
 T = TypeVar("T")
 

@@ -9,11 +9,11 @@ from typing import Any, cast
 
 from agent.app import build_tools, make_board, prompt_source
 from agent.config import Settings
+from agent.durable.quirks import ProviderQuirks
 from agent.prompt.context import Dispatch, PromptMode, SectionText
 from agent.prompt.profiles import LOCAL_WINDOW, ModeChoice, ModelProfile
 from agent.prompt.skills import SkillCatalog
 from agent.turns.dispatch import configured_dispatcher
-from agent.turns.quirks import ProviderQuirks
 from agent.workspace import ensure_workspace
 from channels.capabilities import BY_NAME, DELIVERY_BY_NAME
 from tools.policy import SecurityPolicy
@@ -47,7 +47,7 @@ def with_model(settings: Settings, model: str | None) -> Settings:
 
 def dispatcher_for(settings: Settings) -> Dispatch:
     """The way tools travel, as a turn picks it: a lesson or a profile without native calls
-    first (agent/turns/quirks.py), then agent.tool_dispatcher."""
+    first (agent/durable/quirks.py), then agent.tool_dispatcher."""
     model = settings.llm.model
     if model in ProviderQuirks(settings.state_db).xml_tools:
         return "xml"
@@ -100,7 +100,7 @@ def prompt_stats(
     """A table: one row per section with characters and tokens (LiteLLM's counter for the
     model), then the total and the budget; and what the model gets, for stderr: its
     profile, the mode and why, and the first request (system prompt + tool schemas)."""
-    from agent.llm import count_tokens
+    from agent.model.facts import count_tokens
 
     found = inspect_prompt(settings, channel, mode, model)
     model = model or settings.llm.model
@@ -127,7 +127,7 @@ def _summary(found: Inspected, model: str, prompt: int, schemas: int) -> str:
     window = choice.window
     room = f"; {window - first:,} of a {window:,}-token window left" if window else ""
     if window is None:
-        from agent.llm import context_window
+        from agent.model.facts import context_window
 
         known = context_window(model)
         window_line = f"{known:,} tokens (LiteLLM's table)" if known else "unknown"

@@ -18,12 +18,12 @@ if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
 
     from agent.config import Settings
-    from agent.turns.schedules import Schedule, Schedules
+    from agent.durable.schedules import Schedule, Schedules
 
 
 def _zone(settings: Settings) -> ZoneInfo:
     from agent.prompt.source import host_timezone
-    from tools.schedule_times import zone_named
+    from tools.proactive.schedule_times import zone_named
 
     return zone_named(settings.agent.timezone or host_timezone())
 
@@ -32,7 +32,7 @@ async def _with_schedules(settings: Settings, job: str, schedule_id: int = 0) ->
     """Open state.db (checked and brought to this version, as every command does), do `job`
     ("list", "list-all" or "cancel"), close it."""
     from agent.app import open_store
-    from agent.turns.schedules import Schedules
+    from agent.durable.schedules import Schedules
 
     if not settings.state_db.exists():
         return []
@@ -65,9 +65,9 @@ def _fail(message: str) -> NoReturn:
 
 
 def _line(schedule: Schedule, zone: ZoneInfo) -> str:
-    from agent.turns.watch_book import watch_entry
-    from tools.schedule_tools import describe
-    from tools.watch_tools import describe_watch
+    from agent.proactive.watch_book import watch_entry
+    from tools.proactive.schedule_tools import describe
+    from tools.proactive.watch_tools import describe_watch
 
     if schedule.kind == "pin":
         what = describe_watch(watch_entry(schedule), zone)

@@ -6,7 +6,6 @@ outbox. Thin like the one-shot client: click and the standard library only.
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 import click
@@ -14,20 +13,6 @@ import click
 EXIT_NO_DAEMON = 2
 EXIT_REFUSED = 2
 # What --to takes. Never `@name`: Telegram reads it as a public channel, not a person.
-TO_ACCEPTED = (
-    "--to takes a numeric chat id (Telegram's may be negative, e.g. -1001234567890; Discord's "
-    "are numeric snowflakes) or the name of a person in [people], never @name"
-)
-_CHAT_ID = {"telegram": re.compile(r"-?\d+"), "discord": re.compile(r"\d+")}
-_PERSON = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # a TOML bare key, not starting like an id
-
-
-def chat_form(channel: str, to: str) -> str | None:
-    """What --to names on `channel`: "id", "person", or None when it is neither (the daemon
-    checks this again: its socket takes requests from any of the owner's scripts)."""
-    if (pattern := _CHAT_ID.get(channel)) is not None and pattern.fullmatch(to):
-        return "id"
-    return "person" if _PERSON.fullmatch(to) else None
 
 
 @click.command()
@@ -52,6 +37,7 @@ def chat_form(channel: str, to: str) -> str | None:
 def send(channel: str, chat: str, wait_s: float, text: str | None) -> None:
     """Send TEXT (or standard input) to a chat as the bot, through the running daemon."""
     from agent.cli.local_client import call
+    from agent.daemon.chat_address import TO_ACCEPTED, chat_form
     from agent.home import default_home
 
     if chat_form(channel, chat) is None:

@@ -81,7 +81,7 @@ EnvironmentFile=-{_systemd_word(str(home / ENV_FILE_NAME))}
 Restart=on-failure
 RestartSec=5
 # Each shell command gets a cgroup of its own under the daemon's, so that nothing it
-# starts outlives it (tools/reaper.py): systemd is told the subtree is ours.
+# starts outlives it (tools/sandbox/reaper.py): systemd is told the subtree is ours.
 Delegate=yes
 
 [Install]

@@ -15,7 +15,7 @@ import click
 if TYPE_CHECKING:
     from agent.config import Settings
     from agent.prompt.skills import SkillCatalog, SkillStatus
-    from tools.skill_spec import SkillToolSpec
+    from tools.skills.spec import SkillToolSpec
 
 
 def _catalog(ctx: click.Context) -> tuple[Settings, SkillCatalog]:

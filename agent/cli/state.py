@@ -5,7 +5,7 @@ A backup uses SQLite's online backup API through a connection of its own: a cons
 snapshot however the daemon writes meanwhile, one file (journal mode DELETE), 0600 in a 0700
 folder, checked (quick_check) before it is kept. The daemon keeps a daily one
 (`[state] backups_kept`, DAILY names, the oldest removed). The check reads: SQLite's
-integrity_check, the schema version (agent/turns/migrations.py), the rows of each table.
+integrity_check, the schema version (agent/durable/migrations.py), the rows of each table.
 Nothing heavy is imported until a command runs (`agent --help` stays fast).
 """
 
@@ -14,96 +14,11 @@ from __future__ import annotations
 import sqlite3
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-BACKUPS_DIR = "backups"
-DAILY = "-daily.db"  # the daemon's own backups end so; only these are rotated
-DAY_S = 24 * 3600.0
-LOCK_WAIT_S = 10.0
-
-
-@dataclass(frozen=True)
-class Backup:
-    path: Path
-    size: int
-    version: int
-
-
-def backups_dir(state_db: Path) -> Path:
-    return state_db.parent / BACKUPS_DIR
-
-
-def backup_name(at: float, *, daily: bool = False) -> str:
-    return time.strftime("state-%Y%m%d-%H%M%S", time.localtime(at)) + (DAILY if daily else ".db")
-
-
-def backup(state_db: Path, dest: Path, *, wait_s: float = LOCK_WAIT_S) -> Backup:
-    """Copy state.db to `dest` (a new file) through SQLite's online backup API; a copy that
-    fails its quick_check is removed and reported (sqlite3.DatabaseError)."""
-    from agent.home import PRIVATE_DIR_MODE, create_private_file
-
-    if not state_db.is_file():
-        raise FileNotFoundError(f"{state_db} does not exist")
-    dest.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
-    if not create_private_file(dest):
-        raise FileExistsError(f"{dest} exists already; name another file")
-    try:
-        with _connection(state_db, wait_s) as source, _connection(dest, wait_s) as copy:
-            source.backup(copy)
-            copy.execute("PRAGMA journal_mode=DELETE")  # one file, whatever the source used
-            verdict = copy.execute("PRAGMA quick_check").fetchone()[0]
-            if verdict != "ok":
-                raise sqlite3.DatabaseError(f"the copy is damaged: {verdict}")
-            version = int(copy.execute("PRAGMA user_version").fetchone()[0])
-    except BaseException:
-        dest.unlink(missing_ok=True)
-        raise
-    return Backup(dest, dest.stat().st_size, version)
-
-
-class _connection:
-    """A plain connection, closed on leaving (sqlite3's own context manager only commits)."""
-
-    def __init__(self, path: Path, wait_s: float, *, read_only: bool = False) -> None:
-        try:
-            self._conn = sqlite3.connect(path, timeout=wait_s)
-            self._conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-        except sqlite3.OperationalError:
-            if not read_only or path.is_dir():
-                raise
-            # A read-only disk: SQLite cannot make the -shm it reads through; the file as
-            # it lies on the disk can still be read (what a -wal holds is not seen).
-            self._conn = sqlite3.connect(f"{path.as_uri()}?mode=ro&immutable=1", uri=True)
-
-    def __enter__(self) -> sqlite3.Connection:
-        return self._conn
-
-    def __exit__(self, *exc: object) -> None:
-        self._conn.close()
-
-
-def daily_backup(state_db: Path, kept: int) -> Backup:
-    """The daemon's backup of the day, then only the newest `kept` of them are left."""
-    folder = backups_dir(state_db)
-    made = backup(state_db, folder / backup_name(time.time(), daily=True))
-    for old in sorted(folder.glob(f"state-*{DAILY}"))[:-kept]:
-        old.unlink(missing_ok=True)
-    return made
-
-
-def next_backup_in(state_db: Path) -> float:
-    """Seconds until the daily backup is due (0: now), from the newest one's time."""
-    found = sorted(backups_dir(state_db).glob(f"state-*{DAILY}"))
-    if not found:
-        return 0.0
-    try:
-        age = time.time() - found[-1].stat().st_mtime
-    except OSError:
-        return 0.0
-    return min(max(DAY_S - age, 0.0), DAY_S)  # a clock stepped back waits a day at most
+from agent.durable.backups import LOCK_WAIT_S, backup, backup_name, backups_dir, open_connection
 
 
 @click.group()
@@ -133,7 +48,7 @@ def backup_command(ctx: click.Context, file: Path | None) -> None:
 @click.pass_context
 def check_command(ctx: click.Context) -> None:
     """Check state.db: integrity, schema version, rows per table."""
-    from agent.turns.migrations import diagnose
+    from agent.durable.migrations import diagnose
 
     path = ctx.obj["load"](ctx).state_db
     if not path.exists():
@@ -150,11 +65,11 @@ def check_command(ctx: click.Context) -> None:
 
 def _report(path: Path) -> tuple[list[str], bool]:
     """What `check` prints, and whether SQLite found the file whole."""
-    from agent.turns.migrations import APPLICATION_ID, describe
+    from agent.durable.migrations import APPLICATION_ID, describe
 
     lines = [f"file: {path} ({_size(path.stat().st_size) if path.is_file() else 'not a file'})"]
     try:
-        with _connection(path, LOCK_WAIT_S, read_only=True) as conn:
+        with open_connection(path, LOCK_WAIT_S, read_only=True) as conn:
             problems = [row[0] for row in conn.execute("PRAGMA integrity_check(20)")]
             healthy = problems == ["ok"]
             lines.append("integrity: " + ("ok" if healthy else "; ".join(problems)))
@@ -189,7 +104,7 @@ def _counts(conn: sqlite3.Connection) -> str:
 
 def _reason(state_db: Path, exc: BaseException) -> str:
     if isinstance(exc, sqlite3.Error):
-        from agent.turns.store import unusable
+        from agent.durable.state_db import unusable
 
         return str(unusable(state_db, exc)).removeprefix("state.db error: ")
     return str(exc)

@@ -27,7 +27,8 @@ IDENTITY_LINE = "You are Pinclaw, a personal assistant running on your owner's o
 # it; the runtime imports it to recognise such a reply and send nothing.
 SILENT_REPLY = "NO_REPLY"
 
-# The hardware tools (tools/gpio.py): with any of them the prompt gets a Hardware section.
+# The hardware tools (tools/board/pin_tools.py): with any of them the prompt gets a
+# Hardware section.
 HARDWARE_TOOLS = frozenset(
     {
         "gpio_read",

@@ -3,8 +3,8 @@
 
 Built-in entries cover the small open models people serve themselves. What a server said
 about its model (`agent doctor --check-model`) and what a provider refused
-(agent/turns/quirks.py) is learned into state.db's `provider_quirks` table, written by
-agent/turns/quirks.py and read here, so the next start builds the prompt with it.
+(agent/durable/quirks.py) is learned into state.db's `provider_quirks` table, written by
+agent/durable/quirks.py and read here, so the next start builds the prompt with it.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ skill, holding SKILL.md (`name`, `description`, and the optional `license`,
       bins: [git]        #   these programs are on PATH
       env: [GITHUB_TOKEN]  # these environment variables are set (not passed to commands)
     always: true         # inline the instructions in compact mode too
-    tools: [...]         # command templates with typed parameters (tools/skill_spec.py)
+    tools: [...]         # command templates with typed parameters (tools/skills/spec.py)
 
 A file that breaks these rules raises SkillError, whose message is the one line the log
 and `agent skills list` show.
@@ -28,7 +28,7 @@ import yaml
 
 from agent.prompt.context import SkillInfo, SkillOrigin
 from tools.paths import PathRules, PolicyError
-from tools.skill_spec import SkillToolSpec, parse_tool
+from tools.skills.spec import SkillToolSpec, parse_tool
 
 SKILL_FILE = "SKILL.md"
 NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")

@@ -19,7 +19,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent.llm import LLMResponse, Message, ToolCall, supports_native_tools
+from agent.model.facts import supports_native_tools
+from agent.model.responses import LLMResponse, Message, ToolCall
 from agent.prompt.context import Dispatch
 from agent.turns.honesty import without_results
 from agent.turns.tool_call_text import TextCalls, find_tool_calls, offered

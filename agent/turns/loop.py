@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent.llm import LLMClient, LLMResponse, Message, ToolCall, Usage
+from agent.durable.tool_journal import CallReplay, canonical
+from agent.model.responses import LLMResponse, Message, ModelClient, OnRetry, ToolCall, Usage
 from agent.turns import honesty
 from agent.turns.dispatch import Dispatcher, NativeDispatcher, ParsedCalls, visible_text
-from agent.turns.tool_journal import CallReplay, canonical
 from tools.base import ApprovalRequest, JournalEntry, ToolCallContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class TurnResult:
 async def run_tool_call_loop(
     history: list[Message],
     tools: ToolRegistry,
-    llm: LLMClient,
+    llm: ModelClient,
     *,
     context: ToolCallContext,
     options: LoopOptions = LoopOptions(),
@@ -75,6 +75,7 @@ async def run_tool_call_loop(
     scrub: Callable[[str], str] = lambda text: text,
     on_event: Callable[[ToolEvent], None] | None = None,
     on_text: Callable[[str], None] | None = None,
+    on_retry: OnRetry = None,
 ) -> TurnResult:
     """Run one turn. `history` is not modified; the turn's new messages are returned."""
     dispatch = dispatcher or NativeDispatcher()
@@ -94,6 +95,7 @@ async def run_tool_call_loop(
             messages,
             tools=dispatch.request_tools(tools),
             on_text=HoldCallPrefix(on_text) if on_text else None,
+            on_retry=on_retry,
         )
         result.usage.add(response)
         parsed = dispatch.parse(response, tools)
@@ -131,7 +133,8 @@ async def run_tool_call_loop(
         result.stop_reason = "iteration_limit"
 
     # Out of iterations or looping: one last call without tools, so the user gets text.
-    final = await llm.complete([*messages, {"role": "user", "content": _WRAP_UP}], tools=None)
+    wrap_up = [*messages, {"role": "user", "content": _WRAP_UP}]
+    final = await llm.complete(wrap_up, tools=None, on_retry=on_retry)
     result.usage.add(final)
     slips = _slips(final, ParsedCalls(calls=()), result.events, offered=False)
     answer = {"role": "assistant", "content": final.content}

@@ -13,15 +13,16 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agent.llm import LLMClient, LLMError, LLMRequestRejected, Message, supports_vision
+from agent.durable.quirks import Placement, ProviderQuirks
+from agent.durable.triggers import Trigger, trigger_text
+from agent.model.facts import supports_vision
+from agent.model.responses import LLMError, LLMRequestRejected, Message, ModelClient, OnRetry
 from agent.prompt.context import SILENT_REPLY, Dispatch
 from agent.prompt.source import Fingerprint, PromptSource
 from agent.security import ScrubbedStream, Scrubber, scrub_message
 from agent.turns.dispatch import Dispatcher, NativeDispatcher, XmlDispatcher, configured_dispatcher
 from agent.turns.loop import LoopOptions, ToolEvent, TurnResult, run_tool_call_loop
-from agent.turns.quirks import Placement, ProviderQuirks
 from agent.turns.state import TurnRecord
-from agent.turns.triggers import Trigger, trigger_text
 from agent.turns.vision import image_part
 from channels.base import Channel, IncomingMessage
 from channels.markers import marker_for
@@ -34,6 +35,16 @@ MAX_IMAGE_BYTES = 30 * 1024 * 1024  # a photo larger than this is not shown to t
 
 FAILED_TURN = "Sorry, I could not answer that just now ({})."
 UNREACHABLE = "the model could not be reached"
+
+
+@dataclass(frozen=True)
+class Streams:
+    """Who hears a turn while it runs: its tool events, its streamed text, and the model
+    calls being tried again."""
+
+    on_event: Callable[[ToolEvent], None] | None = None
+    on_text: Callable[[str], None] | None = None
+    on_retry: OnRetry = None
 
 
 @dataclass
@@ -52,7 +63,7 @@ class TurnRunner:
         channel: Channel,
         *,
         source: PromptSource,
-        llm: LLMClient,
+        llm: ModelClient,
         quirks: ProviderQuirks,
         scrub: Scrubber,
     ) -> None:
@@ -99,6 +110,7 @@ class TurnRunner:
         remembered: str = "",
         on_event: Callable[[ToolEvent], None] | None = None,
         on_text: Callable[[str], None] | None = None,
+        on_retry: OnRetry = None,
         trigger: Trigger | None = None,
     ) -> TurnOutcome:
         """Run the turn to an outcome; only cancellation escapes. `private`: the owner's own
@@ -109,7 +121,8 @@ class TurnRunner:
         try:
             async with asyncio.timeout(deadline_s):
                 asked = await self._with_images(user, msg)
-                result = await self._loop(prior, asked, context, private, on_event, on_text)
+                streams = Streams(on_event, on_text, on_retry)
+                result = await self._loop(prior, asked, context, private, streams)
         except TimeoutError:
             error = f"the turn took longer than {deadline_s:g} s"
             log.error("%s %s: %s", self.channel.name, msg.chat.key, error)
@@ -142,11 +155,10 @@ class TurnRunner:
         user: Message,
         context: ToolCallContext,
         private: bool,
-        on_event: Callable[[ToolEvent], None] | None,
-        on_text: Callable[[str], None] | None,
+        streams: Streams,
     ) -> TurnResult:
         """The loop, sent again in a shape the provider takes when it refuses this one: see
-        agent/turns/quirks.py."""
+        agent/durable/quirks.py."""
         dispatch = self._dispatcher()
         placement = self._placement()
         agent = self.source.settings.agent
@@ -169,8 +181,11 @@ class TurnRunner:
                     options=LoopOptions(agent.max_tool_iterations, agent.tool_timeout_s),
                     dispatcher=dispatcher,
                     scrub=self._scrub,
-                    on_event=on_event,
-                    on_text=ScrubbedStream(on_text, self._scrub) if on_text else None,
+                    on_event=streams.on_event,
+                    on_text=ScrubbedStream(streams.on_text, self._scrub)
+                    if streams.on_text
+                    else None,
+                    on_retry=streams.on_retry,
                 )
             except LLMRequestRejected as exc:
                 text = str(exc).lower()

@@ -33,9 +33,11 @@ __all__ = [
     "Outage",
     "Reply",
     "ToolCall",
+    "cut",
     "delay",
     "echo",
     "error",
+    "no_choices",
     "text",
     "tool_calls",
 ]
@@ -67,6 +69,9 @@ class Reply:
     content: str | None = None
     calls: tuple[ToolCall, ...] = ()
     delay_s: float = 0.0
+    # "whole"; "no_choices": a 200 whose body (or stream) holds no choice; "cut": the stream
+    # sends the content, then the connection drops before the end.
+    shape: str = "whole"
 
     @property
     def finish_reason(self) -> str:
@@ -91,6 +96,16 @@ Responder = Callable[[dict[str, Any]], "Outcome | str"]
 def text(content: str, *, delay_s: float = 0.0) -> Reply:
     """A plain text reply."""
     return Reply(content=content, delay_s=delay_s)
+
+
+def no_choices() -> Reply:
+    """A 200 that answers nothing: `choices: []`."""
+    return Reply(shape="no_choices")
+
+
+def cut(content: str) -> Reply:
+    """A stream that shows `content` and then loses its connection."""
+    return Reply(content=content, shape="cut")
 
 
 def tool_calls(
@@ -407,7 +422,8 @@ class FakeLLM:
         if calls:
             message["tool_calls"] = calls
         choice = {"index": 0, "message": message, "finish_reason": outcome.finish_reason}
-        body_out = {**head, "object": "chat.completion", "choices": [choice], "usage": usage}
+        choices = [] if outcome.shape == "no_choices" else [choice]
+        body_out = {**head, "object": "chat.completion", "choices": choices, "usage": usage}
         return web.json_response(body_out)
 
     async def _stream(
@@ -435,10 +451,14 @@ class FakeLLM:
                 chunk["usage"] = usage if delta is None else None
             await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
 
-        await send({"role": "assistant", "content": ""})
+        if reply.shape != "no_choices":
+            await send({"role": "assistant", "content": ""})
         if reply.content:
             for piece in _pieces(reply.content):
                 await send({"content": piece})
+        if reply.shape == "cut" and request.transport is not None:
+            request.transport.abort()
+            return resp
         for index, call in enumerate(calls):
             fn = call["function"]
             named = {"name": fn["name"], "arguments": ""}
@@ -446,7 +466,8 @@ class FakeLLM:
             await send({"tool_calls": [first]})
             for piece in _pieces(fn["arguments"]):
                 await send({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-        await send({}, reply.finish_reason)
+        if reply.shape != "no_choices":
+            await send({}, reply.finish_reason)
         if want_usage:
             await send(None)
         await resp.write(b"data: [DONE]\n\n")

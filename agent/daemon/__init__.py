@@ -1,0 +1,2 @@
+"""`agent run`: the daemon serving every channel, its local socket and the ops on it (one-shot,
+send), and the model warm-up. May import agent.app and below."""

@@ -1,0 +1,208 @@
+"""`agent run` without -m: the local daemon and every enabled channel in one asyncio
+process until a signal.
+
+The local socket (`agent/daemon/local_server.py`) is served always, also with no channel
+enabled: one-shots, `agent send`, schedules, pin watches and the board live in the warm
+process. It starts before the channels, so a second `agent run` for the same home stops at
+once (exit 2) instead of polling the same bots. SIGINT/SIGTERM stop intake (channels and
+socket), let running turns, one-shots and sending finish for `agent.shutdown_grace_s`,
+cancel what is left (a channel's message stays pending in state.db for the next start),
+then close the store and exit 0. A channel that cannot start is reported and the others
+keep running; when every enabled channel fails, the daemon exits 2. A state.db that cannot
+be used stops it before anything starts, with one line (StateDBUnusable, said by main.py).
+
+Beside the channels: a daily backup of state.db (`[state] backups_kept`, agent/cli/state.py)
+and, when the disk fills, one message to the owner's private chat, sent directly (the outbox
+needs disk), and one when space is back (agent/durable/storage_health.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import os
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+
+from agent.app import App, build_app, build_channels, start_scheduler, start_watcher
+from agent.config import Settings
+from agent.daemon.local_server import DaemonRunning, Handler, LocalServer
+from agent.daemon.oneshots import OneShots, SocketChannel
+from agent.daemon.send_op import SendOp
+from agent.daemon.warmup import warm_up
+from agent.durable.storage_health import Listener, StorageHealth
+from agent.home import settings_fingerprint
+from agent.proactive.schedule_book import owner_chat
+from agent.runtime.channel_runtime import ChannelRuntime
+from agent.turns.state import Access
+from channels.base import Reply
+
+log = logging.getLogger(__name__)
+
+
+async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int:
+    app = await build_app(settings)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    chat_runtimes: dict[str, ChannelRuntime] = {}
+    local = local_server(app, chat_runtimes)
+    app.store.db.health.listen(tell_owner(app, chat_runtimes))  # the disk fills, or has room
+    try:
+        if not await _listen(local):
+            return 2
+        await _connect_board(app)
+        runtimes = await start_channels(app)
+        chat_runtimes.update((runtime.channel.name, runtime) for runtime in runtimes)
+        enabled = settings.channels.telegram.enabled or settings.channels.discord.enabled
+        if enabled and not runtimes:
+            log.error("no channel could start; see the errors above")
+            return 2
+        # The first message should cost what later ones do: LiteLLM's call path is loaded
+        # now, in a thread, while the channels already serve (and before the freeze below).
+        await warm_up(settings.llm)
+        # Everything loaded so far (LiteLLM's tables, the prompt, the libraries) lives as long
+        # as the process: out of the collector's sight, full collections stay short.
+        gc.freeze()
+        if not enabled:
+            log.info("no chat channel is enabled: serving one-shots on %s", local.path)
+        scheduler = await start_scheduler(app, runtimes)  # schedules and the heartbeat
+        watcher = await start_watcher(app, runtimes)  # pin watches
+        backups = start_backups(settings, app.store.db.health)
+        await stop.wait()
+        log.info("stopping: no new messages; letting running turns finish")
+        if backups is not None:
+            backups.cancel()
+        if scheduler is not None:
+            await scheduler.stop()
+        if watcher is not None:
+            await watcher.stop()
+        await shutdown(runtimes, settings.agent.shutdown_grace_s, local)
+        return 0
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await local.close()
+        await app.close(board_grace_s=settings.agent.shutdown_grace_s)
+
+
+def local_server(app: App, chat_runtimes: Mapping[str, ChannelRuntime]) -> LocalServer:
+    """The socket's ops: "run" answers one-shots on a runtime of the cli channel; "send"
+    queues the owner's text in a chat of the channels that started (`chat_runtimes`,
+    filled as they start)."""
+    fingerprint = settings_fingerprint(app.settings.config_file, os.environ)
+    runtime = app.runtime(SocketChannel(), Access(open_to_all=True))
+    one_shots = OneShots(runtime, app.scrub, fingerprint)
+    ops: dict[str, Handler] = {"run": one_shots.run, "send": SendOp(chat_runtimes, app.scrub)}
+    return LocalServer(app.settings.home, ops)
+
+
+async def _listen(local: LocalServer) -> bool:
+    """Serve the socket; False when another daemon runs for this home. A socket that cannot
+    be made (a home path too long for one) leaves one-shots cold, not the channels down."""
+    try:
+        await local.start()
+    except DaemonRunning as exc:
+        log.error("%s; stop it first (or point PINCLAW_HOME elsewhere)", exc)
+        return False
+    except OSError as exc:
+        log.warning("no local socket at %s: %s; one-shots start cold", local.path, exc)
+    return True
+
+
+async def _connect_board(app: App) -> None:
+    """With `connect_on_start`, a missing board is reported now, not at the first request."""
+    if app.board is None or not app.settings.hardware.connect_on_start:
+        return
+    from tools.board.board import BoardError
+
+    try:
+        await app.board.connect()
+        log.info("board connected on %s", app.settings.hardware.port)
+    except BoardError as exc:
+        log.warning("board not connected: %s", exc)
+
+
+def tell_owner(app: App, by_name: Mapping[str, ChannelRuntime]) -> Listener:
+    """A line to the owner's private chat on the first channel (of those started by then)
+    where it is known, sent directly: no outbox row, the outbox is on the disk that is full."""
+
+    async def tell(full: bool, text: str) -> None:
+        owner = await owner_chat(app.settings, app.store.db, by_name.keys())
+        if owner is None:
+            return
+        channel = by_name[owner.chat.channel].channel
+        for part in channel.parts(Reply(text)):
+            await channel.send_part(owner.chat, part)
+
+    return tell
+
+
+def start_backups(settings: Settings, health: StorageHealth) -> asyncio.Task[None] | None:
+    """The daily backup of state.db, unless `[state] backups_kept = 0`."""
+    kept = settings.state.backups_kept
+    if kept <= 0:
+        return None
+    return asyncio.create_task(keep_backups(settings.state_db, kept, health), name="backups")
+
+
+async def keep_backups(
+    state_db: Path, kept: int, health: StorageHealth, *, first_after_s: float = 60.0
+) -> None:
+    """Once a day (the first a minute after start, not to slow it): a backup, the oldest
+    removed past `kept`. Not while the disk is full; a failure is said and tried in an hour."""
+    from agent.durable.backups import daily_backup, next_backup_in
+
+    await asyncio.sleep(first_after_s)
+    while True:
+        await asyncio.sleep(next_backup_in(state_db))
+        await health.writable()
+        try:
+            made = await asyncio.to_thread(daily_backup, state_db, kept)
+        except Exception as exc:  # a full disk, a damaged copy: said, tried again later
+            health.failed(exc)
+            log.warning("state.db: the daily backup failed: %s", exc)
+            await asyncio.sleep(3600)
+            continue
+        log.info("state.db backed up to %s (%d bytes)", made.path, made.size)
+
+
+async def start_channels(app: App) -> list[ChannelRuntime]:
+    runtimes: list[ChannelRuntime] = []
+    for channel, access in build_channels(app):
+        runtime = app.runtime(channel, access)
+        try:
+            await channel.start(runtime.submit)
+        except Exception as exc:
+            log.error("%s did not start: %s: %s", channel.name, type(exc).__name__, exc)
+            await _quietly_stop(runtime)
+            continue
+        log.info("%s started", channel.name)
+        await runtime.resume()  # what an earlier run left pending
+        runtimes.append(runtime)
+    return runtimes
+
+
+async def shutdown(
+    runtimes: list[ChannelRuntime], grace_s: float, local: LocalServer | None = None
+) -> None:
+    for runtime in runtimes:
+        await runtime.channel.stop_intake()
+    if local is not None:
+        local.stop_intake()
+    await asyncio.gather(
+        *(runtime.drain(grace_s) for runtime in runtimes),
+        *([local.drain(grace_s)] if local is not None else []),
+    )
+    for runtime in runtimes:
+        await _quietly_stop(runtime)
+
+
+async def _quietly_stop(runtime: ChannelRuntime) -> None:
+    try:
+        await runtime.channel.stop()
+    except Exception as exc:
+        log.warning("%s did not stop cleanly: %s", runtime.channel.name, exc)

@@ -1,0 +1,72 @@
+"""LiteLLM's call path warmed in the background, so a daemon's first message costs about
+what later ones do.
+
+`import litellm` is not the whole cold start: the first call imports about 450 more modules
+(LiteLLM's request and logging helpers, the OpenAI SDK's resources) and builds LiteLLM's
+per-model tables, about half a second on a small machine. The daemon calls `warm_up` once
+its channels run; it does that work in a worker thread through LiteLLM's own dry run
+(`mock_response`: the request is built, logged and priced, nothing is sent), so no token is
+spent and nothing leaves the machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import time
+
+from agent.config import LLMSettings
+from agent.model.client import request
+from agent.model.facts import load_litellm, price_of, supports_native_tools
+from agent.model.responses import Message
+
+log = logging.getLogger(__name__)
+
+# The shape of a real turn: a system prompt, the user's message, one function tool.
+_MESSAGES: list[Message] = [
+    {"role": "system", "content": "You are warming up."},
+    {"role": "user", "content": "hello"},
+]
+_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "warm_up",
+        "description": "Not called.",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
+    },
+}
+# Providers LiteLLM sends through the OpenAI SDK's client, whose resource modules (about
+# 0.25 s of imports) load on the first real request, past where the dry run stops. Not
+# warmed: the tokenizer some providers' requests load (Anthropic's, about 0.15 s), 40 MiB
+# that a daemon on an OpenAI model never needs.
+_OPENAI_SDK_PROVIDERS = ("openai", "azure")
+
+
+def warm_up_now(settings: LLMSettings) -> float:
+    """Import and prime what the first call to `settings.model` would, without sending a
+    request; the seconds it took."""
+    started = time.perf_counter()
+    litellm = load_litellm()
+    kwargs = request(litellm, settings, settings.model, _MESSAGES, [_TOOL])
+    response = litellm.completion(**kwargs, mock_response="ok")
+    price_of(litellm, response, settings.model)
+    supports_native_tools(settings.model)
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(settings.model)
+    except Exception:
+        provider = ""
+    if provider in _OPENAI_SDK_PROVIDERS:
+        importlib.import_module("openai.resources.chat")
+    return time.perf_counter() - started
+
+
+async def warm_up(settings: LLMSettings) -> None:
+    """`warm_up_now` in a worker thread, off the event loop. A failure is logged and
+    forgotten: the first real call then simply pays the cold start."""
+    try:
+        took = await asyncio.to_thread(warm_up_now, settings)
+    except Exception as exc:
+        log.warning("could not warm up LiteLLM (%s); the first message will be slower", exc)
+        return
+    log.info("LiteLLM warmed up for %s in %.2f s", settings.model, took)

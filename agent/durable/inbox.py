@@ -1,0 +1,174 @@
+"""The inbox: every message a chat sends, stored before the channel acknowledges it.
+
+A message stays "pending" until its reply is in the outbox (one transaction marks it done),
+so a crash, a restart or a provider outage leaves it to be answered later, never lost. The
+platform's message id makes a re-delivered message a no-op. Rows are kept after they are
+done: they are the record of what was asked and when.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.durable.state_db import StateDB
+from agent.durable.triggers import Trigger, decode_trigger, encode_trigger
+from channels.base import Attachment, ChatRef, IncomingMessage, RemoteFile
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS inbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    channel TEXT NOT NULL,
+    chat_key TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    message TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at REAL NOT NULL DEFAULT 0,
+    failing_since REAL,
+    notified INTEGER NOT NULL DEFAULT 0,
+    received_at REAL NOT NULL,
+    done_at REAL,
+    trigger TEXT NOT NULL DEFAULT ''
+);
+CREATE UNIQUE INDEX IF NOT EXISTS inbox_once ON inbox (chat_key, message_id)
+    WHERE message_id != '';
+CREATE INDEX IF NOT EXISTS inbox_by_status ON inbox (status, chat_key, id);
+"""
+# Columns added after the first release; an older state.db gains them on open.
+MIGRATIONS = {
+    # What started a turn nobody typed (agent/durable/triggers.py); '' for a person's message.
+    "trigger": "ALTER TABLE inbox ADD COLUMN trigger TEXT NOT NULL DEFAULT ''",
+}
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A message waiting for its turn, with what earlier attempts left behind."""
+
+    id: int
+    message: IncomingMessage
+    attempts: int
+    next_attempt_at: float
+    failing_since: float | None
+    notified: bool
+    trigger: Trigger | None = None  # a schedule or the heartbeat, not a person
+
+
+def encode(msg: IncomingMessage) -> str:
+    data = asdict(msg)
+    data["attachments"] = [
+        {"kind": item.kind, "path": str(item.path), "note": item.note} for item in msg.attachments
+    ]
+    return json.dumps(data, ensure_ascii=False)
+
+
+def decode(text: str) -> IncomingMessage:
+    data: dict[str, Any] = json.loads(text)
+    data["chat"] = ChatRef(**data["chat"])
+    data["attachments"] = tuple(
+        Attachment(item["kind"], Path(item["path"]), item["note"]) for item in data["attachments"]
+    )
+    data["files"] = tuple(RemoteFile(**item) for item in data.get("files", ()))
+    return IncomingMessage(**data)
+
+
+class Inbox:
+    def __init__(self, db: StateDB) -> None:
+        self._db = db
+
+    @classmethod
+    async def open(cls, db: StateDB) -> Inbox:
+        """The inbox on an open state.db (its SCHEMA created), older files migrated."""
+        await db.write(_migrate)
+        return cls(db)
+
+    async def add(self, msg: IncomingMessage, *, status: str = "pending") -> int | None:
+        """Store the message, committed to disk; None when it was stored before."""
+        return await self._db.write(lambda conn: self.insert(conn, msg, status=status))
+
+    def insert(
+        self,
+        conn: sqlite3.Connection,
+        msg: IncomingMessage,
+        *,
+        status: str = "pending",
+        trigger: Trigger | None = None,
+    ) -> int | None:
+        """Store the message inside the caller's transaction (`StateDB.write`)."""
+        cursor = conn.execute(
+            "INSERT OR IGNORE INTO inbox (channel, chat_key, message_id, message, status,"
+            " received_at, done_at, trigger) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                msg.chat.channel,
+                msg.chat.key,
+                msg.message_id,
+                encode(msg),
+                status,
+                time.time(),
+                None if status == "pending" else time.time(),
+                encode_trigger(trigger),
+            ),
+        )
+        return cursor.lastrowid if cursor.rowcount == 1 else None
+
+    async def chats_waiting(self, channel: str) -> list[str]:
+        """Chats with pending messages, the one waiting longest first."""
+        rows = await self._db.fetchall(
+            "SELECT chat_key FROM inbox WHERE status = 'pending' AND channel = ? "
+            "GROUP BY chat_key ORDER BY MIN(id)",
+            (channel,),
+        )
+        return [key for (key,) in rows]
+
+    async def oldest(self, chat_key: str) -> Pending | None:
+        row = await self._db.fetchone(
+            "SELECT id, message, attempts, next_attempt_at, failing_since, notified, trigger"
+            " FROM inbox WHERE status = 'pending' AND chat_key = ? ORDER BY id LIMIT 1",
+            (chat_key,),
+        )
+        if row is None:
+            return None
+        trigger = decode_trigger(row[6])
+        return Pending(row[0], decode(row[1]), row[2], row[3], row[4], bool(row[5]), trigger)
+
+    async def waiting(self, chat_key: str | None = None) -> int:
+        if chat_key is None:
+            row = await self._db.fetchone("SELECT COUNT(*) FROM inbox WHERE status = 'pending'")
+        else:
+            row = await self._db.fetchone(
+                "SELECT COUNT(*) FROM inbox WHERE status = 'pending' AND chat_key = ?",
+                (chat_key,),
+            )
+        return int(row[0]) if row else 0
+
+    def finish(self, conn: sqlite3.Connection, inbox_id: int, status: str) -> None:
+        """Mark the message answered ("done") or given up on ("failed"), inside the
+        transaction that stored its reply."""
+        conn.execute(
+            "UPDATE inbox SET status = ?, done_at = ? WHERE id = ?",
+            (status, time.time(), inbox_id),
+        )
+
+    async def defer(
+        self, inbox_id: int, *, retry_at: float, failing_since: float, notified: bool
+    ) -> None:
+        """The turn could not run now (no model answered): try again at `retry_at`."""
+        await self._db.write(
+            lambda conn: conn.execute(
+                "UPDATE inbox SET attempts = attempts + 1, next_attempt_at = ?,"
+                " failing_since = ?, notified = ? WHERE id = ?",
+                (retry_at, failing_since, int(notified), inbox_id),
+            )
+        )
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(inbox)")}
+    for column, sql in MIGRATIONS.items():
+        if column not in columns:
+            conn.execute(sql)

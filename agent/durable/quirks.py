@@ -1,0 +1,117 @@
+"""What providers taught us, per model, and remembered in state.db: where a model takes the
+channel's delivery instructions, whether it refuses `tools=`, and what its server said about
+it (its window, its time to the first token: `agent doctor --check-model`).
+
+Decided by what was refused, not by the wording of the refusal: a 400 on a request that
+carried a system message after the user turn moves the instructions into the user turn (as
+a marked operator note) and tries once more; a 400 that names tools or functions moves the
+model to the `<tool_call>` text protocol, as a model whose built-in profile has no native
+tool calls starts (agent/prompt/profiles.py). Each lesson is logged once, kept across
+restarts and listed by `agent doctor`; the prompt is built with them
+(profiles.learned_facts).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from pathlib import Path
+from typing import Literal
+
+from agent.prompt.profiles import FACT_FIRST_TOKEN, FACT_SERVER, FACT_WINDOW, builtin_profile
+
+log = logging.getLogger(__name__)
+
+Placement = Literal["after_user", "in_user", "system_prompt"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS provider_quirks (
+    model TEXT NOT NULL,
+    quirk TEXT NOT NULL,
+    value TEXT NOT NULL,
+    learned_at REAL NOT NULL,
+    PRIMARY KEY (model, quirk)
+);
+"""
+
+
+class TextProtocolModels(set[str]):
+    """The models that get the `<tool_call>` text protocol: those that taught it, and
+    those whose built-in profile has no native tool calls (they would only refuse once)."""
+
+    def __contains__(self, model: object) -> bool:
+        learned = super().__contains__(model)
+        return learned or (isinstance(model, str) and not builtin_profile(model).native_tools)
+
+
+class ProviderQuirks:
+    def __init__(self, db_path: Path | None = None) -> None:
+        self._path = db_path
+        self.placement: dict[str, Placement] = {}
+        self.xml_tools = TextProtocolModels()
+        self.facts: dict[str, dict[str, str]] = {}  # model -> what its server said
+        for model, quirk, value in self._rows():
+            if quirk == "delivery" and value in ("in_user", "system_prompt"):
+                self.placement[model] = value  # type: ignore[assignment]
+            elif quirk == "tools" and value == "xml":
+                self.xml_tools.add(model)
+            elif quirk in (FACT_WINDOW, FACT_FIRST_TOKEN, FACT_SERVER):
+                self.facts.setdefault(model, {})[quirk] = value
+
+    def learn_placement(self, model: str, placement: Placement) -> None:
+        log.warning("%s refused the delivery instructions after the user turn; they now go "
+                    "%s for this model", model, placement.replace("_", " "))  # fmt: skip
+        self.placement[model] = placement
+        self._store(model, "delivery", placement)
+
+    def learn_xml_tools(self, model: str) -> None:
+        log.warning("%s refused tools=; it now gets the <tool_call> text protocol", model)
+        self.xml_tools.add(model)
+        self._store(model, "tools", "xml")
+
+    def learn_fact(self, model: str, name: str, value: str) -> None:
+        """What a model's server said about it (agent/model/server_probe.py): kept for the
+        next start's prompt, which is built for the window the server gives."""
+        if name == "tools" and value == "xml":
+            self.xml_tools.add(model)
+        else:
+            self.facts.setdefault(model, {})[name] = value
+        self._store(model, name, value)
+
+    def lines(self) -> list[str]:
+        """What was learned, one line per model and lesson, for `agent doctor`."""
+        found = [f"{model}: delivery instructions {where.replace('_', ' ')}"
+                 for model, where in sorted(self.placement.items())]  # fmt: skip
+        found += [f"{model}: tools through the <tool_call> text protocol"
+                  for model in sorted(self.xml_tools)]  # fmt: skip
+        for model, facts in sorted(self.facts.items()):
+            said = [f"served by {facts[FACT_SERVER]}"] if FACT_SERVER in facts else []
+            if FACT_WINDOW in facts:
+                said.append(f"a window of {int(float(facts[FACT_WINDOW])):,} tokens")
+            if FACT_FIRST_TOKEN in facts:
+                said.append(f"first token after {float(facts[FACT_FIRST_TOKEN]):.1f} s")
+            found.append(f"{model}: {', '.join(said)}")
+        return found
+
+    def _rows(self) -> list[tuple[str, str, str]]:
+        if self._path is None or not self._path.exists():
+            return []
+        try:
+            with sqlite3.connect(self._path, timeout=5) as db:
+                db.executescript(_SCHEMA)
+                return list(db.execute("SELECT model, quirk, value FROM provider_quirks"))
+        except sqlite3.Error as exc:
+            log.warning("provider quirks not read: %s", exc)
+            return []
+
+    def _store(self, model: str, quirk: str, value: str) -> None:
+        if self._path is None:
+            return
+        try:
+            with sqlite3.connect(self._path, timeout=5) as db:
+                db.executescript(_SCHEMA)
+                db.execute("INSERT OR REPLACE INTO provider_quirks VALUES (?, ?, ?, ?)",
+                           (model, quirk, value, time.time()))  # fmt: skip
+        except sqlite3.Error as exc:  # remembered for this run all the same
+            log.warning("provider quirk not stored: %s", exc)

@@ -1,0 +1,246 @@
+"""Conversation history per chat, in state.db.
+
+A chat's messages are grouped in turns: each turn starts with the user's message and holds
+the assistant and tool messages that answered it. History is cut only at turn boundaries,
+so a tool result is never sent without the call it answers, and it is cut by tokens as well
+as by count, so one huge turn cannot push a chat past the model's window. A turn whose reply
+could never be delivered keeps only the user's message: the model is not told it said what
+the user never saw. The system prompt and the delivery instructions are never stored.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from agent.durable.state_db import StateDB
+
+Message = dict[str, Any]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS chats (
+    chat_key TEXT PRIMARY KEY,
+    session INTEGER NOT NULL DEFAULT 1
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    chat_key TEXT NOT NULL,
+    session INTEGER NOT NULL,
+    turn INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    message TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_by_chat ON messages (chat_key, session, id);
+CREATE INDEX IF NOT EXISTS messages_by_turn ON messages (chat_key, session, turn);
+CREATE TABLE IF NOT EXISTS summaries (
+    chat_key TEXT NOT NULL,
+    session INTEGER NOT NULL,
+    up_to_turn INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (chat_key, session, up_to_turn)
+);
+"""
+# Columns added after the first release; an older state.db gains them on open.
+MIGRATIONS = {
+    "inbox_id": "ALTER TABLE messages ADD COLUMN inbox_id INTEGER",
+    "compacted": "ALTER TABLE messages ADD COLUMN compacted INTEGER NOT NULL DEFAULT 0",
+}
+# A turn whose reply expired undelivered keeps only its user message (position 0).
+_DELIVERED = (
+    "(m.position = 0 OR m.inbox_id IS NULL OR NOT EXISTS "
+    "(SELECT 1 FROM outbox o WHERE o.inbox_id = m.inbox_id AND o.status = 'expired'))"
+)
+_SESSION = "(SELECT COALESCE(MAX(session), 1) FROM chats WHERE chat_key = ?)"
+
+
+@dataclass(frozen=True)
+class Turn:
+    number: int
+    messages: list[Message]
+    tokens: list[int] = field(default_factory=list)  # per message, counted as stored
+
+
+@dataclass(frozen=True)
+class Recent:
+    """The chat's current session as the model may see it: the summary of what was
+    compacted, and the whole turns since."""
+
+    summary: str
+    turns: list[Turn]
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap, generous token estimate (about 3 characters a token) for trimming."""
+    return len(text) // 3 + 1
+
+
+class SessionStore:
+    def __init__(self, db: StateDB, *, count_tokens: Callable[[str], int] = estimate_tokens):
+        self._db = db
+        self._count = count_tokens
+
+    @classmethod
+    async def open(
+        cls, db: StateDB, *, count_tokens: Callable[[str], int] = estimate_tokens
+    ) -> SessionStore:
+        """The store on an open state.db (its SCHEMA created), older files migrated."""
+        await db.write(_migrate)
+        return cls(db, count_tokens=count_tokens)
+
+    def tokens(self, message: Message) -> int:
+        return self._count(json.dumps(message, ensure_ascii=False))
+
+    async def recent(self, chat_key: str) -> Recent:
+        """The latest summary of the session and every turn after it (one trip to the
+        database: what a turn reads before it runs)."""
+        summary, rows = await self._db.read(partial(_recent, chat_key))
+        turns: list[Turn] = []
+        for number, text in rows:
+            if not turns or turns[-1].number != number:
+                turns.append(Turn(number, []))
+            turns[-1].messages.append(json.loads(text))
+            turns[-1].tokens.append(self._count(text))  # the text `tokens()` would count
+        return Recent(summary, turns)
+
+    async def save_summary(self, chat_key: str, up_to_turn: int, content: str) -> None:
+        """Store the summary of every turn up to `up_to_turn`; the originals stay, marked
+        compacted."""
+
+        def save(conn: sqlite3.Connection) -> None:
+            session = _session(conn, chat_key)
+            conn.execute(
+                "INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?)",
+                (chat_key, session, up_to_turn, content, time.time()),
+            )
+            conn.execute(
+                "UPDATE messages SET compacted = 1 WHERE chat_key = ? AND session = ? "
+                "AND turn <= ?",
+                (chat_key, session, up_to_turn),
+            )
+
+        await self._db.write(save)
+
+    async def history(
+        self, chat_key: str, max_messages: int, max_tokens: int | None = None
+    ) -> list[Message]:
+        """The newest whole turns of the chat's session: at most `max_messages` messages
+        and, when given, `max_tokens` tokens."""
+        rows = await self._db.fetchall(
+            f"SELECT m.turn, m.position, m.message FROM messages m WHERE m.chat_key = ? "
+            f"AND m.session = {_SESSION} AND {_DELIVERED} ORDER BY m.id DESC LIMIT ?",
+            (chat_key, chat_key, max_messages),
+        )
+        turns: list[list[str]] = []
+        current: int | None = None
+        for turn, _position, message in rows:  # newest first
+            if turn != current:
+                turns.append([])
+                current = turn
+            turns[-1].insert(0, message)
+        if rows and rows[-1][1] != 0:  # the oldest turn was cut: drop its remainder
+            turns.pop()
+        kept: list[list[str]] = []
+        spent = 0
+        for messages in turns:
+            cost = sum(self._count(text) for text in messages)
+            if max_tokens is not None and spent + cost > max_tokens:
+                break
+            kept.insert(0, messages)
+            spent += cost
+        return [json.loads(text) for messages in kept for text in messages]
+
+    async def append_turn(
+        self, chat_key: str, messages: Sequence[Message], inbox_id: int | None = None
+    ) -> None:
+        """Store one turn on its own: the user's message first, then what answered it."""
+        await self._db.write(lambda conn: self.add_turn(conn, chat_key, messages, inbox_id))
+
+    def add_turn(
+        self,
+        conn: sqlite3.Connection,
+        chat_key: str,
+        messages: Sequence[Message],
+        inbox_id: int | None = None,
+    ) -> None:
+        """Store one turn inside the caller's transaction (`StateDB.write`)."""
+        if not messages:
+            return
+        session = _session(conn, chat_key)
+        row = conn.execute(
+            "SELECT COALESCE(MAX(turn), 0) FROM messages WHERE chat_key = ? AND session = ?",
+            (chat_key, session),
+        ).fetchone()
+        turn = (int(row[0]) if row else 0) + 1
+        now = time.time()
+        conn.executemany(
+            "INSERT INTO messages (chat_key, session, turn, position, role, message, created_at,"
+            " inbox_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    chat_key,
+                    session,
+                    turn,
+                    position,
+                    message.get("role", ""),
+                    json.dumps(message, ensure_ascii=False),
+                    now,
+                    inbox_id,
+                )
+                for position, message in enumerate(messages)
+            ],
+        )
+
+    async def new_session(self, chat_key: str) -> None:
+        """Start the chat afresh; the old messages stay in the file but leave the history."""
+
+        def start(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO chats (chat_key, session) VALUES (?, ?) "
+                "ON CONFLICT(chat_key) DO UPDATE SET session = excluded.session",
+                (chat_key, _session(conn, chat_key) + 1),
+            )
+
+        await self._db.write(start)
+
+    async def count(self, chat_key: str) -> int:
+        row = await self._db.fetchone(
+            "SELECT COUNT(*) FROM messages WHERE chat_key = ? AND session = "
+            "(SELECT COALESCE(MAX(session), 1) FROM chats WHERE chat_key = ?)",
+            (chat_key, chat_key),
+        )
+        return int(row[0]) if row else 0
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(messages)")}
+    for column, sql in MIGRATIONS.items():
+        if column not in columns:
+            conn.execute(sql)
+
+
+def _recent(chat_key: str, conn: sqlite3.Connection) -> tuple[str, list[Any]]:
+    row = conn.execute(
+        f"SELECT up_to_turn, content FROM summaries WHERE chat_key = ? AND session = "
+        f"{_SESSION} ORDER BY up_to_turn DESC LIMIT 1",
+        (chat_key, chat_key),
+    ).fetchone()
+    up_to, summary = (int(row[0]), str(row[1])) if row else (0, "")
+    rows = conn.execute(
+        f"SELECT m.turn, m.message FROM messages m WHERE m.chat_key = ? AND m.session = "
+        f"{_SESSION} AND m.turn > ? AND {_DELIVERED} ORDER BY m.id",
+        (chat_key, chat_key, up_to),
+    ).fetchall()
+    return summary, rows
+
+
+def _session(conn: sqlite3.Connection, chat_key: str) -> int:
+    row = conn.execute("SELECT session FROM chats WHERE chat_key = ?", (chat_key,)).fetchone()
+    return int(row[0]) if row else 1

@@ -1,0 +1,103 @@
+"""What a model call gives back, and the one interface the turn machinery calls a model
+through: `ModelClient`, which LLMClient satisfies and the tests' in-process doubles do too."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+Message = dict[str, Any]
+Tools = list[dict[str, Any]] | None  # the `tools=` list, or None
+OnText = Callable[[str], None] | None  # streamed text goes here, delta by delta
+# Told why a call is being tried again, before the wait: the runtime says early that the
+# model is not answering, instead of at the turn's deadline.
+OnRetry = Callable[[str], Awaitable[None]] | None
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text, as the model wrote it
+
+
+@dataclass(frozen=True)
+class LLMResponse:
+    content: str
+    tool_calls: tuple[ToolCall, ...]
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    first_token_s: float | None = None  # a streamed reply: seconds until its first token
+
+
+@dataclass
+class Usage:
+    """Totals over the calls of one turn."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, response: LLMResponse) -> None:
+        self.calls += 1
+        self.prompt_tokens += response.prompt_tokens
+        self.completion_tokens += response.completion_tokens
+        self.cost_usd += response.cost_usd
+
+
+class LLMError(Exception):
+    """No model could answer. `status` is the last HTTP status seen, when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class LLMRequestRejected(LLMError):
+    """The provider refused the request itself (HTTP 400): retrying the same one is useless,
+    but the caller may change it (move a system message, drop `tools=`) and send it again."""
+
+
+@dataclass
+class ProviderHealth:
+    """How the provider is doing, for /status: calls under way, and since when it fails."""
+
+    started: dict[int, float] = field(default_factory=dict)  # call number -> monotonic start
+    failing_since: float | None = None  # monotonic
+    last_error: str = ""
+    calls: int = 0
+
+    def describe(self, now: float | None = None) -> str:
+        now = time.monotonic() if now is None else now
+        parts = []
+        if self.failing_since is not None:
+            since = now - self.failing_since
+            parts.append(f"unreachable for {since:.0f} s; last error: {self.last_error[:160]}")
+        if self.started:
+            oldest = now - min(self.started.values())
+            parts.append(f"{len(self.started)} call(s) under way, the oldest for {oldest:.0f} s")
+        return "; ".join(parts) or "answering"
+
+
+class ModelClient(Protocol):
+    """A model the turn can call: one completion, streamed when `on_text` is given, retried
+    as the client sees fit; LLMError when no model answered."""
+
+    health: ProviderHealth
+
+    @property
+    def model(self) -> str: ...
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        tools: Tools = None,
+        on_text: OnText = None,
+        on_retry: OnRetry = None,
+    ) -> LLMResponse: ...

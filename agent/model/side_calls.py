@@ -1,0 +1,43 @@
+"""Calls beside the chat: speech to text for voice notes, and embeddings for the memory
+store's search by meaning. Both through LiteLLM, neither retried here (see each)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.model.facts import load_litellm
+
+
+async def transcribe(name: str, data: bytes, model: str, *, api_base: str = "") -> str:
+    """Speech to text through LiteLLM (e.g. model "openai/whisper-1"), from the bytes the
+    channel fetched (the file saved in the workspace is not read again)."""
+    litellm = load_litellm()
+    kwargs: dict[str, Any] = {"model": model, "file": (name, data)}
+    if api_base:
+        kwargs["api_base"] = api_base
+    response = await litellm.atranscription(**kwargs)
+    return str(response.text).strip()
+
+
+async def embed(
+    texts: list[str],
+    model: str,
+    api_base: str = "",
+    *,
+    api_key: str | None = None,
+    timeout_s: float = 30.0,
+) -> list[list[float]]:
+    """Embeddings of `texts` through LiteLLM (e.g. model "openai/text-embedding-3-small"),
+    in the order of `texts`: what the memory store compares by meaning. No retries of our
+    own (the provider's client may retry a 5xx twice): the store's timeout bounds the wait,
+    it then searches by words and embeds what it missed on a later search."""
+    litellm = load_litellm()
+    kwargs: dict[str, Any] = {"model": model, "input": texts, "timeout": timeout_s}
+    if api_base:
+        kwargs["api_base"] = api_base
+    if api_key is not None:
+        kwargs["api_key"] = api_key
+    response = await litellm.aembedding(**kwargs)
+    items = [item if isinstance(item, dict) else vars(item) for item in response.data]
+    items.sort(key=lambda item: int(item.get("index", 0)))
+    return [[float(x) for x in item["embedding"]] for item in items]

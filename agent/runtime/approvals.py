@@ -1,0 +1,59 @@
+"""Approvals: a tool's request asked of the owner in the chat it came from, with a deadline.
+
+An "Always allow" answer is remembered (agent/durable/always_allowed.py) unless the rule
+says each time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from agent.durable.always_allowed import AlwaysAllowed
+from channels.base import ApprovalAnswer, ApprovalQuestion, Channel, ChatRef, MayAnswer
+from tools.base import ASK_EACH_TIME, ApprovalRequest, Approver
+
+log = logging.getLogger(__name__)
+
+
+def question_text(request: ApprovalRequest) -> str:
+    """The question as the owner reads it, with what "Always allow" would cover from now on
+    (said before the button is pressed, never after)."""
+    text = f"Approve {request.tool}: {request.action}\n(Why I ask: {request.reason})"
+    if request.always_covers:
+        text += f"\n({request.always_covers})"
+    return text
+
+
+def chat_approver(
+    channel: Channel,
+    chat: ChatRef,
+    may_answer: MayAnswer,
+    *,
+    always: AlwaysAllowed,
+    timeout_s: float,
+) -> Approver:
+    """An Approver that asks in `chat`: a remembered rule passes at once; no answer within
+    `timeout_s` is a denial; only people `may_answer` allows can answer."""
+
+    async def approve(request: ApprovalRequest) -> bool:
+        remembered = await asyncio.to_thread(always.rules)
+        each_time = any(rule.startswith(ASK_EACH_TIME) for rule in request.rules)
+        if request.rules and not each_time and set(request.rules) <= set(remembered):
+            return True
+        question = ApprovalQuestion(uuid.uuid4().hex[:16], question_text(request))
+        answer: ApprovalAnswer
+        try:
+            async with asyncio.timeout(timeout_s):  # not wait_for: it can lose a /stop
+                answer = await channel.ask_approval(chat, question, may_answer)
+        except TimeoutError:
+            log.info("%s: no answer to %r within %g s: denied", chat.key, request.action, timeout_s)
+            return False
+        if answer == "always":
+            for rule in (r for r in request.rules if not r.startswith(ASK_EACH_TIME)):
+                await asyncio.to_thread(always.remember, rule)
+        log.info("%s: %s %r", chat.key, answer, request.action)
+        return answer in ("approve", "always")
+
+    return approve

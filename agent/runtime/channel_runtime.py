@@ -1,0 +1,399 @@
+"""ChannelRuntime: one per channel. Takes its messages into the inbox, runs their turns and
+queues their replies in the outbox; see docs/architecture.md, "One message, end to end".
+
+A chat's messages run one at a time, oldest first; chats run side by side up to a shared
+number of turn slots. A turn that no model could answer waits and runs again (with one
+notice to the user) until `agent.retry_failed_turns_for_s`; anything else ends the message
+with a short line. Commands (/stop, /status…) are answered at once, not queued behind a
+running turn.
+
+No chat ever stops (agent/runtime/chat_queues.py): a worker that fails tries again with
+backoff, a turn whose commit failed is committed then (it does not run again), and a sweep
+wakes every chat with pending work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agent.config import Settings
+from agent.conversation.compaction import history_for, model_summariser
+from agent.conversation.recall import readable_scopes, remembered_block
+from agent.conversation.scopes import audience_of, speaker_of
+from agent.durable.always_allowed import AlwaysAllowed
+from agent.durable.inbox import Inbox, Pending
+from agent.durable.outbox import Outbox
+from agent.durable.quirks import ProviderQuirks
+from agent.durable.sessions import SessionStore
+from agent.durable.state_db import StateDB
+from agent.durable.tool_journal import ToolJournal
+from agent.durable.triggers import Trigger
+from agent.model.responses import ModelClient, OnRetry
+from agent.prompt.source import PromptSource
+from agent.runtime.approvals import chat_approver
+from agent.runtime.attachments import Downloads, Transcriber
+from agent.runtime.chat_queues import ChatQueues, Finished
+from agent.runtime.commands import CommandContext, parse_command, run_command
+from agent.runtime.courier import Courier
+from agent.runtime.intake import prepared, refusal_text, stranger_text, too_big
+from agent.runtime.media import reply_files, resolve_reply
+from agent.security import Scrubber
+from agent.turns.loop import ToolEvent
+from agent.turns.state import Access, TurnRecord
+from agent.turns.turn import HoldSilentPrefix, TurnOutcome, TurnRunner, is_silent
+from channels.base import (
+    Channel,
+    ChatRef,
+    IncomingMessage,
+    OutgoingPart,
+    Reply,
+    sender_allowed,
+    within_parts,
+)
+from tools.base import ToolCallContext
+from tools.memory.store import MemoryStore
+from tools.policy import SecurityPolicy
+
+log = logging.getLogger(__name__)
+
+MAX_RETRY_WAIT_S = 60.0
+OUTAGE_NOTICE = (
+    "The model is unreachable right now. Your message is kept: I'll answer when it's back."
+)
+
+
+@dataclass(frozen=True)
+class Store:
+    """state.db and the three things kept in it."""
+
+    db: StateDB
+    sessions: SessionStore
+    inbox: Inbox
+    outbox: Outbox
+
+
+class ChannelRuntime:
+    def __init__(
+        self,
+        channel: Channel,
+        *,
+        access: Access,
+        source: PromptSource,
+        llm: ModelClient,
+        store: Store,
+        turn_slots: asyncio.Semaphore,
+        quirks: ProviderQuirks | None = None,
+        scrub: Scrubber | None = None,
+        policy: SecurityPolicy | None = None,
+        always: AlwaysAllowed | None = None,
+        transcribe: Transcriber | None = None,
+        history_tokens: int = 16_000,
+        memory: MemoryStore | None = None,
+    ) -> None:
+        self.channel = channel
+        self.access = access
+        self.source = source
+        self.llm = llm
+        self.store = store
+        self.sessions = store.sessions
+        self._slots = turn_slots
+        self._scrub = scrub or Scrubber()
+        self._policy = policy or SecurityPolicy.from_settings(
+            source.settings.security, source.workspace
+        )
+        self.always = always or AlwaysAllowed(source.settings.state_db, source.workspace.resolve())
+        limit_s = source.settings.channels.download_timeout_s
+        self._downloads = Downloads(channel, self._policy.paths, limit_s, transcribe, self._scrub)
+        self._history_tokens = history_tokens
+        self._memory = memory
+        self.runner = TurnRunner(
+            channel, source=source, llm=llm, quirks=quirks or ProviderQuirks(), scrub=self._scrub
+        )
+        delivery = source.settings.channels.delivery
+        self.courier = Courier(channel, store.outbox, files=self._policy.paths, delivery=delivery)
+        self.queues = ChatQueues(
+            channel.name, store.db, store.inbox, self.courier, self._answer_pending
+        )
+        self._running: dict[str, asyncio.Task[TurnOutcome]] = {}
+        self.last_turns: dict[str, TurnRecord] = {}
+        self._strangers_told: set[str] = set()
+        self._closing = False
+
+    @property
+    def system_prompt(self) -> str:
+        return self.runner.system_prompt
+
+    @property
+    def settings(self) -> Settings:
+        return self.source.settings
+
+    # -- intake ---------------------------------------------------------------------------
+
+    async def submit(self, msg: IncomingMessage) -> bool:
+        """Store the message, then return: the channel may acknowledge it after this. False
+        when it is not taken (a re-delivered message, or shutting down)."""
+        await self.store.db.health.admit()  # a full disk: it waits here, unacknowledged
+        if self._closing:
+            log.warning("%s: shutting down; message %s not taken", msg.chat.key, msg.message_id)
+            return False
+        limits = self.settings.channels
+        refused = too_big(msg.files, limits.max_attachment_mb)
+        msg = prepared(msg, max_chars=limits.max_message_chars, max_mb=limits.max_attachment_mb)
+        if not self.is_allowed(msg):
+            await self._answer_stranger(msg)
+            return True
+        msg = dataclasses.replace(msg, text=self._scrub(msg.text))
+        if parse_command(msg.text) is not None:
+            return await self._command(msg)
+        nothing_left = not msg.text.strip() and not msg.files and not msg.attachments
+        if await self.store.inbox.add(msg, status="done" if nothing_left else "pending") is None:
+            log.info("%s: message %s seen before; not taken twice", msg.chat.key, msg.message_id)
+            return False
+        if refused:
+            text = refusal_text(refused, limits.max_attachment_mb)
+            await self.queue_reply(msg.chat, Reply(text, reply_to=msg.message_id))
+        if not nothing_left:
+            self.wake(msg.chat.key)
+        return True
+
+    async def _command(self, msg: IncomingMessage) -> bool:
+        """Run a command now (not behind the chat's running turn) and queue its answer."""
+        if await self.store.inbox.add(msg, status="done") is None:
+            return False
+        text = await run_command(msg.text, self._command_context(msg.chat.key))
+        await self.queue_reply(msg.chat, Reply(text or "", reply_to=msg.message_id))
+        return True
+
+    async def _answer_stranger(self, msg: IncomingMessage) -> None:
+        """Nothing of a stranger's is stored; one polite answer per stranger, silence in
+        groups."""
+        log.info(
+            "%s: refused message from %s (%s)", self.channel.name, msg.sender_id, msg.sender_name
+        )
+        if msg.is_group or msg.sender_id in self._strangers_told:
+            return
+        self._strangers_told.add(msg.sender_id)
+        text = stranger_text(self.channel.name, msg.sender_id)
+        await self.queue_reply(msg.chat, Reply(text, reply_to=msg.message_id))
+
+    async def queue_reply(self, chat: ChatRef, reply: Reply) -> int:
+        """A reply no message of the chat is waiting for, stored in the outbox; its id."""
+        parts, within = self.parts(reply), self._deliver_within_s
+        outgoing_id = await self.store.db.write(
+            lambda conn: self.store.outbox.insert(
+                conn, chat, parts, inbox_id=None, deliver_within_s=within
+            )
+        )
+        self.courier.wake(chat.key)
+        return outgoing_id
+
+    def parts(self, reply: Reply) -> list[OutgoingPart]:
+        """The reply in the platform's messages; past `channels.max_parts` of them, a
+        summary and the whole text as a document."""
+        return within_parts(reply, self.channel.parts(reply), self.settings.channels.max_parts)
+
+    @property
+    def _deliver_within_s(self) -> float:
+        return float(self.settings.channels.delivery_deadline_s)
+
+    def is_allowed(self, msg: IncomingMessage) -> bool:
+        return self.is_allowed_sender(msg.sender_id, msg.sender_username)
+
+    def is_allowed_sender(self, sender_id: str, username: str = "") -> bool:
+        if self.access.open_to_all:
+            return True
+        return sender_allowed(self.access.allowed_users, sender_id, username)
+
+    # -- the chats' queues ----------------------------------------------------------------
+
+    async def resume(self) -> None:
+        """Run what an earlier run left: pending messages, then queued replies."""
+        await self.queues.resume()
+
+    def wake(self, chat_key: str) -> None:
+        """Answer the chat's pending messages (also those the scheduler stored)."""
+        self.queues.wake(chat_key)
+
+    async def _answer_pending(self, pending: Pending) -> None:
+        msg, trigger = pending.message, pending.trigger  # trigger: nobody typed, nobody waits
+        stream = (
+            self.channel.open_stream(msg.chat, msg.message_id)
+            if not pending.attempts and trigger is None
+            else None
+        )
+        on_text = stream.push if stream else None
+        if on_text is not None and msg.is_group:
+            on_text = HoldSilentPrefix(on_text)
+        typing = self.channel.typing(msg.chat) if trigger is None else contextlib.nullcontext()
+        told = pending.notified or trigger is not None  # nobody waits for a trigger's turn
+
+        async def tell_early(reason: str) -> None:
+            """The first failed model call of this message: the person hears it now, not at
+            the turn's deadline."""
+            nonlocal told
+            if not told:
+                told = True
+                await self.queue_reply(msg.chat, Reply(OUTAGE_NOTICE))
+
+        async with self._slots, typing:
+            msg = await self._downloads.fetch(msg)
+            outcome = await self._turn(msg, on_text=on_text, on_retry=tell_early, trigger=trigger)
+        if outcome.status == "retry" and await self._retry_later(pending, told=told):
+            return
+        quiet = msg.is_group or trigger is not None  # may answer with the silent token
+        silent = quiet and outcome.status == "done" and is_silent(outcome.text)
+        files = reply_files(self._policy, msg, self.settings.people)
+        reply = resolve_reply(outcome.text, files, reply_to="" if trigger else msg.message_id)
+        status = "failed" if outcome.status == "retry" else outcome.status
+        kept = [] if silent and trigger is not None else outcome.messages  # no empty check-ins
+        parts, within = None if silent else self.parts(reply), self._deliver_within_s
+
+        def commit(conn: sqlite3.Connection) -> int | None:  # one transaction, one trip
+            self.sessions.add_turn(conn, msg.chat.key, kept, pending.id)
+            self.store.inbox.finish(conn, pending.id, status)
+            if parts is None:
+                return None
+            return self.store.outbox.insert(
+                conn, msg.chat, parts, inbox_id=pending.id, deliver_within_s=within
+            )
+
+        await self.queues.commit(Finished(msg.chat, commit, stream))
+
+    async def _retry_later(self, pending: Pending, *, told: bool) -> bool:
+        """Schedule another attempt while the retry window lasts; tell the user once (`told`:
+        already said during this attempt)."""
+        agent = self.settings.agent
+        now = time.time()
+        since = pending.failing_since or now
+        if now - since >= agent.retry_failed_turns_for_s:
+            return False
+        if not told:
+            await self.queue_reply(pending.message.chat, Reply(OUTAGE_NOTICE))
+        wait = min(agent.turn_retry_backoff_s * 2**pending.attempts, MAX_RETRY_WAIT_S)
+        await self.store.inbox.defer(
+            pending.id, retry_at=now + wait, failing_since=since, notified=True
+        )
+        log.warning("%s: no model answered; trying again in %.0f s", pending.message.chat.key, wait)
+        return True
+
+    # -- turns ----------------------------------------------------------------------------
+
+    async def _turn(
+        self,
+        msg: IncomingMessage,
+        on_event: Callable[[ToolEvent], None] | None = None,
+        on_text: Callable[[str], None] | None = None,
+        on_retry: OnRetry = None,
+        trigger: Trigger | None = None,
+    ) -> TurnOutcome:
+        """Run the turn as a task /stop can cancel; a shutdown cancels it too, and then
+        nothing is stored (the message stays pending)."""
+        key = msg.chat.key
+        memory = self.settings.memory
+        audience = audience_of(
+            msg, self.settings.people, share_group_memories=memory.share_group_memories
+        )
+        recall = await readable_scopes(self._memory, audience.recall)
+        remembered = ""
+        if self._memory is not None:
+            remembered = await remembered_block(self._memory, recall, msg.text, memory)
+        prior = await history_for(
+            self.sessions,
+            key,
+            max_messages=self.settings.agent.max_history_messages,
+            budget_tokens=self._history_tokens,
+            summarise=model_summariser(self.llm, self._scrub),
+        )
+        context = ToolCallContext(
+            self.source.workspace,
+            chat_key=key,
+            memory_scope=audience.scope,
+            recall_scopes=recall,
+            speaker=speaker_of(msg),
+            owner_private=audience.owner_private,
+            journal=ToolJournal(self.store.db, msg),  # journals only a pending inbox message
+            approve=chat_approver(
+                self.channel,
+                msg.chat,
+                self.is_allowed_sender,
+                always=self.always,
+                timeout_s=self.settings.security.approval_timeout_s,
+            ),
+        )
+        task = asyncio.create_task(
+            self.runner.run(
+                msg,
+                prior,
+                context,
+                deadline_s=self.settings.agent.turn_deadline_s,
+                private=audience.owner_private,
+                remembered=remembered,
+                on_event=on_event,
+                on_text=on_text,
+                on_retry=on_retry,
+                trigger=trigger,
+            )
+        )
+        self._running[key] = task
+        try:
+            outcome = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                task.cancel()  # we were cancelled (shutdown): stop the turn too
+                raise
+            user = {"role": "user", "content": self.runner.envelope(msg, trigger=trigger)}
+            outcome = TurnOutcome("done", "Stopped.", [user], TurnRecord("cancelled"))
+        finally:
+            self._running.pop(key, None)
+        self.last_turns[key] = outcome.record
+        return outcome
+
+    async def handle(
+        self,
+        msg: IncomingMessage,
+        on_event: Callable[[ToolEvent], None] | None = None,
+    ) -> Reply:
+        """Answer one message now, without the inbox or outbox: the terminal's one-shot,
+        where the person waits for the answer and nothing needs redelivering."""
+        command = await run_command(msg.text, self._command_context(msg.chat.key))
+        if command is not None:
+            return Reply(command)
+        async with self._slots:
+            outcome = await self._turn(await self._downloads.fetch(msg), on_event=on_event)
+        await self.sessions.append_turn(msg.chat.key, outcome.messages)
+        files = reply_files(self._policy, msg, self.settings.people)
+        return resolve_reply(outcome.text, files, reply_to=msg.message_id)
+
+    def cancel(self, chat_key: str) -> bool:
+        task = self._running.get(chat_key)
+        if task is None or task.done():
+            return False
+        task.cancel()
+        return True
+
+    def _command_context(self, key: str) -> CommandContext:
+        return CommandContext(
+            key,
+            self.sessions,
+            self.llm.model,
+            self.last_turns.get(key),
+            lambda: self.cancel(key),
+            self.store.inbox,
+            self.llm.health,
+            self._history_tokens,
+        )
+
+    async def drain(self, grace_s: float) -> None:
+        """Stop starting turns; let running ones and sending finish within `grace_s`. What
+        is unfinished stays pending in state.db for the next start."""
+        self._closing = True
+        deadline = time.monotonic() + grace_s
+        await self.queues.drain(grace_s)
+        await self.courier.drain(max(0.0, deadline - time.monotonic()))

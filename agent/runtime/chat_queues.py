@@ -1,0 +1,115 @@
+"""ChatQueues: the chats' queues of one channel runtime, which never stop.
+
+Each chat's pending messages are answered one at a time, oldest first, by its own
+`KeyedWorker` task; a failure (state.db locked, the disk full) is tried again with backoff.
+A finished turn whose commit failed stays in memory and is committed first when the worker
+tries again: the turn, its tools and its model calls do not run a second time (after a crash
+the message is still pending, and the turn runs again). A sweep wakes every chat with pending
+work (inbox or outbox) at least once a minute, so a missed wake never leaves a chat waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from agent.durable.inbox import Inbox, Pending
+from agent.durable.state_db import StateDB
+from agent.runtime.courier import Courier
+from agent.runtime.keyed_worker import KeyedWorker
+from channels.base import ChatRef, ReplyStream
+
+log = logging.getLogger(__name__)
+
+SWEEP_EVERY_S = 30.0  # every chat with pending work is woken at least this often
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A turn's outcome as one transaction: the session, the inbox, the outbox row's id."""
+
+    chat: ChatRef
+    commit: Callable[[sqlite3.Connection], int | None]
+    stream: ReplyStream | None = None  # the preview its reply replaces
+
+
+class ChatQueues:
+    def __init__(
+        self,
+        channel: str,
+        db: StateDB,
+        inbox: Inbox,
+        courier: Courier,
+        answer: Callable[[Pending], Awaitable[None]],
+    ) -> None:
+        self._channel = channel
+        self._db = db
+        self._inbox = inbox
+        self._courier = courier
+        self._answer = answer  # runs the turn and calls commit()
+        self._workers = KeyedWorker(self._work, what="the chat's queue", health=db.health)
+        self._unsaved: dict[str, Finished] = {}
+        self._sweeper: asyncio.Task[None] | None = None
+        self.closing = False
+
+    async def resume(self) -> None:
+        """Run what an earlier run left (pending messages, then queued replies), and sweep
+        from now on."""
+        await self._wake_waiting()
+        if self._sweeper is None:
+            self._sweeper = asyncio.create_task(self._sweep(), name=f"{self._channel} sweep")
+
+    def wake(self, chat_key: str) -> None:
+        if not self.closing:
+            self._workers.wake(chat_key)
+
+    async def commit(self, finished: Finished) -> None:
+        """Store a finished turn in one transaction and hand its reply to the courier; when
+        the write fails, the turn is kept here until the chat's worker writes it."""
+        key = finished.chat.key
+        self._unsaved[key] = finished
+        outgoing = await self._db.write(finished.commit)
+        del self._unsaved[key]
+        if finished.stream is not None and outgoing is not None:
+            self._courier.streams[outgoing] = finished.stream
+        self._courier.wake(key)
+
+    async def drain(self, grace_s: float) -> None:
+        """Start no turn; let running ones finish within `grace_s`, then cancel them."""
+        self.closing = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        await self._workers.drain(grace_s)
+
+    async def _work(self, chat_key: str) -> None:
+        """The chat's pending messages, oldest first, until none is left."""
+        unsaved = self._unsaved.get(chat_key)
+        if unsaved is not None:
+            await self.commit(unsaved)
+        while not self.closing:
+            self._workers.settle(chat_key)
+            pending = await self._inbox.oldest(chat_key)
+            if pending is None:
+                return
+            wait = pending.next_attempt_at - time.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            await self._answer(pending)
+
+    async def _wake_waiting(self) -> None:
+        for chat_key in await self._inbox.chats_waiting(self._channel):
+            self.wake(chat_key)
+        await self._courier.resume()
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_EVERY_S)
+            try:
+                await self._wake_waiting()
+            except Exception as exc:  # state.db unreadable for now: next time
+                log.warning("%s: the sweep could not read state.db: %s", self._channel, exc)

@@ -1,0 +1,50 @@
+"""Media markers of a reply resolved to sendable files, through the tools' path resolver,
+with the same boundaries as the turn's tools: a turn that is not the owner's own private
+one cannot send the owner's private files or another chat's incoming files."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from agent.config import PersonSettings
+from agent.conversation.scopes import audience_of
+from channels.base import IncomingMessage, OutgoingMedia, Reply
+from channels.markers import extract_markers
+from tools.base import ToolCallContext
+from tools.paths import PathRules, PolicyError
+from tools.policy import SecurityPolicy
+
+
+def reply_files(
+    policy: SecurityPolicy, msg: IncomingMessage, people: Mapping[str, PersonSettings]
+) -> PathRules:
+    """What the markers of the reply to `msg` may send: what its turn's tools may read."""
+    owner = audience_of(msg, people).owner_private
+    call = ToolCallContext(policy.workspace, chat_key=msg.chat.key, owner_private=owner)
+    return policy.for_call(call).paths
+
+
+def resolve_reply(text: str, paths: PathRules, *, reply_to: str = "") -> Reply:
+    """Take the markers out of `text`. A local file the resolver refuses (outside the
+    workspace, forbidden, a hard link from outside, a bad name) or one that is missing is
+    not sent, and the reply says why."""
+    cleaned, markers = extract_markers(text)
+    media: list[OutgoingMedia] = []
+    notices: list[str] = []
+    for marker in markers:
+        if marker.is_url:
+            media.append(OutgoingMedia(marker.kind, marker.target, is_url=True))
+            continue
+        shown = marker.target.replace("\x00", "\\0")
+        try:
+            path = paths.resolve(marker.target)
+        except PolicyError as exc:
+            notices.append(f"(Could not send {shown}: {exc.short}.)")
+            continue
+        if not path.is_file():
+            notices.append(f"(Could not send {shown}: file not found.)")
+        else:
+            media.append(OutgoingMedia(marker.kind, str(path)))
+    if notices:
+        cleaned = "\n\n".join(part for part in (cleaned, *notices) if part)
+    return Reply(text=cleaned, media=tuple(media), reply_to=reply_to)

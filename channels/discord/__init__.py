@@ -1,0 +1,1 @@
+"""Discord (discord.py): gateway events, replies, approvals. May import the channels core only."""

@@ -1,0 +1,372 @@
+"""Discord adapter (discord.py): gateway events in, replies with attachments out.
+
+Embedded with `login()` + `connect()` in the daemon's loop, never the blocking `run()`.
+discord.py handles heartbeats, reconnects, resumes and REST rate limits itself. Its REST
+root and gateway are class attributes, so `api_base` / `gateway_url` are applied at start
+and restored at stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import io
+import logging
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import discord
+import yarl
+from discord import app_commands
+from discord.gateway import DiscordWebSocket
+from discord.http import Route
+
+from channels.base import (
+    ApprovalAnswer,
+    ApprovalQuestion,
+    ChatRef,
+    IncomingMessage,
+    MayAnswer,
+    MediaKind,
+    OutgoingMedia,
+    OutgoingPart,
+    RemoteFile,
+    Reply,
+    ReplyStream,
+    SendFailed,
+    Submit,
+    reply_parts,
+    sender_allowed,
+)
+from channels.capabilities import CHAT_COMMANDS, DISCORD, DISCORD_DELIVERY
+from channels.config import DiscordSettings
+from channels.discord.approvals import DiscordApprovals
+from channels.stream import PacedStream
+from channels.text import split_message
+
+log = logging.getLogger(__name__)
+
+MAX_CHARS = 2000
+DEFAULT_UPLOAD_LIMIT = 10 * 1024 * 1024
+STREAM_EDIT_EVERY_S = 1.5
+READY_TIMEOUT_S = 30.0
+# Discord drops a message sent again with the same nonce (enforce_nonce, which discord.py
+# sets with every nonce) "in the past few minutes"; within this much a resend is safe.
+NONCE_WINDOW_S = 120.0
+NOT_ALLOWED = "This bot answers only the users its owner allowed."
+
+Messageable = Any  # a DM, text channel or thread: anything with send() and typing()
+
+
+def media_kind(attachment: discord.Attachment) -> MediaKind:
+    if attachment.is_voice_message():
+        return "VOICE"
+    kind = (attachment.content_type or "").split("/", 1)[0]
+    return {"image": "IMAGE", "video": "VIDEO", "audio": "AUDIO"}.get(kind, "DOCUMENT")  # type: ignore[return-value]
+
+
+class _Client(discord.Client):
+    def __init__(self, owner: DiscordChannel, **options: Any) -> None:
+        super().__init__(**options)
+        self.owner = owner
+        self.tree = app_commands.CommandTree(self)
+
+    async def on_message(self, message: discord.Message) -> None:
+        await self.owner.on_message(message)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        await self.owner.approvals.on_interaction(interaction)
+
+
+class DiscordChannel:
+    name = "discord"
+    capabilities = dataclasses.replace(DISCORD, nonce_window_s=NONCE_WINDOW_S)
+    delivery_instructions: str | None = DISCORD_DELIVERY
+
+    def __init__(self, settings: DiscordSettings) -> None:
+        if settings.bot_token is None:
+            raise ValueError("discord: no bot token; set PINCLAW_CHANNELS__DISCORD__BOT_TOKEN")
+        self._settings = settings
+        self._submit: Submit | None = None
+        self._accepting = False
+        # pinclaw never joins voice: no warnings about voice libraries it does not need.
+        discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
+        intents = discord.Intents.none()
+        intents.guilds = intents.guild_messages = intents.dm_messages = True
+        intents.message_content = True
+        self._client = _Client(self, intents=intents, guild_ready_timeout=0.5)
+        self._connection: asyncio.Task[None] | None = None
+        self._saved_urls: tuple[str, yarl.URL] | None = None
+        self._interactions: dict[str, discord.Interaction] = {}
+        self.approvals = DiscordApprovals()  # answers the buttons of ask_approval
+        if settings.register_slash_commands:
+            for name, text in CHAT_COMMANDS:
+                self._client.tree.add_command(self._slash(name, text))
+
+    # -- life -------------------------------------------------------------------------------
+
+    async def start(self, submit: Submit) -> None:
+        self._submit = submit
+        self._accepting = True  # from the first gateway event: Discord does not send it again
+        self._saved_urls = (Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
+        Route.BASE = self._settings.api_base.rstrip("/")
+        DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self._settings.gateway_url)
+        try:
+            assert self._settings.bot_token is not None
+            await self._client.login(self._settings.bot_token.get_secret_value())
+            self._connection = asyncio.create_task(self._client.connect(reconnect=True))
+            ready = asyncio.create_task(self._client.wait_until_ready())
+            done, _ = await asyncio.wait(
+                {ready, self._connection},
+                timeout=READY_TIMEOUT_S,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if ready not in done:
+                ready.cancel()
+                if self._connection.done():
+                    self._connection.result()  # raises why the gateway refused us
+                raise TimeoutError("the Discord gateway did not become ready")
+            if self._settings.register_slash_commands:
+                await self._client.tree.sync()
+        except BaseException:
+            await self.stop()
+            raise
+        user = self._client.user
+        log.info("discord: connected as %s", user.name if user else "?")
+
+    async def stop_intake(self) -> None:
+        self._accepting = False
+
+    async def stop(self) -> None:
+        self._accepting = False
+        await self._client.close()
+        if self._connection is not None:
+            self._connection.cancel()
+            with contextlib.suppress(BaseException):
+                await self._connection
+        if self._saved_urls is not None:
+            Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = self._saved_urls
+            self._saved_urls = None
+
+    # -- in ---------------------------------------------------------------------------------
+
+    async def on_message(self, message: discord.Message) -> None:
+        me = self._client.user
+        if me is None or message.author.bot or message.author.id == me.id:
+            return
+        if not self._accepting or self._submit is None:
+            log.warning("discord: not taking messages now; one from %s dropped", message.author)
+            return
+        if message.guild is not None and not self._guild_message_wanted(message, me.id):
+            return
+        text = re.sub(rf"<@!?{me.id}>", "", message.content).strip()
+        if not text and not message.attachments:
+            log.info("discord: a message with nothing pinclaw reads (a sticker, an embed…)")
+            return
+        allowed = sender_allowed(
+            self._settings.allowed_users, str(message.author.id), message.author.name
+        )
+        files = tuple(
+            RemoteFile(media_kind(item), item.url, item.filename, item.size)
+            for item in message.attachments
+        )
+        # Stored before this handler returns; a stranger's files are not even listed.
+        await self._submit(
+            IncomingMessage(
+                chat=ChatRef("discord", str(message.channel.id)),
+                sender_id=str(message.author.id),
+                sender_name=message.author.display_name,
+                sender_username=message.author.name,
+                text=text,
+                is_group=message.guild is not None,
+                mentions_bot=True,
+                message_id=str(message.id),
+                files=files if allowed else (),
+            )
+        )
+
+    def _place_allowed(self, guild_id: int | None, channel: Any) -> bool:
+        """allowed_guilds and allowed_channels (a thread counts as its parent channel);
+        they do not apply to direct messages."""
+        settings = self._settings
+        if guild_id is None:
+            return True
+        if settings.allowed_guilds and str(guild_id) not in settings.allowed_guilds:
+            return False
+        ids = {str(getattr(channel, "id", "")), str(getattr(channel, "parent_id", "") or "")}
+        return not settings.allowed_channels or bool(ids & set(settings.allowed_channels))
+
+    def _guild_message_wanted(self, message: discord.Message, bot_id: int) -> bool:
+        """Allowed server and channel, and addressed to the bot unless guild_mode is "all"."""
+        assert message.guild is not None
+        if not self._place_allowed(message.guild.id, message.channel):
+            return False
+        if self._settings.guild_mode == "all":
+            return True
+        if any(user.id == bot_id for user in message.mentions):
+            return True
+        replied = message.reference.resolved if message.reference else None
+        return isinstance(replied, discord.Message) and replied.author.id == bot_id
+
+    async def fetch_file(self, file: RemoteFile) -> bytes:
+        """The file's bytes: the runtime saves them itself, through the workspace's resolver."""
+        return bytes(await self._client.http.get_from_cdn(file.ref))
+
+    def _slash(self, name: str, description: str) -> app_commands.Command[Any, Any, Any]:
+        async def command(interaction: discord.Interaction) -> None:
+            if self._submit is None or interaction.channel_id is None:
+                return
+            user, in_guild = interaction.user, interaction.guild_id is not None
+            allowed = sender_allowed(self._settings.allowed_users, str(user.id), user.name)
+            if in_guild and not (
+                allowed and self._place_allowed(interaction.guild_id, interaction.channel)
+            ):
+                # In servers the runtime answers strangers with silence, but an interaction
+                # must be answered: privately, to the one who asked.
+                await interaction.response.send_message(NOT_ALLOWED, ephemeral=True)
+                return
+            await interaction.response.defer(thinking=True)
+            # The reply finds its interaction by this id (Reply.reply_to), not by chat.
+            message_id = f"interaction-{interaction.id}"
+            self._interactions[message_id] = interaction
+            await self._submit(
+                IncomingMessage(
+                    chat=ChatRef("discord", str(interaction.channel_id)),
+                    sender_id=str(user.id),
+                    sender_name=user.display_name,
+                    sender_username=user.name,
+                    text=f"/{name}",
+                    is_group=in_guild,
+                    mentions_bot=True,
+                    message_id=message_id,
+                )
+            )
+
+        return app_commands.Command(name=name, description=description, callback=command)
+
+    # -- out --------------------------------------------------------------------------------
+
+    async def target(self, chat: ChatRef) -> Messageable:
+        channel = self._client.get_channel(int(chat.chat_id))
+        return channel or await self._client.fetch_channel(int(chat.chat_id))
+
+    @contextlib.asynccontextmanager
+    async def typing(self, chat: ChatRef) -> AsyncIterator[None]:
+        """Discord's typing indicator, renewed by discord.py until the turn ends."""
+        try:
+            channel = await self.target(chat)
+            indicator = channel.typing()
+        except discord.HTTPException:
+            yield
+            return
+        async with indicator:
+            yield
+
+    def open_stream(self, chat: ChatRef, reply_to: str) -> ReplyStream | None:
+        if not self._settings.stream_replies:
+            return None
+        return DiscordStream(self, chat, reply_to)
+
+    def parts(self, reply: Reply) -> list[OutgoingPart]:
+        return reply_parts(reply, MAX_CHARS, split_message)
+
+    async def send_part(self, chat: ChatRef, part: OutgoingPart) -> str | None:
+        """One message: text (a reply to `reply_to`, or a slash command's answer) or one
+        file; a file that cannot go is reported in the chat. One attempt: the outbox
+        retries (discord.py itself already waits out rate limits). Every message carries
+        the part's nonce, so Discord drops a resend of one that did arrive. The message's
+        id is returned."""
+        nonce = part.nonce or None
+        try:
+            channel = await self.target(chat)
+            if part.media is not None:
+                return _id(await self._send_media(channel, part.media, nonce))
+            interaction = self._interactions.pop(part.reply_to, None)
+            if interaction is not None:  # a webhook: no nonce; tried once, then as a message
+                return _id(await interaction.followup.send(part.text, wait=True))
+            reference = _reference(part.reply_to, channel)
+            sent = await channel.send(
+                part.text, reference=reference, mention_author=False, nonce=nonce
+            )
+            return _id(sent)
+        except (discord.Forbidden, discord.NotFound) as exc:
+            raise SendFailed(str(exc), permanent=True) from exc
+        except discord.HTTPException as exc:
+            raise SendFailed(str(exc), permanent=400 <= exc.status < 500) from exc
+        except aiohttp.ClientConnectorError as exc:  # never reached Discord
+            raise SendFailed(f"{type(exc).__name__}: {exc}") from exc
+        except (OSError, aiohttp.ClientError) as exc:  # a timeout, a dropped connection
+            raise SendFailed(f"{type(exc).__name__}: {exc}", maybe_sent=True) from exc
+
+    async def ask_approval(
+        self, chat: ChatRef, question: ApprovalQuestion, may_answer: MayAnswer
+    ) -> ApprovalAnswer:
+        """The question in the chat with Approve / Deny / Always allow buttons; see
+        channels/discord/approvals.py."""
+        return await self.approvals.ask(await self.target(chat), question, may_answer)
+
+    async def _send_media(
+        self, channel: Messageable, item: OutgoingMedia, nonce: str | None
+    ) -> Any:  # the discord.Message sent
+        if item.is_url:  # Discord shows a preview of the link
+            return await channel.send(item.source, nonce=nonce)
+        limit = getattr(getattr(channel, "guild", None), "filesize_limit", DEFAULT_UPLOAD_LIMIT)
+        if item.data is None:
+            return await channel.send(
+                f"(Could not send {item.name}: it was not read.)", nonce=nonce
+            )
+        if len(item.data) > limit:
+            return await channel.send(
+                f"(Could not send {item.name}: {len(item.data) / 1e6:.1f} MB is over "
+                f"Discord's upload limit of {limit / 1e6:.0f} MB.)",
+                nonce=nonce,
+            )
+        try:
+            upload = discord.File(io.BytesIO(item.data), filename=item.name)
+            return await channel.send(file=upload, nonce=nonce)
+        except discord.HTTPException as exc:
+            if exc.status >= 500 or exc.status in (403, 404, 429):
+                raise
+            why = exc.text or exc.status
+            return await channel.send(f"(Could not send {item.name}: {why}.)", nonce=nonce)
+
+
+class DiscordStream(PacedStream):
+    """One message edited as the reply is written, at most once every 1.5 s."""
+
+    def __init__(self, channel: DiscordChannel, chat: ChatRef, reply_to: str) -> None:
+        super().__init__(interval_s=STREAM_EDIT_EVERY_S, max_chars=MAX_CHARS)
+        self._channel = channel
+        self._chat = chat
+        self._reply_to = reply_to
+        self._message: discord.Message | None = None
+
+    async def show(self, text: str) -> None:
+        if self._message is None:
+            target = await self._channel.target(self._chat)
+            self._message = await target.send(
+                text, reference=_reference(self._reply_to, target), mention_author=False
+            )
+        elif text != self._message.content:
+            self._message = await self._message.edit(content=text)
+
+    async def replace(self, first: OutgoingPart) -> bool:
+        if self._message is None:
+            return False
+        await self._message.edit(content=first.text)
+        return True
+
+
+def _id(message: Any) -> str | None:
+    return str(message.id) if message is not None else None
+
+
+def _reference(message_id: str, channel: Messageable) -> discord.MessageReference | None:
+    if not message_id.isdigit():  # none, or an interaction (answered through its followup)
+        return None
+    return discord.MessageReference(
+        message_id=int(message_id), channel_id=channel.id, fail_if_not_exists=False
+    )

@@ -1,0 +1,342 @@
+"""Telegram adapter (python-telegram-bot's Bot): long polling in, HTML replies and uploads
+out, one part at a time (the outbox decides when to try again).
+
+The polling loop is ours (channels/telegram/polling.py) so an update is acknowledged only
+after the runtime stored it. The pure parts — who is addressed, what an update means — are
+plain functions in channels/telegram/incoming.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+from telegram import Bot, BotCommand, InlineKeyboardMarkup, Message, ReplyParameters, Update
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError
+from telegram.request import HTTPXRequest
+
+from channels.base import (
+    ApprovalAnswer,
+    ApprovalQuestion,
+    ChatRef,
+    MayAnswer,
+    OutgoingMedia,
+    OutgoingPart,
+    RemoteFile,
+    Reply,
+    ReplyStream,
+    SendFailed,
+    Submit,
+    reply_parts,
+    sender_allowed,
+)
+from channels.capabilities import CHAT_COMMANDS, TELEGRAM, TELEGRAM_DELIVERY
+from channels.config import TelegramSettings
+from channels.stream import PacedStream
+from channels.telegram.approvals import TelegramApprovals
+from channels.telegram.incoming import addressed_to_bot, remote_files, to_incoming
+from channels.telegram.polling import UpdatePoller
+from channels.text import markdown_to_telegram_html, split_message
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+MAX_CHARS = 4096
+TYPING_EVERY_S = 4.0  # Telegram shows "typing" for about 5 s
+STREAM_EDIT_EVERY_S = 1.0
+MAX_RETRIES = 5
+# Telegram answers a send in well under a second, but a few seconds happen and 8 s has been
+# seen; python-telegram-bot's default read timeout (5 s) turned such a send into a failure,
+# and the part was sent again. A read timeout now means "maybe delivered" (see below).
+SEND_READ_TIMEOUT_S = 30.0
+# Failures where the request never reached Telegram whole: safe to send again.
+NOT_SENT = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+    httpx.WriteError,
+    httpx.WriteTimeout,
+)
+
+
+async def with_retries(call: Callable[[], Awaitable[T]]) -> T:
+    """For calls made while someone waits (an approval question, the command menu):
+    honour Telegram's 429 retry_after; retry network errors with backoff; raise the rest."""
+    for attempt in range(MAX_RETRIES):
+        try:
+            return await call()
+        except RetryAfter as exc:
+            seconds = _seconds(exc.retry_after)
+            log.warning("telegram: rate limited; waiting %.0f s", seconds)
+            await asyncio.sleep(seconds)
+        except BadRequest:
+            raise
+        except NetworkError as exc:
+            if attempt == MAX_RETRIES - 1:
+                raise
+            log.warning("telegram: network error (%s); retrying", exc)
+            await asyncio.sleep(0.5 * 2**attempt)
+    return await call()
+
+
+def _seconds(wait: Any) -> float:
+    return float(wait.total_seconds()) if hasattr(wait, "total_seconds") else float(wait)
+
+
+async def as_send_failed(call: Callable[[], Awaitable[Any]]) -> Any:
+    """One attempt; what went wrong said in the outbox's terms. A 403 (the user blocked the
+    bot) and a 400 (chat not found) are refusals; a request written with no answer (a read
+    timeout, a dropped connection) may have been delivered: Telegram cannot be asked."""
+    try:
+        return await call()
+    except RetryAfter as exc:
+        raise SendFailed(str(exc), retry_after=_seconds(exc.retry_after)) from exc
+    except (BadRequest, Forbidden) as exc:
+        raise SendFailed(str(exc), permanent=True) from exc
+    except NetworkError as exc:  # timeouts, 5xx, connection errors
+        raise SendFailed(str(exc) or type(exc).__name__, maybe_sent=_maybe_sent(exc)) from exc
+
+
+def _maybe_sent(exc: NetworkError) -> bool:
+    """The request went out and no answer came back (an answer, even a 502, says no)."""
+    cause = exc.__cause__
+    return isinstance(cause, httpx.TransportError) and not isinstance(cause, NOT_SENT)
+
+
+class TelegramChannel:
+    name = "telegram"
+    capabilities = TELEGRAM
+    delivery_instructions: str | None = TELEGRAM_DELIVERY
+
+    def __init__(self, settings: TelegramSettings) -> None:
+        if settings.bot_token is None:
+            raise ValueError("telegram: no bot token; set PINCLAW_CHANNELS__TELEGRAM__BOT_TOKEN")
+        self._settings = settings
+        self._submit: Submit | None = None
+        self.bot = Bot(
+            settings.bot_token.get_secret_value(),
+            base_url=settings.api_base,
+            base_file_url=settings.file_api_base,
+            request=HTTPXRequest(connection_pool_size=64, read_timeout=SEND_READ_TIMEOUT_S),
+            get_updates_request=HTTPXRequest(read_timeout=30.0),
+        )
+        self._approvals = TelegramApprovals()
+        self._poller = UpdatePoller(
+            self.bot, self._on_update, allowed_updates=[Update.MESSAGE, Update.CALLBACK_QUERY]
+        )
+        self._polling: asyncio.Task[None] | None = None
+        self._initialized = False
+
+    async def start(self, submit: Submit) -> None:
+        self._submit = submit
+        await self.bot.initialize()  # getMe: a bad token fails here
+        self._initialized = True
+        await with_retries(
+            lambda: self.bot.set_my_commands(
+                [BotCommand(name, text) for name, text in CHAT_COMMANDS]
+            )
+        )
+        self._polling = asyncio.create_task(self._poller.run(), name="telegram polling")
+        log.info("telegram: polling as @%s", self.bot.username)
+
+    async def stop_intake(self) -> None:
+        """Stop polling: what was not stored yet is not acknowledged, so Telegram keeps it."""
+        if self._polling is not None:
+            self._polling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._polling
+            self._polling = None
+
+    async def stop(self) -> None:
+        await self.stop_intake()
+        if self._initialized:
+            await self.bot.shutdown()
+            self._initialized = False
+
+    # -- in ------------------------------------------------------------------------------
+
+    async def _on_update(self, update: Update) -> None:
+        """Store a message meant for us (raises if it could not be: it comes again)."""
+        if update.callback_query is not None:
+            await self._approvals.on_press(update)
+            return
+        message = update.message
+        user = message.from_user if message else None
+        if message is None or user is None or self._submit is None or user.id == self.bot.id:
+            return
+        if not addressed_to_bot(message, self.bot.id, self.bot.username, self._settings.group_mode):
+            return
+        files = remote_files(message)
+        if not (message.text or message.caption or files):
+            log.info("telegram: a message with nothing pinclaw reads (a sticker, a poll…)")
+            return
+        # A stranger's files are not even listed: the runtime will refuse the message anyway.
+        allowed = sender_allowed(self._settings.allowed_users, str(user.id), user.username or "")
+        await self._submit(to_incoming(message, self.bot.username, files if allowed else ()))
+
+    async def fetch_file(self, file: RemoteFile) -> bytes:
+        """The file's bytes: the runtime saves them itself, through the workspace's resolver."""
+        telegram_file = await self.bot.get_file(file.ref)
+        return bytes(await telegram_file.download_as_bytearray())
+
+    # -- out -----------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def typing(self, chat: ChatRef) -> AsyncIterator[None]:
+        """Telegram's "typing…", renewed until the turn ends."""
+        task = asyncio.create_task(self._keep_typing(chat))
+        try:
+            yield
+        finally:
+            task.cancel()
+
+    async def _keep_typing(self, chat: ChatRef) -> None:
+        while True:
+            with contextlib.suppress(TelegramError):  # also a 403: the reply will say so
+                await self.bot.send_chat_action(
+                    chat.chat_id, ChatAction.TYPING, message_thread_id=_thread(chat)
+                )
+            await asyncio.sleep(TYPING_EVERY_S)
+
+    def open_stream(self, chat: ChatRef, reply_to: str) -> ReplyStream | None:
+        if not self._settings.stream_replies:
+            return None
+        return TelegramStream(self, chat, reply_to)
+
+    def parts(self, reply: Reply) -> list[OutgoingPart]:
+        return reply_parts(reply, MAX_CHARS, split_message)
+
+    async def send_part(self, chat: ChatRef, part: OutgoingPart) -> str | None:
+        """One attempt; the message id Telegram gave it (kept with the part in the outbox)."""
+        if part.media is not None:
+            return await self._send_media(chat, part.media)
+        return await self.send_text(chat, part.text, part.reply_to)
+
+    async def send_text(
+        self, chat: ChatRef, text: str, reply_to: str, edit: Message | None = None
+    ) -> str | None:
+        """As HTML, or as plain text when Telegram rejects the markup; with `edit`, replace
+        that message's text instead. One attempt: the outbox retries."""
+
+        async def attempt(body: str, mode: str | None) -> Any:
+            if edit is not None:
+                return await edit.edit_text(body, parse_mode=mode)
+            return await self.bot.send_message(
+                chat.chat_id,
+                body,
+                parse_mode=mode,
+                message_thread_id=_thread(chat),
+                reply_parameters=_reply(reply_to),
+            )
+
+        try:
+            html = markdown_to_telegram_html(text)
+            return _id(await as_send_failed(lambda: attempt(html, ParseMode.HTML)))
+        except SendFailed as exc:
+            if not exc.permanent or not isinstance(exc.__cause__, BadRequest):
+                raise  # a 403 (blocked) is not about the markup
+            if "not modified" in str(exc).lower():
+                return None
+            if "chat not found" in str(exc).lower():
+                raise
+            log.info("telegram: HTML refused (%s); sending plain text", exc)
+            return _id(await as_send_failed(lambda: attempt(text, None)))
+
+    async def ask_approval(
+        self, chat: ChatRef, question: ApprovalQuestion, may_answer: MayAnswer
+    ) -> ApprovalAnswer:
+        """The question in the chat (and thread) with Approve / Deny / Always allow buttons;
+        see channels/telegram/approvals.py."""
+
+        async def send(text: str, buttons: InlineKeyboardMarkup) -> Message:
+            message: Message = await with_retries(
+                lambda: self.bot.send_message(
+                    chat.chat_id, text, message_thread_id=_thread(chat), reply_markup=buttons
+                )
+            )
+            return message
+
+        return await self._approvals.ask(send, question, may_answer)
+
+    async def _send_media(self, chat: ChatRef, media: OutgoingMedia) -> str | None:
+        """The file, or, when Telegram refuses it or it is gone, a line saying so."""
+        senders: dict[str, Callable[..., Awaitable[Any]]] = {
+            "IMAGE": self.bot.send_photo,
+            "DOCUMENT": self.bot.send_document,
+            "VIDEO": self.bot.send_video,
+            "AUDIO": self.bot.send_audio,
+            "VOICE": self.bot.send_voice,
+        }
+        send = senders[media.kind]
+        thread = _thread(chat)
+        try:
+            if media.is_url:
+                return _id(
+                    await as_send_failed(
+                        lambda: send(chat.chat_id, media.source, message_thread_id=thread)
+                    )
+                )
+            data, name = media.data, media.name
+            if data is None:
+                raise OSError("it was not read")
+            return _id(
+                await as_send_failed(
+                    lambda: send(chat.chat_id, data, filename=name, message_thread_id=thread)
+                )
+            )
+        except (SendFailed, OSError) as exc:
+            if isinstance(exc, SendFailed) and not exc.permanent:
+                raise
+            log.warning("telegram: could not send %s: %s", media.source, exc)
+            note = f"(Could not send {Path(media.source).name}: {exc})"
+            return await self.send_text(chat, note, "")
+
+
+class TelegramStream(PacedStream):
+    """The reply shown while it is written: one message, edited at most once a second."""
+
+    def __init__(self, channel: TelegramChannel, chat: ChatRef, reply_to: str) -> None:
+        super().__init__(interval_s=STREAM_EDIT_EVERY_S, max_chars=MAX_CHARS)
+        self._channel = channel
+        self._chat = chat
+        self._reply_to = reply_to
+        self._message: Message | None = None
+
+    async def show(self, text: str) -> None:
+        if self._message is None:
+            self._message = await self._channel.bot.send_message(
+                self._chat.chat_id,
+                text,
+                message_thread_id=_thread(self._chat),
+                reply_parameters=_reply(self._reply_to),
+            )
+        elif text != self._message.text:
+            edited = await self._message.edit_text(text)
+            self._message = edited if isinstance(edited, Message) else self._message
+
+    async def replace(self, first: OutgoingPart) -> bool:
+        if self._message is None:
+            return False
+        await self._channel.send_text(self._chat, first.text, "", edit=self._message)
+        return True
+
+
+def _id(sent: Any) -> str | None:
+    """The message id of what a send returned (an edit may return True instead)."""
+    return str(sent.message_id) if isinstance(sent, Message) else None
+
+
+def _thread(chat: ChatRef) -> int | None:
+    return int(chat.thread_id) if chat.thread_id else None
+
+
+def _reply(message_id: str) -> ReplyParameters | None:
+    if not message_id:
+        return None
+    return ReplyParameters(message_id=int(message_id), allow_sending_without_reply=True)

@@ -1,0 +1,139 @@
+"""The memory tools: memory_store, memory_recall and memory_forget over a MemoryStore.
+
+Whose memories a call touches is the runtime's decision, carried by the ToolCallContext:
+writes go to `memory_scope`, reads see `recall_scopes`. A call without them (a test, a
+tool run outside a chat) falls back to the chat's own scope, "chat:<chat_key>". Nothing
+secret is kept: the content goes through the scrubber before it is stored.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tools.base import FunctionTool, ToolCallContext, ToolResult
+from tools.config import MemorySettings
+from tools.memory.store import Embedder, Memory, MemoryStore, chat_scope
+
+MAX_MEMORY_CHARS = 2_000
+MAX_TAGS = 8
+RECALL_FLOOR = 0.1  # memory_recall leaves out weaker matches (auto-recall uses its threshold)
+
+
+def _scopes(call: ToolCallContext) -> tuple[str, tuple[str, ...]]:
+    """Where this call writes, and what it may read."""
+    if not call.memory_scope:
+        own = chat_scope(call.chat_key)
+        return own, (own,)
+    return call.memory_scope, call.recall_scopes or (call.memory_scope,)
+
+
+def _line(memory: Memory) -> str:
+    day = time.strftime("%Y-%m-%d", time.localtime(memory.created_at))
+    if round(memory.updated_at) != round(memory.created_at):
+        day += ", updated " + time.strftime("%Y-%m-%d", time.localtime(memory.updated_at))
+    tags = f" [{', '.join(memory.tags)}]" if memory.tags else ""
+    return f"#{memory.id} ({day}){tags}: {memory.content}"
+
+
+def _lines(memories: Sequence[Memory]) -> str:
+    return "\n".join(_line(m) for m in memories)
+
+
+class MemoryTools:
+    """memory_store, memory_recall and memory_forget over the memories in state.db."""
+
+    def __init__(
+        self,
+        db_path: Path,
+        settings: MemorySettings,
+        *,
+        scrub: Callable[[str], str] = lambda text: text,
+        embed: Embedder | None = None,
+        legacy_scope: Callable[[str], str] = chat_scope,
+        store: MemoryStore | None = None,
+    ) -> None:
+        """`store`: the runtime's own (auto-recall searches it too), so one connection
+        serves both; without one, a store of `db_path`."""
+        self.store = store or MemoryStore(db_path, embed=embed, legacy_scope=legacy_scope)
+        self._settings = settings
+        self._scrub = scrub  # nothing secret is kept, even when the model is told one
+
+    def tools(self) -> list[FunctionTool]:
+        return [
+            # Storing the same fact again updates its memory (the store's twin check).
+            FunctionTool(self.memory_store, name="memory_store", writes=True, repeat_safe=True),
+            FunctionTool(self.memory_recall, name="memory_recall"),
+            FunctionTool(self.memory_forget, name="memory_forget", writes=True),
+        ]
+
+    async def memory_store(
+        self, call: ToolCallContext, content: str, tags: list[str] | None = None
+    ) -> ToolResult:
+        """Remember a durable fact or preference for later conversations (one short fact per
+        call; never secrets). Storing almost the same fact again updates it.
+
+        Args:
+            content: The fact, in one or two sentences, e.g. "The user's cat is called Miso."
+            tags: A few words to file it under, e.g. ["pets"].
+        """
+        content = self._scrub(content.strip())
+        if not content:
+            return ToolResult.error("content is empty; give the fact to remember")
+        if len(content) > MAX_MEMORY_CHARS:
+            return ToolResult.error(
+                f"content is {len(content)} characters; keep a memory under "
+                f"{MAX_MEMORY_CHARS} (store several short facts instead)"
+            )
+        clean = [self._scrub(t.strip())[:40] for t in (tags or [])][:MAX_TAGS]
+        scope, _ = _scopes(call)
+        memory, updated = await self.store.add(scope, content, tags=clean, source="tool")
+        if updated:
+            return ToolResult.success(f"Updated memory #{memory.id} (it said almost the same).")
+        return ToolResult.success(f"Remembered as memory #{memory.id}.")
+
+    async def memory_recall(
+        self, call: ToolCallContext, query: str, limit: int | None = None
+    ) -> ToolResult:
+        """Find remembered facts relevant to a question, best matches first, with their ids,
+        dates and tags.
+
+        Args:
+            query: What to look for, in any words or language, e.g. "cat's name".
+            limit: How many at most (default 5).
+        """
+        _, readable = _scopes(call)
+        wanted = min(max(limit or self._settings.max_recall, 1), 20)
+        found = await self.store.search(readable, query, limit=wanted, min_score=RECALL_FLOOR)
+        if not found:
+            return ToolResult.success(f"No memory matches {query!r}.")
+        return ToolResult.success(_lines(found))
+
+    async def memory_forget(
+        self, call: ToolCallContext, id: int | None = None, query: str | None = None
+    ) -> ToolResult:
+        """Delete a remembered fact that is wrong or no longer wanted: give its id, or words
+        from it (when several match, you get them back to choose an id).
+
+        Args:
+            id: The number shown by memory_recall, e.g. 12 for "#12".
+            query: Words of the memory to forget, e.g. "old phone number".
+        """
+        if (id is None) == (query is None or not query.strip()):
+            return ToolResult.error("give exactly one of id or query")
+        scope, readable = _scopes(call)
+        scopes = tuple(dict.fromkeys((scope, *readable)))
+        result = await self.store.forget(scopes, id=id, query=query if id is None else None)
+        if result.deleted is not None:
+            return ToolResult.success(
+                f"Forgot memory #{result.deleted.id}: {result.deleted.content}"
+            )
+        if result.candidates:
+            return ToolResult.success(
+                f"Several memories match {query!r}; nothing was deleted. Which one? "
+                "Call memory_forget again with its id:\n" + _lines(result.candidates)
+            )
+        if id is not None:
+            return ToolResult.error(f"No memory #{id} here; use memory_recall to find its id")
+        return ToolResult.error(f"No memory matches {query!r}; use memory_recall to find it")

@@ -1,0 +1,257 @@
+"""The shell tool: one command, checked, then run inside the OS sandbox, bounded in time
+and output.
+
+The order is the design: the command is parsed and checked (tools/shell/plan.py), the
+owner is asked when the policy says so, and the checked script runs in the sandbox
+(tools/sandbox/sandboxes.py) with a small environment — never the runtime's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import subprocess
+from collections.abc import Sequence
+
+from tools.base import ApprovalRequest, FunctionTool, ToolCallContext, ToolResult
+from tools.boundaries import make_placeholders
+from tools.config import ShellSettings
+from tools.paths import PolicyError
+from tools.policy import SecurityPolicy
+from tools.sandbox.sandboxes import Launch, Limits, Sandbox, SandboxSpec
+from tools.shell.plan import plan_command
+
+# The child gets a small, known environment: API keys and bot tokens in ours stay out of it.
+_PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "TZ")
+# Past the end of a run, unread output is dropped: a command cannot fill our memory.
+_READ_LIMIT_FACTOR = 4
+_STREAM_LIMIT = 65_536  # asyncio's default buffer of a subprocess pipe
+# After a timeout's kill, how long the command (or its supervisor, ending what it started)
+# may take to be gone before its first process is SIGKILLed.
+_STOP_GRACE_S = 5.0
+
+
+def clip_output(text: str, limit: int, unread: int = 0) -> str:
+    """Keep the head and the tail of long output; the middle is where least is lost.
+    `unread`: bytes already dropped from the middle while reading."""
+    if len(text) <= limit and not unread:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    dropped = max(len(text) - head - tail, 0) + unread
+    return f"{text[:head]}\n[... {dropped} characters elided ...]\n{text[-tail:]}"
+
+
+class ShellTool(FunctionTool):
+    def __init__(
+        self,
+        policy: SecurityPolicy,
+        settings: ShellSettings,
+        sandbox: Sandbox,
+        *,
+        network: bool = True,
+        sandbox_off_by_owner: bool = False,
+    ) -> None:
+        self._policy = policy
+        self._settings = settings
+        self._sandbox = sandbox
+        self._network = network
+        self._unsandboxed_ok = sandbox_off_by_owner
+        # Its effects cannot be known before it runs nor checked after (an append, a
+        # request): journalled, never repeated by a replayed turn. `writes` stays False:
+        # under read_only it runs, the policy and the sandbox keeping it from writing.
+        super().__init__(self.shell, name="shell", effects=True, repeat_safe=False)
+
+    async def shell(self, call: ToolCallContext, command: str) -> ToolResult:
+        """Run a shell command with the workspace as working directory and return its exit
+        code and output (stdout and stderr together). Use it to inspect or change files,
+        run programs and check the system.
+
+        Args:
+            command: The command line, e.g. `ls -la` or `grep -n TODO notes.md`.
+        """
+        refusal = self.unconfined_refusal()
+        if refusal:
+            return ToolResult.error(refusal)
+        if not call.owner_private and self._policy.can_write:  # read_only: nothing is made
+            make_placeholders(self._policy.paths, self._policy.owner_private)
+        policy = self._policy.for_call(call)
+        try:
+            plan = plan_command(command, policy)
+        except PolicyError as exc:
+            return ToolResult.error(f"Refused: {exc}")
+        if plan.ask:
+            reasons = "; ".join(plan.ask)
+            request = ApprovalRequest(
+                "shell", command, reasons, plan.rules, always_covers=plan.covers
+            )
+            if not await call.ask(request):
+                return ToolResult.error(
+                    f"Not run: the owner did not approve it ({reasons}). Say what you wanted "
+                    "to do, or do it with the allowed commands."
+                )
+        return await self.execute(["/bin/sh", "-c", plan.script], policy)
+
+    @property
+    def sandbox_kind(self) -> str:
+        return self._sandbox.kind
+
+    def unconfined_refusal(self) -> str | None:
+        """Why nothing may run (autonomy full without an OS sandbox the owner accepted)."""
+        unconfined = self._sandbox.kind == "none" and not self._unsandboxed_ok
+        if self._policy.autonomy == "full" and unconfined:
+            return (
+                "Refused: autonomy is full but no OS sandbox is available "
+                f"({self._sandbox.reason}); the owner can install bubblewrap, or set "
+                '[security] sandbox = "off" to accept running commands unconfined'
+            )
+        return None
+
+    async def execute(self, argv: Sequence[str], policy: SecurityPolicy) -> ToolResult:
+        """Run `argv` as it is, no shell, in the sandbox with the shell's limits: the
+        shell's checked script, or a skill tool's words. `policy` is the call's own
+        (SecurityPolicy.for_call): what it forbids inside the workspace is masked."""
+        return await self._run(self._launch(argv, policy))
+
+    def _launch(self, argv: Sequence[str], policy: SecurityPolicy) -> Launch:
+        env = {key: os.environ[key] for key in _PASSED_ENV if key in os.environ}
+        inside = tuple(p for p in policy.forbidden_paths if policy.workspace in p.parents)
+        spec = SandboxSpec(
+            policy.workspace,
+            writable=policy.can_write,
+            network=self._network,
+            masked=inside,
+            limits=Limits(
+                cpu_s=math.ceil(self._settings.timeout_s) + 1, memory_mb=self._settings.memory_mb
+            ),
+        )
+        return self._sandbox.launch(list(argv), spec, env)
+
+    async def _run(self, launch: Launch) -> ToolResult:
+        try:
+            process, exited = await start(launch)
+        except (OSError, subprocess.SubprocessError) as exc:
+            if launch.cleanup:
+                launch.cleanup()
+            return ToolResult.error(f"The command could not start: {exc}")
+        try:
+            async with asyncio.timeout(self._settings.timeout_s):
+                output = await self._read(process, exited, launch)
+        except TimeoutError:
+            await _stop(process, launch)
+            return ToolResult.error(
+                f"Timed out after {self._settings.timeout_s:g} s; the command was stopped"
+            )
+        except asyncio.CancelledError:
+            if process.returncode is None:
+                launch.kill(process.pid)
+            raise
+        finally:
+            if launch.cleanup:
+                launch.cleanup()
+        head, tail, unread = output
+        text = clip_output(
+            (head + tail).decode("utf-8", errors="replace"), self._settings.max_output_chars, unread
+        )
+        code = process.returncode
+        result = f"exit code: {code}\n{text}" if text else f"exit code: {code} (no output)"
+        return ToolResult(ok=code == 0, output=result)
+
+    async def _read(
+        self, process: asyncio.subprocess.Process, exited: asyncio.Future[None], launch: Launch
+    ) -> tuple[bytes, bytes, int]:
+        """The output until the command ends: when its first process has exited, what it
+        left running (holding the output open or not) is ended too."""
+        reading = asyncio.ensure_future(self._drain(process))
+        try:
+            await asyncio.wait((reading, exited), return_when=asyncio.FIRST_COMPLETED)
+            if exited.done():
+                launch.ended()
+            output = await reading
+        finally:
+            reading.cancel()
+        await process.wait()
+        return output
+
+    async def _drain(self, process: asyncio.subprocess.Process) -> tuple[bytes, bytes, int]:
+        """The head and the tail of the output, each bounded, and how many bytes between
+        them were drained unread: a command cannot fill the runtime's memory."""
+        assert process.stdout is not None
+        limit = self._settings.max_output_chars * _READ_LIMIT_FACTOR
+        head, tail = bytearray(), bytearray()
+        unread = 0
+        while chunk := await process.stdout.read(65_536):
+            room = limit - len(head)
+            head += chunk[:room]
+            tail += chunk[max(room, 0) :]
+            if len(tail) > limit:
+                unread += len(tail) - limit
+                del tail[: len(tail) - limit]
+        return bytes(head), bytes(tail), unread
+
+
+async def _stop(process: asyncio.subprocess.Process, launch: Launch) -> None:
+    """End a command that ran out of time, everything it started with it, and wait for
+    it; output still coming is read and dropped, so that the pipe cannot hold it up."""
+    if process.returncode is None:
+        launch.kill(process.pid)
+
+    async def finish() -> None:
+        assert process.stdout is not None
+        while await process.stdout.read(65_536):
+            pass
+        await process.wait()
+
+    try:
+        await asyncio.wait_for(finish(), _STOP_GRACE_S)
+    except TimeoutError:  # a supervisor still at it (a fork bomb?): the tool must return
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), 1)
+
+
+class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """The stream protocol, telling as soon as the first process exits (Process.wait
+    also waits for the output to close, which a process left running can hold open)."""
+
+    def __init__(self, exited: asyncio.Future[None], loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=_STREAM_LIMIT, loop=loop)
+        self._exited = exited
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self._exited.done():
+            self._exited.set_result(None)
+
+
+async def start(launch: Launch) -> tuple[asyncio.subprocess.Process, asyncio.Future[None]]:
+    """Start a sandbox launch: no stdin, stdout and stderr together, its own session; and
+    a future done when its first process exits. The launch's descriptors are closed once
+    the child holds them."""
+    loop = asyncio.get_running_loop()
+    exited: asyncio.Future[None] = loop.create_future()
+    try:
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _Protocol(exited, loop),
+            *launch.argv,
+            cwd=launch.cwd,
+            env=launch.env,
+            preexec_fn=launch.preexec_fn,
+            pass_fds=launch.pass_fds,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        launch.descriptors.close()
+    return asyncio.subprocess.Process(transport, protocol, loop), exited
+
+
+async def spawn(launch: Launch) -> asyncio.subprocess.Process:
+    """Start a sandbox launch (see start) when only the process is wanted."""
+    process, _ = await start(launch)
+    return process
