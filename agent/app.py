@@ -23,6 +23,7 @@ from agent.durable.sessions import SessionStore
 from agent.durable.state_db import StateDB
 from agent.model.client import LLMClient
 from agent.model.facts import context_window, count_tokens
+from agent.model.responses import ModelClient
 from agent.model.side_calls import embed, transcribe
 from agent.proactive.schedule_book import ChatSchedules
 from agent.proactive.scheduler import Scheduler
@@ -59,7 +60,7 @@ log = logging.getLogger(__name__)
 class App:
     settings: Settings
     tools: ToolRegistry
-    llm: LLMClient
+    llm: ModelClient
     store: Store
     source: PromptSource
     scrub: Scrubber
@@ -232,9 +233,12 @@ def build_tools(
         if settings.watches.enabled:
             defaults = WatchDefaults(settings.watches.min_interval_s, settings.watches.hysteresis)
             tools += WatchTools(
-                watches, settings.hardware, timezone_of(settings), defaults,
+                watches,
+                settings.hardware,
+                timezone_of(settings),
+                defaults,
                 scrub=make_scrubber(settings),
-            ).tools()  # fmt: skip
+            ).tools()
     if settings.schedules.enabled:
         timezone = timezone_of(settings)
         tools += ScheduleTools(schedules, timezone, scrub=make_scrubber(settings)).tools()
@@ -324,7 +328,9 @@ def _discord(app: App) -> Channel:
     return DiscordChannel(app.settings.channels.discord)
 
 
-async def build_app(settings: Settings) -> App:
+async def build_app(settings: Settings, *, model: ModelClient | None = None) -> App:
+    """Everything `settings` asks for; `model`: the model to call (tests pass a double),
+    else LLMClient on `settings.llm`."""
     workspace = settings.workspace_dir
     ensure_workspace(workspace)
     policy = SecurityPolicy.from_settings(settings.security, workspace, home=settings.home)
@@ -338,7 +344,7 @@ async def build_app(settings: Settings) -> App:
     return App(
         settings=settings,
         tools=tools,
-        llm=LLMClient(settings.llm),
+        llm=model if model is not None else LLMClient(settings.llm),
         store=store,
         source=prompt_source(settings, tools, policy, skills=skills),
         scrub=make_scrubber(settings),
@@ -346,7 +352,7 @@ async def build_app(settings: Settings) -> App:
         slots=asyncio.Semaphore(settings.agent.max_concurrent_turns),
         board=board,
         history_tokens=history_budget(settings),
-        quirks=ProviderQuirks(settings.state_db),
+        quirks=await ProviderQuirks.load(store.db),
         memory=memories,
         schedules=schedules,
         watches=watches,

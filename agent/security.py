@@ -38,7 +38,6 @@ class Scrubber:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         # Longest first, so a secret that contains another is replaced whole.
         values = sorted({s for s in secrets if len(s) >= _MIN_SECRET_LEN}, key=len, reverse=True)
-        self._values = values
         self._split = (
             re.compile("|".join(_SPLIT.join(re.escape(char) for char in value) for value in values))
             if values

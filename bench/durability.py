@@ -38,8 +38,8 @@ sys.path.insert(0, str(REPO))
 
 from agent.durable.inbox import SCHEMA as INBOX_SCHEMA  # noqa: E402
 from agent.durable.inbox import Inbox  # noqa: E402
+from agent.durable.outbox import PARTS_SCHEMA, Outbox, PartOutcome  # noqa: E402
 from agent.durable.outbox import SCHEMA as OUTBOX_SCHEMA  # noqa: E402
-from agent.durable.outbox import Outbox  # noqa: E402
 from agent.durable.sessions import SCHEMA as SESSIONS_SCHEMA  # noqa: E402
 from agent.durable.sessions import SessionStore  # noqa: E402
 from agent.durable.state_db import StateDB  # noqa: E402
@@ -60,7 +60,7 @@ def quantile(values: list[float], q: float) -> float:
 
 async def open_state(path: Path, synchronous: str) -> tuple[StateDB, SessionStore, Inbox, Outbox]:
     """state.db as agent/app.py's open_store opens it (without importing LiteLLM)."""
-    db = await StateDB(path).open(SESSIONS_SCHEMA, INBOX_SCHEMA, OUTBOX_SCHEMA)
+    db = await StateDB(path).open(SESSIONS_SCHEMA, INBOX_SCHEMA, OUTBOX_SCHEMA, PARTS_SCHEMA)
     if synchronous != "FULL":
         await db.fetchall(f"PRAGMA synchronous={synchronous}")  # a reference row only
     return db, await SessionStore.open(db), Inbox(db), Outbox(db)
@@ -102,7 +102,7 @@ async def one_message(
     assert outgoing is not None
 
     started = time.perf_counter()
-    await outbox.mark_sent(outgoing.id, 1, done=True)
+    await outbox.record([PartOutcome(outgoing.id, 0, "sent", last=True)])  # as the courier
     took["mark_sent commit"] = time.perf_counter() - started
 
     started = time.perf_counter()  # the chat's worker and courier look again, find nothing
@@ -229,7 +229,7 @@ def probe_summary(path: Path, since: float, messages: int) -> dict[str, tuple[fl
     names = {
         "Inbox.add": "intake commit",
         "ChannelRuntime._answer_pending": "turn commit",
-        "Outbox.mark_sent": "mark_sent commit",
+        "Outbox.record": "mark_sent commit",  # the courier's commit once a part has gone out
     }
     total = 0.0
     pauses: list[tuple[str, float]] = []

@@ -34,7 +34,7 @@ from tools.sandbox.sandboxes import (  # noqa: E402
     SandboxUnavailable,
     choose_sandbox,
 )
-from tools.shell.shell_tool import spawn  # noqa: E402
+from tools.shell.shell_tool import start  # noqa: E402
 
 COMMANDS = {"true": ["true"], "ls": ["ls", "-la"]}
 
@@ -58,7 +58,7 @@ async def sandboxed_call(sandbox: Sandbox, argv: list[str], spec: SandboxSpec) -
     started = time.perf_counter()
     launch = sandbox.launch(argv, spec, {"LANG": "C.UTF-8"})
     try:
-        process = await spawn(launch)
+        process, _ = await start(launch)
         await process.communicate()
     finally:
         if launch.cleanup is not None:

@@ -21,7 +21,6 @@ class ChannelCapabilities:
     markup: Markup = "plain"
     max_message_chars: int = 0  # 0: no limit
     media: frozenset[MediaKind] = frozenset()
-    edits: bool = False
     # How long the platform drops a message sent again with the same nonce (Discord does,
     # for a few minutes): within it a part whose fate is unknown is safely sent again. 0: never.
     nonce_window_s: float = 0.0
@@ -38,6 +37,14 @@ class ChatRef:
     @property
     def key(self) -> str:
         return f"{self.channel}:{self.chat_id}:{self.thread_id}"
+
+    @classmethod
+    def parse(cls, key: str) -> ChatRef:
+        """The chat a `key` names. A chat id may hold ":" (the terminal's "session:NAME"), a
+        thread id never does; a key without its thread part is read as having none."""
+        channel, _, rest = key.partition(":")
+        chat_id, sep, thread = rest.rpartition(":")
+        return cls(channel, chat_id, thread) if sep else cls(channel, rest)
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,6 @@ class IncomingMessage:
     text: str
     attachments: tuple[Attachment, ...] = ()
     is_group: bool = False
-    mentions_bot: bool = False
     message_id: str = ""  # the platform's id; a re-delivered message is answered once
     sender_username: str = ""
     files: tuple[RemoteFile, ...] = ()  # become attachments when the turn runs
@@ -209,7 +215,8 @@ class Channel(Protocol):
     capabilities: ChannelCapabilities
     delivery_instructions: str | None
 
-    async def start(self, submit: Submit) -> None: ...
+    # `allowed`: the runtime's one allow-list (a stranger's files are not even listed).
+    async def start(self, submit: Submit, allowed: MayAnswer) -> None: ...
 
     def parts(self, reply: Reply) -> list[OutgoingPart]: ...  # split for this platform
 

@@ -15,7 +15,6 @@ TELEGRAM = ChannelCapabilities(
     markup="html",
     max_message_chars=4096,
     media=frozenset(MEDIA_KINDS),
-    edits=True,
 )
 
 DISCORD = ChannelCapabilities(
@@ -23,7 +22,6 @@ DISCORD = ChannelCapabilities(
     markup="markdown",
     max_message_chars=2000,
     media=frozenset(MEDIA_KINDS),
-    edits=True,
 )
 
 _MARKERS = ", ".join(f"[{kind}:<path-or-url>]" for kind in MEDIA_KINDS)

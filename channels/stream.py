@@ -23,6 +23,7 @@ class PacedStream(ABC):
         self._text = ""
         self._last_update = 0.0
         self._pending: asyncio.Task[None] | None = None
+        self._finishing = asyncio.Event()
 
     def push(self, delta: str) -> None:
         self._text += delta
@@ -30,16 +31,27 @@ class PacedStream(ABC):
             self._pending = asyncio.create_task(self._update())
 
     async def _update(self) -> None:
-        await asyncio.sleep(max(0.0, self._last_update + self._interval_s - time.monotonic()))
-        self._last_update = time.monotonic()
-        try:
-            await self.show(self._text[: self._max_chars])
-        except Exception as exc:  # a skipped update is harmless: the final text follows
-            log.debug("stream update skipped: %s", exc)
+        """Show the latest text at the paced rate until the preview has caught up with it:
+        text that arrived while an update was on its way is shown by the next one."""
+        shown = None
+        while shown != self._text:
+            wait = max(0.0, self._last_update + self._interval_s - time.monotonic())
+            try:
+                await asyncio.wait_for(self._finishing.wait(), wait)
+                return  # finishing: the final text follows at once
+            except TimeoutError:
+                pass
+            self._last_update = time.monotonic()
+            shown = self._text
+            try:
+                await self.show(shown[: self._max_chars])
+            except Exception as exc:  # a skipped update is harmless: the final text follows
+                log.debug("stream update skipped: %s", exc)
 
     async def finish(self, first: OutgoingPart) -> bool:
         """Replace the preview with the reply's first part; False when nothing was shown
-        (the part is then sent as a new message)."""
+        (the part is then sent as a new message). An update on its way lands first."""
+        self._finishing.set()
         if self._pending is not None:
             await self._pending
         return await self.replace(first)

@@ -37,7 +37,7 @@ class TerminalChannel:
         self._out = out or sys.stdout
         self._in = ask_in or sys.stdin
 
-    async def start(self, submit: Submit) -> None:
+    async def start(self, submit: Submit, allowed: MayAnswer) -> None:
         return None
 
     async def send(self, chat: ChatRef, reply: Reply) -> None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from fakes.firmata_board import FirmataBoard
 from fakes.llm_server import FakeLLM
+from fakes.model_double import ScriptedModel
 from fakes.telegram_server import FakeTelegram
 
 if TYPE_CHECKING:
@@ -63,6 +65,36 @@ def llm_env(home: Path, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> d
 
 
 @pytest.fixture
+def model() -> Iterator[ScriptedModel]:
+    """The in-process model double (tests/fakes/model_double.py): echo unless scripted. A
+    test whose scripted answers were not all asked for fails."""
+    double = ScriptedModel(model=TEST_MODEL)
+    yield double
+    assert double.pending == 0, f"{double.pending} scripted answer(s) never asked for"
+
+
+@pytest.fixture
+def model_env(home: Path, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Settings as `llm_env` makes them, but the daemon run in this process (`daemon`) calls
+    `model` instead of LiteLLM. The provider address is a closed port: a call that goes
+    around the double fails. Not for subprocesses: they cannot reach the double."""
+    values = {
+        "PINCLAW_HOME": str(home),
+        "PINCLAW_LLM__MODEL": TEST_MODEL,
+        "PINCLAW_LLM__API_BASE": "http://127.0.0.1:9/v1",
+        "PINCLAW_LLM__NUM_RETRIES": "0",
+        "OPENAI_API_KEY": "sk-test-key-not-real-0000",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    from agent.app import build_app
+    from agent.daemon import serve
+
+    monkeypatch.setattr(serve, "build_app", partial(build_app, model=model))
+    return values
+
+
+@pytest.fixture
 def fake_telegram() -> Iterator[FakeTelegram]:
     with FakeTelegram() as server:
         yield server
@@ -84,6 +116,24 @@ def telegram_env(
     for name, value in values.items():
         monkeypatch.setenv(name, value)
     return {**llm_env, **values}
+
+
+@pytest.fixture
+def telegram_model_env(
+    model_env: dict[str, str], fake_telegram: FakeTelegram, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    """`telegram_env` with the in-process model double (`model`) instead of the fake LLM."""
+    values = {
+        "PINCLAW_CHANNELS__TELEGRAM__ENABLED": "true",
+        "PINCLAW_CHANNELS__TELEGRAM__BOT_TOKEN": fake_telegram.token,
+        "PINCLAW_CHANNELS__TELEGRAM__ALLOWED_USERS": '["42", "@carol"]',
+        "PINCLAW_CHANNELS__TELEGRAM__API_BASE": fake_telegram.api_base,
+        "PINCLAW_CHANNELS__TELEGRAM__FILE_API_BASE": fake_telegram.file_api_base,
+        "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "2",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return {**model_env, **values}
 
 
 class Daemon:

@@ -57,7 +57,7 @@ async def telegram(fake_telegram: FakeTelegram, tmp_path: Path) -> AsyncIterator
         file_api_base=fake_telegram.file_api_base,
     )
     channel = TelegramChannel(settings)
-    await channel.start(ignore_messages)
+    await channel.start(ignore_messages, lambda _id, _name: True)
     try:
         yield channel
     finally:
@@ -232,7 +232,7 @@ async def start_discord(fake: FakeDiscord, workspace: Path) -> DiscordChannel:
         gateway_url=fake.gateway_url,
     )
     channel = DiscordChannel(settings)
-    await channel.start(ignore_messages)
+    await channel.start(ignore_messages, lambda _id, _name: True)
     return channel
 
 

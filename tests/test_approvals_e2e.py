@@ -1,5 +1,6 @@
-"""Approvals end to end: the daemon (or `agent run -m`) with the real channel adapters, the
-fake chat services and the fake LLM. The model asks for a command outside the allow-list;
+"""Approvals end to end: the daemon with the real channel adapters, the fake chat services
+and the in-process model double (or `agent run -m` as a process, with the fake LLM through
+LiteLLM). The model asks for a command outside the allow-list;
 the owner answers where the chat is; the tests assert the workspace and what the model and
 the people in the chat were shown.
 """
@@ -23,10 +24,11 @@ import pytest
 from conftest import Daemon
 from fakes.discord_server import FakeDiscord
 from fakes.discord_server import SentMessage as DiscordMessage
-from fakes.llm_server import FakeLLM, text, tool_calls
+from fakes.llm_server import FakeLLM
+from fakes.model_double import ScriptedModel, text, tool_calls
 from fakes.telegram_server import BOT_USERNAME, FakeTelegram, SentMessage
 
-from agent.durable.always_allowed import AlwaysAllowed
+from agent.durable.always_allowed import read_rules
 
 REPO = Path(__file__).resolve().parent.parent
 OWNER, STRANGER = 42, 777
@@ -75,8 +77,8 @@ def answer_timeout(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
     monkeypatch.setenv("PINCLAW_SECURITY__APPROVAL_TIMEOUT_S", str(seconds))
 
 
-def script_delete(fake_llm: FakeLLM, command: str = COMMAND) -> None:
-    fake_llm.script(tool_calls(("shell", {"command": command})), text("done"))
+def script_delete(model: FakeLLM | ScriptedModel, command: str = COMMAND) -> None:
+    model.script(tool_calls(("shell", {"command": command})), text("done"))
 
 
 def tool_results(request: dict[str, Any]) -> list[str]:
@@ -116,15 +118,15 @@ async def toast(fake: FakeTelegram, query_id: str) -> str | None:
 
 
 async def test_telegram_approve_runs_the_command_and_the_model_gets_its_result(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     keep: Path,
     daemon: Callable[[], Daemon],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     answer_timeout(monkeypatch, 30)
-    script_delete(fake_llm)
+    script_delete(model)
     async with daemon():
         fake_telegram.inject_message(OWNER, OWNER, "delete keep.txt")
         question = await telegram_question(fake_telegram)
@@ -135,40 +137,40 @@ async def test_telegram_approve_runs_the_command_and_the_model_gets_its_result(
     assert await toast(fake_telegram, pressed) == "✅ Approved"
     (after,) = questions(fake_telegram)
     assert after.plain == f"{QUESTION}\n\n✅ Approved" and not buttons(after)
-    assert tool_results(fake_llm.requests[1]) == ["exit code: 0 (no output)"]
+    assert tool_results(model.requests[1]) == ["exit code: 0 (no output)"]
 
 
 async def test_telegram_deny_leaves_the_file_and_the_model_is_told(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     keep: Path,
     daemon: Callable[[], Daemon],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     answer_timeout(monkeypatch, 30)
-    script_delete(fake_llm)
+    script_delete(model)
     async with daemon():
         fake_telegram.inject_message(OWNER, OWNER, "delete keep.txt")
         question = await telegram_question(fake_telegram)
         fake_telegram.inject_callback_query(OWNER, question, buttons(question)["Deny"])
         await telegram_reply(fake_telegram)
     assert content(keep) == "precious\n"
-    [result] = tool_results(fake_llm.requests[1])
+    [result] = tool_results(model.requests[1])
     assert result.startswith(NOT_RUN)
     assert questions(fake_telegram)[0].plain == f"{QUESTION}\n\n❌ Denied"
 
 
 async def test_telegram_no_answer_in_time_is_a_denial(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     keep: Path,
     daemon: Callable[[], Daemon],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     answer_timeout(monkeypatch, 1)
-    script_delete(fake_llm)
+    script_delete(model)
     async with daemon():
         started = time.monotonic()
         fake_telegram.inject_message(OWNER, OWNER, "delete keep.txt")
@@ -177,14 +179,14 @@ async def test_telegram_no_answer_in_time_is_a_denial(
         waited = time.monotonic() - started
     assert content(keep) == "precious\n"
     assert 0.9 < waited < 8
-    assert tool_results(fake_llm.requests[1])[0].startswith(NOT_RUN)
+    assert tool_results(model.requests[1])[0].startswith(NOT_RUN)
     (after,) = [m for m in fake_telegram.sent if m.message_id == question.message_id]
     assert after.plain == f"{QUESTION}\n\n⌛ No answer in time: denied" and not buttons(after)
 
 
 async def test_telegram_a_stranger_cannot_answer_and_the_owner_still_decides(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     keep: Path,
     daemon: Callable[[], Daemon],
@@ -194,7 +196,7 @@ async def test_telegram_a_stranger_cannot_answer_and_the_owner_still_decides(
     refused to them alone, and the command waits for the owner."""
     answer_timeout(monkeypatch, 30)
     group = -500
-    script_delete(fake_llm)
+    script_delete(model)
     async with daemon():
         fake_telegram.inject_message(
             group, OWNER, f"@{BOT_USERNAME} delete keep.txt", chat_type="group"
@@ -207,18 +209,18 @@ async def test_telegram_a_stranger_cannot_answer_and_the_owner_still_decides(
         assert await toast(fake_telegram, pressed) == "Only the owner can answer this."
         await asyncio.sleep(0.5)
         assert content(keep) == "precious\n"
-        assert len(fake_llm.requests) == 1  # the turn still waits on the question
+        assert len(model.requests) == 1  # the turn still waits on the question
         (still,) = questions(fake_telegram)
         assert still.plain == QUESTION and list(buttons(still)) == list(buttons(question))
         fake_telegram.inject_callback_query(OWNER, question, buttons(question)["Approve"])
         await telegram_reply(fake_telegram)
     assert content(keep) is None
-    assert tool_results(fake_llm.requests[1]) == ["exit code: 0 (no output)"]
+    assert tool_results(model.requests[1]) == ["exit code: 0 (no output)"]
 
 
 async def test_telegram_always_allow_is_remembered_listed_and_not_asked_again(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     keep: Path,
     home: Path,
@@ -227,7 +229,7 @@ async def test_telegram_always_allow_is_remembered_listed_and_not_asked_again(
 ) -> None:
     answer_timeout(monkeypatch, 30)
     other = plant(keep.with_name("other.txt"))
-    script_delete(fake_llm)
+    script_delete(model)
     async with daemon():
         fake_telegram.inject_message(OWNER, OWNER, "delete keep.txt")
         question = await telegram_question(fake_telegram)
@@ -235,23 +237,23 @@ async def test_telegram_always_allow_is_remembered_listed_and_not_asked_again(
         await telegram_reply(fake_telegram)
     assert content(keep) is None
     workspace = (home / "workspace").resolve()
-    assert AlwaysAllowed(home / "state.db", workspace).rules() == ["shell:rm"]
+    assert read_rules(home / "state.db", workspace) == ["shell:rm"]
 
-    fake_llm.script(tool_calls(("shell", {"command": "rm other.txt"})), text("gone too"))
+    model.script(tool_calls(("shell", {"command": "rm other.txt"})), text("gone too"))
     async with daemon():  # a restart: the rule lives in state.db, not in memory
         fake_telegram.inject_message(OWNER, OWNER, "delete other.txt as well")
         await telegram_reply(fake_telegram, "gone too")
     assert content(other) is None
     assert len(questions(fake_telegram)) == 1
-    assert tool_results(fake_llm.requests[-1])[-1] == "exit code: 0 (no output)"
+    assert tool_results(model.requests[-1])[-1] == "exit code: 0 (no output)"
 
-    doctor = await agent("doctor", env=telegram_env)
+    doctor = await agent("doctor", env=telegram_model_env)
     assert "note approvals: always allowed: shell:rm\n" in doctor.stdout, doctor.stdout
 
 
 async def test_telegram_the_owner_has_the_whole_approval_timeout_to_answer(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     keep: Path,
     daemon: Callable[[], Daemon],
@@ -261,7 +263,7 @@ async def test_telegram_the_owner_has_the_whole_approval_timeout_to_answer(
     time a tool may run (agent.tool_timeout_s; by default 120 s against 60 s)."""
     answer_timeout(monkeypatch, 10)
     monkeypatch.setenv("PINCLAW_AGENT__TOOL_TIMEOUT_S", "1")
-    script_delete(fake_llm)
+    script_delete(model)
     async with daemon():
         fake_telegram.inject_message(OWNER, OWNER, "delete keep.txt")
         question = await telegram_question(fake_telegram)
@@ -269,7 +271,7 @@ async def test_telegram_the_owner_has_the_whole_approval_timeout_to_answer(
         with contextlib.suppress(ValueError):  # no button left to press: the test fails below
             fake_telegram.inject_callback_query(OWNER, question, buttons(question)["Approve"])
         await telegram_reply(fake_telegram)
-    assert tool_results(fake_llm.requests[1]) == ["exit code: 0 (no output)"]
+    assert tool_results(model.requests[1]) == ["exit code: 0 (no output)"]
     assert content(keep) is None
 
 
@@ -280,8 +282,8 @@ def make_linked_home(real: Path, linked: Path) -> None:
 
 
 async def test_telegram_always_allow_is_listed_by_doctor_through_a_symlinked_home(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     tmp_path: Path,
     daemon: Callable[[], Daemon],
@@ -293,14 +295,14 @@ async def test_telegram_always_allow_is_listed_by_doctor_through_a_symlinked_hom
     linked = tmp_path / "linked-home"
     make_linked_home(real, linked)
     monkeypatch.setenv("PINCLAW_HOME", str(linked))
-    script_delete(fake_llm)
+    script_delete(model)
     async with daemon():
         fake_telegram.inject_message(OWNER, OWNER, "delete keep.txt")
         question = await telegram_question(fake_telegram)
         fake_telegram.inject_callback_query(OWNER, question, buttons(question)["Always allow"])
         await telegram_reply(fake_telegram)
     assert content(real / "workspace" / "keep.txt") is None
-    doctor = await agent("doctor", env={**telegram_env, "PINCLAW_HOME": str(linked)})
+    doctor = await agent("doctor", env={**telegram_model_env, "PINCLAW_HOME": str(linked)})
     assert "note approvals: always allowed: shell:rm\n" in doctor.stdout, doctor.stdout
 
 
@@ -317,8 +319,8 @@ def fake_discord() -> Iterator[FakeDiscord]:
 
 
 @pytest.fixture
-def discord_env(
-    llm_env: dict[str, str], fake_discord: FakeDiscord, monkeypatch: pytest.MonkeyPatch
+def discord_model_env(
+    model_env: dict[str, str], fake_discord: FakeDiscord, monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, str]:
     values = {
         "PINCLAW_CHANNELS__DISCORD__ENABLED": "true",
@@ -331,7 +333,7 @@ def discord_env(
     }
     for name, value in values.items():
         monkeypatch.setenv(name, value)
-    return {**llm_env, **values}
+    return {**model_env, **values}
 
 
 @contextlib.asynccontextmanager
@@ -362,8 +364,8 @@ async def discord_question(fake: FakeDiscord) -> DiscordMessage:
     ],
 )
 async def test_discord_the_owner_answers_with_a_button(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     keep: Path,
     caplog: pytest.LogCaptureFixture,
@@ -373,7 +375,7 @@ async def test_discord_the_owner_answers_with_a_button(
     result: str,
 ) -> None:
     dm = fake_discord.dm_channel_id(DISCORD_OWNER)
-    script_delete(fake_llm)
+    script_delete(model)
     async with discord_daemon(fake_discord, caplog):
         fake_discord.inject_dm(DISCORD_OWNER, "delete keep.txt")
         question = await discord_question(fake_discord)
@@ -385,7 +387,7 @@ async def test_discord_the_owner_answers_with_a_button(
             lambda: [m for m in fake_discord.messages if m.content == "done"], 10
         )
     assert (content(keep) is None) is deleted
-    assert tool_results(fake_llm.requests[1])[0].startswith(result)
+    assert tool_results(model.requests[1])[0].startswith(result)
     (after,) = [m for m in fake_discord.messages if m.message_id == question.message_id]
     assert after.content == f"{QUESTION}\n\n{outcome}" and after.buttons == {}
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from attack_world import Buttons, Owner
 
+from agent.app import open_store
 from agent.durable.always_allowed import AlwaysAllowed
 from agent.runtime.approvals import chat_approver
 from channels.base import ChatRef
@@ -72,7 +73,7 @@ async def test_always_allow_covers_overwrites_but_never_an_identity_file(tmp_pat
     (tmp_path / "notes.md").write_text("old")
     (tmp_path / "SOUL.md").write_text("calm")
     chat, buttons = ChatRef("telegram", "42"), Buttons()
-    always = AlwaysAllowed(tmp_path / "state.db", tmp_path)
+    always = AlwaysAllowed((await open_store(tmp_path / "state.db")).db, tmp_path)
     approve = chat_approver(buttons, chat, lambda _: True, always=always, timeout_s=5)  # type: ignore[arg-type]
     policy = SecurityPolicy.from_settings(SecuritySettings(), tmp_path)
     tools = {t.name: t for t in FileTools(policy).tools()}
@@ -82,4 +83,4 @@ async def test_always_allow_covers_overwrites_but_never_an_identity_file(tmp_pat
         assert (await tools["file_write"].run({"path": "SOUL.md", "content": text}, call)).ok
     asked_about = ["SOUL.md" in q for q in buttons.questions]
     assert asked_about == [False, True, True]  # notes.md once, then remembered; SOUL.md each time
-    assert "each-time:SOUL.md" not in always.rules()
+    assert "each-time:SOUL.md" not in await always.rules()

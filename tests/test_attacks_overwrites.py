@@ -14,6 +14,7 @@ import pytest
 from attack_world import SANDBOXES, Buttons, Owner, World, git, needs_sandbox, policy_for, shell
 from attack_world import world as world  # the fixture
 
+from agent.app import open_store
 from agent.durable.always_allowed import AlwaysAllowed
 from agent.runtime.approvals import chat_approver
 from channels.base import ChatRef
@@ -184,7 +185,7 @@ git checkout -- SOUL.md
 
 @pytest.mark.parametrize("command", ALWAYS_TRIED)
 async def test_always_allow_never_covers_an_identity_file(props: World, command: str) -> None:
-    always = AlwaysAllowed(props.root / "state.db", props.workspace)
+    always = AlwaysAllowed((await open_store(props.root / "state.db")).db, props.workspace)
     buttons = Buttons()
     chat = ChatRef("telegram", "42")
     approve = chat_approver(buttons, chat, lambda *_: True, always=always, timeout_s=5)  # type: ignore[arg-type]
@@ -195,10 +196,10 @@ async def test_always_allow_never_covers_an_identity_file(props: World, command:
         await tool.run({"command": command}, call)
         (props.workspace / "SOUL.md").write_text("calm and kind\n")  # back, for the next try
     assert len(buttons.questions) == 2 and all("SOUL.md" in q for q in buttons.questions)
-    assert not any(rule.startswith(ASK_EACH_TIME) for rule in always.rules())
+    assert not any(rule.startswith(ASK_EACH_TIME) for rule in await always.rules())
     for _ in range(2):  # the control: an ordinary overwrite is remembered after one "always"
         await tool.run({"command": "dd if=new.txt of=notes.txt"}, call)
-    assert len(buttons.questions) == 3 and "shell:overwrite:dd" in always.rules()
+    assert len(buttons.questions) == 3 and "shell:overwrite:dd" in await always.rules()
 
 
 def test_always_allow_says_what_it_covers_before_it_is_pressed(world: World) -> None:

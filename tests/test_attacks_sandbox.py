@@ -131,7 +131,7 @@ import asyncio, sys
 from pathlib import Path
 from tools.sandbox import reaper
 from tools.sandbox.sandboxes import SandboxSpec, choose_sandbox
-from tools.shell.shell_tool import spawn
+from tools.shell.shell_tool import start
 
 async def main() -> None:
     reaper.use(sys.argv[2])
@@ -139,7 +139,7 @@ async def main() -> None:
     launch = choose_sandbox(sys.argv[1]).launch(
         ["sh", "-c", "setsid sleep %s > /dev/null 2>&1 & echo running; sleep %s" % (mark, mark)],
         SandboxSpec(Path(sys.argv[3])), {})
-    process = await spawn(launch)
+    process, _ = await start(launch)
     await process.stdout.readline()  # the command runs (bubblewrap has set itself up)
     print("started", flush=True)
     await asyncio.sleep(60)

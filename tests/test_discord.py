@@ -1,5 +1,7 @@
-"""Chatting on Discord, end to end: discord.py against the fake REST API and gateway, LiteLLM
-against the fake provider, the daemon in between."""
+"""Chatting on Discord, end to end: discord.py against the fake REST API and gateway, the
+daemon in between, the in-process model double as the model. A streamed reply, a recording
+transcribed and a fact that follows its person into `agent run -m` go through LiteLLM to the
+fake provider, end to end."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from typing import Any
 import pytest
 from conftest import Daemon
 from fakes.discord_server import FakeDiscord, SentMessage
-from fakes.llm_server import FakeLLM, text
+from fakes.llm_server import FakeLLM
+from fakes.model_double import ScriptedModel, text
 from fakes.telegram_server import FakeTelegram
 
 OWNER = "111"
@@ -36,22 +39,35 @@ def fake_discord() -> Iterator[FakeDiscord]:
         yield server
 
 
-@pytest.fixture
-def discord_env(
-    llm_env: dict[str, str], fake_discord: FakeDiscord, monkeypatch: pytest.MonkeyPatch
-) -> dict[str, str]:
-    """The fake LLM plus an enabled Discord channel on the fake; user 111 allowed."""
+def enable_discord(fake: FakeDiscord, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """An enabled Discord channel on the fake; user 111 allowed."""
     values = {
         "PINCLAW_CHANNELS__DISCORD__ENABLED": "true",
-        "PINCLAW_CHANNELS__DISCORD__BOT_TOKEN": fake_discord.token,
+        "PINCLAW_CHANNELS__DISCORD__BOT_TOKEN": fake.token,
         "PINCLAW_CHANNELS__DISCORD__ALLOWED_USERS": f'["{OWNER}"]',
-        "PINCLAW_CHANNELS__DISCORD__API_BASE": fake_discord.api_base,
-        "PINCLAW_CHANNELS__DISCORD__GATEWAY_URL": fake_discord.gateway_url,
+        "PINCLAW_CHANNELS__DISCORD__API_BASE": fake.api_base,
+        "PINCLAW_CHANNELS__DISCORD__GATEWAY_URL": fake.gateway_url,
         "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "2",
     }
     for name, value in values.items():
         monkeypatch.setenv(name, value)
-    return {**llm_env, **values}
+    return values
+
+
+@pytest.fixture
+def discord_model_env(
+    model_env: dict[str, str], fake_discord: FakeDiscord, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    """The in-process model double (`model`) plus Discord on the fake."""
+    return {**model_env, **enable_discord(fake_discord, monkeypatch)}
+
+
+@pytest.fixture
+def discord_env(
+    llm_env: dict[str, str], fake_discord: FakeDiscord, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    """The fake LLM (through LiteLLM) plus Discord on the fake."""
+    return {**llm_env, **enable_discord(fake_discord, monkeypatch)}
 
 
 Serving = Callable[[], contextlib.AbstractAsyncContextManager[Daemon]]
@@ -100,8 +116,8 @@ def roles(request: dict[str, Any]) -> list[str]:
 
 
 async def test_dm_is_answered_as_a_reply_once(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
@@ -114,7 +130,7 @@ async def test_dm_is_answered_as_a_reply_once(
     assert reply.content.startswith("echo: ") and reply.content.endswith("hello there")
     assert reply.reply_to == asked
     assert len(sent_in(fake_discord, dm)) == 1
-    [request] = fake_llm.requests
+    [request] = model.requests
     assert "| discord | from alice" in user_content(request)
     intents = (fake_discord.last_identify or {})["intents"]
     for bit in (0, 9, 12, 15):  # guilds, guild messages, direct messages, message content
@@ -123,14 +139,14 @@ async def test_dm_is_answered_as_a_reply_once(
 
 
 async def test_typing_is_shown_while_the_turn_runs(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
     async with serving():
-        fake_llm.script(text("done thinking", delay_s=0.6))
+        model.script(text("done thinking", delay_s=0.6))
         fake_discord.inject_dm(OWNER, "think a little")
         [reply] = await replies(fake_discord, dm)
     assert reply.content == "done thinking"
@@ -138,8 +154,8 @@ async def test_typing_is_shown_while_the_turn_runs(
 
 
 async def test_stranger_gets_one_reply_and_the_model_is_never_called(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
@@ -153,12 +169,12 @@ async def test_stranger_gets_one_reply_and_the_model_is_never_called(
     assert reply.reply_to == asked
     assert len(sent_in(fake_discord, dm)) == 1
     assert sent_in(fake_discord, TEXT) == []  # silence in a server
-    assert fake_llm.requests == []
+    assert model.requests == []
 
 
 async def test_a_strangers_files_are_not_saved(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     home: Path,
     serving: Serving,
@@ -177,12 +193,12 @@ async def test_a_strangers_files_are_not_saved(
         await replies(fake_discord, dm)
         await asyncio.sleep(0.3)
     assert sorted(p.name for p in (home / "workspace").glob("inbox/*")) == []
-    assert fake_llm.requests == []
+    assert model.requests == []
 
 
 async def test_other_bots_are_never_answered(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
     monkeypatch: pytest.MonkeyPatch,
@@ -197,21 +213,21 @@ async def test_other_bots_are_never_answered(
         await asyncio.sleep(0.5)
     assert sent_in(fake_discord, fake_discord.dm_channel_id("333")) == []
     assert sent_in(fake_discord, TEXT) == []
-    assert [user_content(r).rsplit("\n", 1)[-1] for r in fake_llm.requests] == ["ping"]
+    assert [user_content(r).rsplit("\n", 1)[-1] for r in model.requests] == ["ping"]
 
 
 # -- servers -----------------------------------------------------------------------------------
 
 
 async def test_in_a_server_only_the_mention_or_reply_is_answered(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
     async with serving():
         fake_discord.inject_guild_message(GUILD, TEXT, OWNER, "just chatting")
-        fake_llm.script(text("It is **noon**."))
+        model.script(text("It is **noon**."))
         asked = fake_discord.inject_guild_message(
             GUILD, TEXT, OWNER, "what time is it?", mention_bot=True, username="alice"
         )
@@ -224,15 +240,15 @@ async def test_in_a_server_only_the_mention_or_reply_is_answered(
     assert (first.reply_to, first.content) == (asked, "It is **noon**.")  # Markdown kept
     assert second.reply_to == answer and second.content.endswith("and you?")
     assert len(sent_in(fake_discord, TEXT)) == 2
-    assert len(fake_llm.requests) == 2
-    seen = user_content(fake_llm.requests[0])
+    assert len(model.requests) == 2
+    seen = user_content(model.requests[0])
     assert seen.endswith("\nwhat time is it?") and f"<@{BOT}>" not in seen
     assert "discord group" in seen
 
 
 async def test_guild_mode_all_answers_every_message_but_not_itself(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
     monkeypatch: pytest.MonkeyPatch,
@@ -244,12 +260,12 @@ async def test_guild_mode_all_answers_every_message_but_not_itself(
         await asyncio.sleep(0.5)
     assert reply.reply_to == asked and reply.content.endswith("anyone here?")
     assert len(sent_in(fake_discord, TEXT)) == 1
-    assert len(fake_llm.requests) == 1
+    assert len(model.requests) == 1
 
 
 async def test_allowed_guilds_restricts_servers_but_not_dms(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
     monkeypatch: pytest.MonkeyPatch,
@@ -266,12 +282,12 @@ async def test_allowed_guilds_restricts_servers_but_not_dms(
         await replies(fake_discord, fake_discord.dm_channel_id(OWNER))
         await asyncio.sleep(0.5)
     assert sent_in(fake_discord, "6001") == []
-    assert len(fake_llm.requests) == 2
+    assert len(model.requests) == 2
 
 
 async def test_allowed_channels_restricts_server_channels_but_not_dms(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
     monkeypatch: pytest.MonkeyPatch,
@@ -285,12 +301,12 @@ async def test_allowed_channels_restricts_server_channels_but_not_dms(
         await replies(fake_discord, fake_discord.dm_channel_id(OWNER))
         await asyncio.sleep(0.5)
     assert sent_in(fake_discord, TEXT) == []
-    assert len(fake_llm.requests) == 2
+    assert len(model.requests) == 2
 
 
 async def test_a_thread_has_its_own_history(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
@@ -307,7 +323,7 @@ async def test_a_thread_has_its_own_history(
         fake_discord.inject_dm(OWNER, "in private")
         await replies(fake_discord, dm)
     assert in_thread.reply_to == asked and in_thread.content.endswith("what word?")
-    channel_1, thread, channel_2, private = fake_llm.requests
+    channel_1, thread, channel_2, private = model.requests
     assert roles(channel_1) == roles(thread) == roles(private) == ["system", "user", "system"]
     assert roles(channel_2) == ["system", "user", "assistant", "user", "system"]
     assert "remember kiwi" in channel_2["messages"][1]["content"]
@@ -317,8 +333,8 @@ async def test_a_thread_has_its_own_history(
 
 
 async def test_long_reply_is_split_into_valid_messages(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
@@ -329,7 +345,7 @@ async def test_long_reply_is_split_into_valid_messages(
     assert 4_900 < len(long_reply) < 5_100
     dm = fake_discord.dm_channel_id(OWNER)
     async with serving():
-        fake_llm.script(text(long_reply))
+        model.script(text(long_reply))
         asked = fake_discord.inject_dm(OWNER, "write a lot")
         await replies(fake_discord, dm, count=3)
         await asyncio.sleep(0.5)
@@ -341,8 +357,8 @@ async def test_long_reply_is_split_into_valid_messages(
 
 
 async def test_long_code_block_is_closed_and_reopened(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
@@ -351,7 +367,7 @@ async def test_long_code_block_is_closed_and_reopened(
     assert len(reply) > 4_000
     dm = fake_discord.dm_channel_id(OWNER)
     async with serving():
-        fake_llm.script(text(reply))
+        model.script(text(reply))
         fake_discord.inject_dm(OWNER, "a long listing please")
         await replies(fake_discord, dm, count=3)
         await asyncio.sleep(0.5)
@@ -368,8 +384,8 @@ async def test_long_code_block_is_closed_and_reopened(
 
 
 async def test_reply_with_image_marker_arrives_as_attachment(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     home: Path,
     serving: Serving,
@@ -377,7 +393,7 @@ async def test_reply_with_image_marker_arrives_as_attachment(
     dm = fake_discord.dm_channel_id(OWNER)
     async with serving():
         (home / "workspace" / "chart.png").write_bytes(b"\x89PNG fake chart")
-        fake_llm.script(text("Here is the chart.\n[IMAGE:chart.png]"))
+        model.script(text("Here is the chart.\n[IMAGE:chart.png]"))
         asked = fake_discord.inject_dm(OWNER, "show me the chart")
         await fake_discord.await_for(
             lambda: [m for m in sent_in(fake_discord, dm) if m.attachments], timeout=10
@@ -393,14 +409,14 @@ async def test_reply_with_image_marker_arrives_as_attachment(
 
 
 async def test_marker_outside_workspace_is_refused_and_text_still_arrives(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
     async with serving():
-        fake_llm.script(text("Sure.\n[DOCUMENT:/etc/hostname]"))
+        model.script(text("Sure.\n[DOCUMENT:/etc/hostname]"))
         fake_discord.inject_dm(OWNER, "send the hostname file")
         [reply] = await replies(fake_discord, dm)
         await asyncio.sleep(0.3)
@@ -410,8 +426,8 @@ async def test_marker_outside_workspace_is_refused_and_text_still_arrives(
 
 
 async def test_file_over_the_upload_limit_is_reported_not_sent(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     home: Path,
     serving: Serving,
@@ -420,7 +436,7 @@ async def test_file_over_the_upload_limit_is_reported_not_sent(
     dm = fake_discord.dm_channel_id(OWNER)
     async with serving():
         (home / "workspace" / "big.bin").write_bytes(b"x" * 4096)
-        fake_llm.script(text("The dump:\n[DOCUMENT:big.bin]"))
+        model.script(text("The dump:\n[DOCUMENT:big.bin]"))
         fake_discord.inject_dm(OWNER, "send the dump")
         await fake_discord.await_for(
             lambda: [m for m in sent_in(fake_discord, dm) if "big.bin" in m.content], timeout=10
@@ -432,8 +448,8 @@ async def test_file_over_the_upload_limit_is_reported_not_sent(
 
 
 async def test_incoming_attachments_are_saved_and_referenced(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     home: Path,
     serving: Serving,
@@ -445,7 +461,7 @@ async def test_incoming_attachments_are_saved_and_referenced(
             attachments=[("photo.png", b"PNGDATA"), ("notes.txt", b"my notes")],
         )
         await replies(fake_discord, fake_discord.dm_channel_id(OWNER))
-    seen = user_content(fake_llm.requests[0])
+    seen = user_content(model.requests[0])
     assert "what are these?" in seen
     markers = {
         line.split(":", 1)[0][1:]: line.split(":", 1)[1][:-1]
@@ -483,8 +499,8 @@ async def test_streamed_reply_is_one_message_edited_then_finished(
 
 
 async def test_prompt_is_identical_across_turns_and_delivery_follows_user(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
@@ -494,7 +510,7 @@ async def test_prompt_is_identical_across_turns_and_delivery_follows_user(
         await replies(fake_discord, dm)
         fake_discord.inject_dm(OWNER, "second")
         await replies(fake_discord, dm, count=2)
-    one, two = fake_llm.requests
+    one, two = model.requests
     prompt = one["messages"][0]["content"]
     assert one["messages"][0]["role"] == two["messages"][0]["role"] == "system"
     assert prompt == two["messages"][0]["content"]
@@ -513,8 +529,8 @@ async def test_prompt_is_identical_across_turns_and_delivery_follows_user(
 
 
 async def test_text_commands_are_answered_without_the_model(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
@@ -530,12 +546,12 @@ async def test_text_commands_are_answered_without_the_model(
     assert all(f"/{name}" in help_reply.content for name in COMMANDS)
     assert "Model: openai/test-model" in status.content
     assert "Model: openai/test-model" in in_server.content
-    assert fake_llm.requests == []
+    assert model.requests == []
 
 
 async def test_new_clears_the_history(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
@@ -548,28 +564,28 @@ async def test_new_clears_the_history(
         fake_discord.inject_dm(OWNER, "anything?")
         await replies(fake_discord, dm, count=3)
     assert fresh.content == "Started a fresh conversation."
-    assert roles(fake_llm.requests[1]) == ["system", "user", "system"]
+    assert roles(model.requests[1]) == ["system", "user", "system"]
 
 
 async def test_stop_cancels_a_slow_turn(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
     async with serving():
-        fake_llm.script(text("too late", delay_s=10))
+        model.script(text("too late", delay_s=10))
         fake_discord.inject_dm(OWNER, "think hard")
-        await fake_discord.await_for(lambda: fake_llm.requests)
+        await fake_discord.await_for(lambda: model.requests)
         fake_discord.inject_dm(OWNER, "/stop")
         sent = await replies(fake_discord, dm, count=2)
     assert {m.content for m in sent} == {"Stopping.", "Stopped."}
 
 
 async def test_slash_commands_are_registered_and_answered(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
     monkeypatch: pytest.MonkeyPatch,
@@ -593,12 +609,12 @@ async def test_slash_commands_are_registered_and_answered(
     assert "Model: openai/test-model" in status.content
     assert all(f"/{name}" in help_reply.content for name in COMMANDS)
     assert len(fake_discord.interaction_responses) == 2  # each acknowledged once
-    assert fake_llm.requests == []
+    assert model.requests == []
 
 
 async def test_a_strangers_slash_command_is_refused_and_takes_no_later_reply(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
     monkeypatch: pytest.MonkeyPatch,
@@ -617,11 +633,11 @@ async def test_a_strangers_slash_command_is_refused_and_takes_no_later_reply(
     assert reply.reply_to == asked  # a reply to the owner, not the stranger's command answer
     in_server = [m for m in sent_in(fake_discord, TEXT) if m is not reply]
     assert all(int(m.payload.get("flags") or 0) & 64 for m in in_server)  # silence: ephemeral
-    assert len(fake_llm.requests) == 1
+    assert len(model.requests) == 1
 
 
 async def test_slash_commands_follow_the_channel_allowlist(
-    discord_env: dict[str, str],
+    discord_model_env: dict[str, str],
     fake_discord: FakeDiscord,
     serving: Serving,
     monkeypatch: pytest.MonkeyPatch,
@@ -641,16 +657,16 @@ async def test_slash_commands_follow_the_channel_allowlist(
 
 
 async def test_turn_in_flight_survives_a_dropped_connection_and_resume(
-    discord_env: dict[str, str],
-    fake_llm: FakeLLM,
+    discord_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_discord: FakeDiscord,
     serving: Serving,
 ) -> None:
     dm = fake_discord.dm_channel_id(OWNER)
     async with serving():
-        fake_llm.script(text("slow answer", delay_s=1.0))
+        model.script(text("slow answer", delay_s=1.0))
         fake_discord.inject_dm(OWNER, "take your time")
-        await fake_discord.await_for(lambda: fake_llm.requests)
+        await fake_discord.await_for(lambda: model.requests)
         assert fake_discord.drop_connection()
         fake_discord.inject_dm(OWNER, "after the drop")
         sent = await replies(fake_discord, dm, count=2)
@@ -661,7 +677,7 @@ async def test_turn_in_flight_survives_a_dropped_connection_and_resume(
 
 
 async def test_bad_token_fails_the_channel_with_a_clear_log_line(
-    discord_env: dict[str, str],
+    discord_model_env: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,
     caplog: Any,
 ) -> None:
@@ -675,8 +691,8 @@ async def test_bad_token_fails_the_channel_with_a_clear_log_line(
 
 
 async def test_bad_discord_token_leaves_telegram_running(
-    discord_env: dict[str, str],
-    telegram_env: dict[str, str],
+    discord_model_env: dict[str, str],
+    telegram_model_env: dict[str, str],
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
     monkeypatch: pytest.MonkeyPatch,

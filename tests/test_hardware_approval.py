@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from conftest import Daemon
 from fakes.firmata_board import FirmataBoard
-from fakes.llm_server import FakeLLM, text, tool_calls
+from fakes.model_double import ScriptedModel, text, tool_calls
 from fakes.telegram_server import FakeTelegram, SentMessage
 from hardware_calls import board_env
 
@@ -193,9 +193,9 @@ def buttons(message: SentMessage) -> dict[str, str]:
 
 @pytest.mark.parametrize(("label", "state"), [("Approve", ("pwm", 128)), ("Deny", None)])
 async def test_the_owner_decides_on_telegram_whether_the_fan_turns(
-    telegram_env: dict[str, str],
+    telegram_model_env: dict[str, str],
     hardware_env: dict[str, str],
-    fake_llm: FakeLLM,
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     emulator: FirmataBoard,
     daemon: Callable[[], Daemon],
@@ -203,7 +203,7 @@ async def test_the_owner_decides_on_telegram_whether_the_fan_turns(
     state: tuple[str, int] | None,
 ) -> None:
     before = (emulator.mode(9), emulator.state(9))
-    fake_llm.script(tool_calls(("pwm_write", {"pin": "fan", "duty": 0.5})), text("done"))
+    model.script(tool_calls(("pwm_write", {"pin": "fan", "duty": 0.5})), text("done"))
     async with daemon():
         fake_telegram.inject_message(42, 42, "fan to half speed")
         (question,) = await fake_telegram.await_for(lambda m: bool(buttons(m)), timeout=10)
@@ -214,7 +214,7 @@ async def test_the_owner_decides_on_telegram_whether_the_fan_turns(
         fake_telegram.inject_callback_query(42, question, buttons(question)[label])
         await fake_telegram.await_for(lambda m: m.plain == "done", timeout=10)
     assert (emulator.mode(9), emulator.state(9)) == (state or before)
-    results: list[Any] = [m["content"] for m in fake_llm.requests[1]["messages"]
+    results: list[Any] = [m["content"] for m in model.requests[1]["messages"]
                           if m["role"] == "tool"]  # fmt: skip
     expected = "fan (pin 9): PWM duty 50%." if state else "Error: Not done: the owner did not"
     assert results[0].startswith(expected)

@@ -1,6 +1,7 @@
 """The heartbeat end to end: with `[heartbeat] enabled`, the daemon runs a turn in the owner's
 private Telegram chat every interval; a reply that is only the silent token sends nothing
-(and leaves nothing in the chat's history), any other reply reaches the owner."""
+(and leaves nothing in the chat's history), any other reply reaches the owner. The fake
+Telegram and the in-process model double."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import Daemon
 from daemon_process import rows
-from fakes.llm_server import FakeLLM, Reply, text
+from fakes.model_double import ScriptedModel, text
 from fakes.telegram_server import FakeTelegram
 
 OWNER = 42
@@ -22,7 +23,7 @@ ALERT = "The greenhouse is at 38 °C: open the vents."
 
 @pytest.fixture
 def heartbeat_env(
-    telegram_env: dict[str, str], home: Path, monkeypatch: pytest.MonkeyPatch
+    telegram_model_env: dict[str, str], home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, str]:
     """Heartbeats every 1.2 s for the owner, Telegram user 42; a checklist of our own."""
     values = {
@@ -35,7 +36,7 @@ def heartbeat_env(
     workspace = home / "workspace"
     workspace.mkdir(parents=True)
     (workspace / "HEARTBEAT.md").write_text(f"# Heartbeat checklist\n\n{CHECK}\n")
-    return {**telegram_env, **values}
+    return {**telegram_model_env, **values}
 
 
 def messages_of(request: dict[str, Any], role: str) -> list[str]:
@@ -43,22 +44,18 @@ def messages_of(request: dict[str, Any], role: str) -> list[str]:
 
 
 async def test_a_silent_heartbeat_sends_nothing_and_a_worrying_one_reaches_the_owner(
-    heartbeat_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
+    heartbeat_env: dict[str, str], model: ScriptedModel, fake_telegram: FakeTelegram, home: Path,
     daemon: Callable[[], Daemon],
 ) -> None:  # fmt: skip
-    replies = [text("NO_REPLY"), text(ALERT)]
-
-    def answer(body: dict[str, Any]) -> Reply:
-        return replies.pop(0) if replies else text("NO_REPLY")
-
-    fake_llm.responder = answer
+    model.script(text("NO_REPLY"), text(ALERT))
+    model.responder = lambda body: text("NO_REPLY")
     async with daemon():  # the alert is the second heartbeat's answer
         [alert] = await fake_telegram.await_for(lambda m: m.chat_id == OWNER, timeout=5)
         await asyncio.sleep(0.3)
     assert alert.plain == ALERT and alert.reply_to_message_id is None
     assert [m.plain for m in fake_telegram.sent] == [ALERT]  # the silent one sent nothing
     assert fake_telegram.chat_actions == []  # and no "typing…" every half hour either
-    first, second = fake_llm.requests[:2]
+    first, second = model.requests[:2]
     [system] = messages_of(first, "system")[:1]
     assert "### HEARTBEAT.md" in system and CHECK in system  # the owner's private prompt
     [user] = messages_of(first, "user")

@@ -1,4 +1,5 @@
-"""The tool-call loop against the fake provider: what goes back to the model, what comes out."""
+"""The tool-call loop against the in-process model double: what goes back to the model, what
+comes out."""
 
 from __future__ import annotations
 
@@ -9,10 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes.llm_server import FakeLLM, text, tool_calls
+from fakes.model_double import ScriptedModel, text, tool_calls
 
-from agent.config import LLMSettings
-from agent.model.client import LLMClient
 from agent.security import Scrubber
 from agent.turns.dispatch import XmlDispatcher
 from agent.turns.loop import LoopOptions, run_tool_call_loop
@@ -53,20 +52,11 @@ REGISTRY = ToolRegistry([FunctionTool(f) for f in (echo, nap, explode, leak)])
 HISTORY = [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
 
 
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real-0000")
-
-
-def llm(fake: FakeLLM) -> LLMClient:
-    return LLMClient(LLMSettings(model="openai/m", api_base=fake.base_url, num_retries=0))
-
-
-async def loop(fake: FakeLLM, **options: Any) -> Any:
+async def loop(model: ScriptedModel, **options: Any) -> Any:
     return await run_tool_call_loop(
         HISTORY,
         REGISTRY,
-        llm(fake),
+        model,
         context=ToolCallContext(Path(".")),
         options=LoopOptions(**{"max_iterations": 10, "tool_timeout_s": 5, **options}),
         scrub=Scrubber(),
@@ -77,13 +67,13 @@ def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in request["messages"] if m["role"] == "tool"]
 
 
-async def test_results_paired_with_calls_and_final_text(fake_llm: FakeLLM) -> None:
-    fake_llm.script(
+async def test_results_paired_with_calls_and_final_text(model: ScriptedModel) -> None:
+    model.script(
         tool_calls(("echo", {"word": "hi", "times": 2}), ("echo", {"word": "yo"})), text("done")
     )
-    result = await loop(fake_llm)
+    result = await loop(model)
     assert result.text == "done" and result.stop_reason == "done"
-    second = fake_llm.requests[1]["messages"]
+    second = model.requests[1]["messages"]
     assistant = second[2]
     assert [c["id"] for c in assistant["tool_calls"]] == ["call_1", "call_2"]
     assert [(m["tool_call_id"], m["content"]) for m in second[3:]] == [
@@ -94,10 +84,10 @@ async def test_results_paired_with_calls_and_final_text(fake_llm: FakeLLM) -> No
     assert HISTORY == [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
 
 
-async def test_calls_of_one_reply_run_concurrently(fake_llm: FakeLLM) -> None:
-    fake_llm.script(tool_calls(*[("nap", {"seconds": 0.4}) for _ in range(3)]), text("rested"))
+async def test_calls_of_one_reply_run_concurrently(model: ScriptedModel) -> None:
+    model.script(tool_calls(*[("nap", {"seconds": 0.4}) for _ in range(3)]), text("rested"))
     started = time.perf_counter()
-    result = await loop(fake_llm)
+    result = await loop(model)
     assert result.text == "rested"
     assert time.perf_counter() - started < 1.1  # three 0.4 s naps side by side
 
@@ -113,46 +103,46 @@ async def test_calls_of_one_reply_run_concurrently(fake_llm: FakeLLM) -> None:
     ],
 )
 async def test_tool_trouble_becomes_an_error_result(
-    fake_llm: FakeLLM, call: tuple[str, Any], expected: str
+    model: ScriptedModel, call: tuple[str, Any], expected: str
 ) -> None:
-    fake_llm.script(tool_calls(call), text("I saw the error"))
-    result = await loop(fake_llm, tool_timeout_s=0.2)
+    model.script(tool_calls(call), text("I saw the error"))
+    result = await loop(model, tool_timeout_s=0.2)
     assert result.text == "I saw the error"
-    [message] = tool_messages(fake_llm.requests[1])
+    [message] = tool_messages(model.requests[1])
     assert message["content"].startswith(expected), message["content"]
 
 
-async def test_secrets_in_tool_output_are_scrubbed(fake_llm: FakeLLM) -> None:
-    fake_llm.script(tool_calls(("leak", {})), text("ok"))
-    await loop(fake_llm)
-    [message] = tool_messages(fake_llm.requests[1])
+async def test_secrets_in_tool_output_are_scrubbed(model: ScriptedModel) -> None:
+    model.script(tool_calls(("leak", {})), text("ok"))
+    await loop(model)
+    [message] = tool_messages(model.requests[1])
     assert message["content"] == "token=[REDACTED]"
 
 
-async def test_fourth_identical_call_is_refused_and_turn_ends(fake_llm: FakeLLM) -> None:
+async def test_fourth_identical_call_is_refused_and_turn_ends(model: ScriptedModel) -> None:
     same = ("echo", {"word": "again"})
-    fake_llm.script(*[tool_calls(same) for _ in range(4)], text("giving up"))
-    result = await loop(fake_llm)
+    model.script(*[tool_calls(same) for _ in range(4)], text("giving up"))
+    result = await loop(model)
     assert result.stop_reason == "loop_detected"
     assert result.text == "giving up"
-    last_tool = tool_messages(fake_llm.requests[4])[-1]
+    last_tool = tool_messages(model.requests[4])[-1]
     assert "already called 3 times" in last_tool["content"]
     assert [e.ok for e in result.events] == [True, True, True, False]
-    assert "tools" not in fake_llm.requests[4]
+    assert "tools" not in model.requests[4]
 
 
-async def test_iteration_limit_then_one_answer_without_tools(fake_llm: FakeLLM) -> None:
-    fake_llm.script(*[tool_calls(("echo", {"word": str(i)})) for i in range(3)], text("summary"))
-    result = await loop(fake_llm, max_iterations=3)
+async def test_iteration_limit_then_one_answer_without_tools(model: ScriptedModel) -> None:
+    model.script(*[tool_calls(("echo", {"word": str(i)})) for i in range(3)], text("summary"))
+    result = await loop(model, max_iterations=3)
     assert result.stop_reason == "iteration_limit"
     assert result.text == "summary"
-    final = fake_llm.requests[3]
+    final = model.requests[3]
     assert "tools" not in final
     assert final["messages"][-1]["role"] == "user"
 
 
-async def test_xml_dispatcher_runs_tool_calls_written_as_text(fake_llm: FakeLLM) -> None:
-    fake_llm.script(
+async def test_xml_dispatcher_runs_tool_calls_written_as_text(model: ScriptedModel) -> None:
+    model.script(
         text(
             'Let me check.\n<tool_call>{"name": "echo", "arguments": {"word": "xml"}}'
             "</tool_call>\n<tool_call>{not json}</tool_call>"
@@ -162,12 +152,12 @@ async def test_xml_dispatcher_runs_tool_calls_written_as_text(fake_llm: FakeLLM)
     result = await run_tool_call_loop(
         HISTORY,
         REGISTRY,
-        llm(fake_llm),
+        model,
         context=ToolCallContext(Path(".")),
         dispatcher=XmlDispatcher(),
     )
     assert result.text == "The tool said xml."
-    first, second = fake_llm.requests
+    first, second = model.requests
     assert "tools" not in first
     feedback = second["messages"][-1]
     assert feedback["role"] == "user"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_prompt_kit import fresh_workspace
 
-from agent.app import build_tools, prompt_source
+from agent.app import build_tools, open_store, prompt_source
 from agent.config import AgentSettings, LLMSettings, Settings, WorkspaceSettings, served_locally
 from agent.durable.quirks import ProviderQuirks
 from agent.model.facts import count_tokens
@@ -108,17 +108,18 @@ def test_the_mode_is_chosen_from_the_profile_unless_the_owner_set_it(
     assert choice.mode == mode and choice.why.startswith(why)
 
 
-def test_a_local_model_is_assumed_a_4096_window_until_its_server_says_more(
+async def test_a_local_model_is_assumed_a_4096_window_until_its_server_says_more(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "state.db"
     model = "openai/qwen2.5-coder-1.5b"
     local = settings(model, LOCAL)
     assert choose_mode(local, profile_for(model, learned_facts(db, model))).window == 4096
-    quirks = ProviderQuirks(db)
-    quirks.learn_fact(model, "window", "16384")
-    quirks.learn_fact(model, "server", "llama-server")
-    quirks.learn_fact(model, "first_token_s", "73.5")
+    store = await open_store(db)
+    quirks = await ProviderQuirks.load(store.db)
+    await quirks.learn_fact(model, "window", "16384")
+    await quirks.learn_fact(model, "server", "llama-server")
+    await quirks.learn_fact(model, "first_token_s", "73.5")
     learned = profile_for(model, learned_facts(db, model))
     assert (learned.served_window, learned.server, learned.first_token_s) == (
         16384,
@@ -126,23 +127,26 @@ def test_a_local_model_is_assumed_a_4096_window_until_its_server_says_more(
         73.5,
     )
     assert choose_mode(local, learned).window == 16384
-    assert ProviderQuirks(db).lines() == [
+    assert ProviderQuirks.read(db).lines() == [
         f"{model}: served by llama-server, a window of 16,384 tokens, first token after 73.5 s"
     ]
     # a hosted model whose server says its window is small gets compact too
-    quirks.learn_fact("openai/small", "window", "4096")
+    await quirks.learn_fact("openai/small", "window", "4096")
+    await store.db.close()
     small = profile_for("openai/small", learned_facts(db, "openai/small"))
     assert choose_mode(settings("openai/small"), small).mode == "compact"
 
 
-def test_a_model_without_native_tools_starts_on_the_text_protocol(tmp_path: Path) -> None:
-    quirks = ProviderQuirks(tmp_path / "state.db")
+async def test_a_model_without_native_tools_starts_on_the_text_protocol(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "state.db")
+    quirks = await ProviderQuirks.load(store.db)
     assert "ollama_chat/gemma3:4b" in quirks.xml_tools
     assert "ollama_chat/deepseek-r1:1.5b" in quirks.xml_tools
     assert "ollama_chat/qwen2.5:1.5b" not in quirks.xml_tools
     assert quirks.lines() == []  # a built-in fact, not a lesson
-    quirks.learn_fact("openai/m", "tools", "xml")  # the server said its template has no tools
-    assert "openai/m" in ProviderQuirks(tmp_path / "state.db").xml_tools
+    await quirks.learn_fact("openai/m", "tools", "xml")  # its server said: no tools in its template
+    await store.db.close()
+    assert "openai/m" in ProviderQuirks.read(tmp_path / "state.db").xml_tools
 
 
 def test_local_models_wait_longer_for_the_first_token_and_their_turns_with_them() -> None:

@@ -20,7 +20,8 @@ from test_prompt_kit import (
 )
 
 from agent.prompt.builder import BuiltPrompt, SystemPromptBuilder
-from agent.prompt.context import IDENTITY_LINE, IdentityInfo, PromptContext
+from agent.prompt.context import IDENTITY_LINE, IdentityInfo, PromptContext, PromptSection
+from agent.prompt.sections import default_sections
 
 DEFAULT_NAMES = [
     "tools", "hardware", "task", "tool_honesty", "safety", "skills", "workspace",
@@ -92,42 +93,25 @@ def test_none_mode_with_the_xml_dispatcher_and_no_tools_is_the_identity_line(
 # -- custom sections -----------------------------------------------------------------------
 
 
-def test_with_defaults_has_the_twelve_sections_in_order() -> None:
-    assert SystemPromptBuilder.with_defaults().names == DEFAULT_NAMES
+def before_runtime(extra: PromptSection) -> SystemPromptBuilder:
+    """The default sections with `extra` listed before the Runtime section."""
+    sections = default_sections()
+    at = [s.name for s in sections].index("runtime")
+    return SystemPromptBuilder([*sections[:at], extra, *sections[at:]])
 
 
-def test_add_section_appends_at_the_end(workspace: Path) -> None:
-    builder = SystemPromptBuilder.with_defaults().add_section(Schedule())
-    prompt = builder.build(make_ctx(workspace))
-    assert prompt.endswith("\n\n## Schedule\n\nWater the plants on Sundays.")
-    assert builder.names == [*DEFAULT_NAMES, "schedule"]
+def test_the_defaults_are_the_twelve_sections_in_order() -> None:
+    assert [s.name for s in default_sections()] == DEFAULT_NAMES
 
 
-def test_insert_before_places_the_section_before_the_named_one(workspace: Path) -> None:
-    prompt = SystemPromptBuilder.with_defaults().insert_before("runtime", Schedule())
-    text = prompt.build(make_ctx(workspace))
+def test_a_custom_section_is_built_where_it_is_listed(workspace: Path) -> None:
+    text = before_runtime(Schedule()).build(make_ctx(workspace))
     assert "Sundays.\n\n## Runtime\n\n" in text
     assert section(text, "Date & Time") and text.index("## Date & Time") < text.index("Sundays")
 
 
-def test_remove_leaves_the_section_out(workspace: Path) -> None:
-    ctx = make_ctx(workspace, tools=real_tools(workspace, hardware=True))
-    builder = SystemPromptBuilder.with_defaults().remove("hardware")
-    assert "## Hardware Access" not in builder.build(ctx)
-    assert "hardware" not in builder.names
-
-
-def test_unknown_section_names_are_refused() -> None:
-    builder = SystemPromptBuilder.with_defaults()
-    with pytest.raises(KeyError, match="no prompt section named 'nope'"):
-        builder.remove("nope")
-    with pytest.raises(KeyError):
-        builder.insert_before("nope", Schedule())
-
-
 def test_a_section_returning_nothing_leaves_no_gap(workspace: Path) -> None:
-    builder = SystemPromptBuilder.with_defaults().insert_before("runtime", Silent())
-    text = builder.build(make_ctx(workspace))
+    text = before_runtime(Silent()).build(make_ctx(workspace))
     assert text == build(make_ctx(workspace))
     assert "\n\n\n" not in text
 

@@ -13,7 +13,7 @@ import pytest
 from test_prompt_kit import count
 
 from agent.app import build_tools, prompt_source
-from agent.cli.prompt_show import prompt_text
+from agent.cli.prompt_show import inspect_prompt
 from agent.config import load_settings
 from agent.prompt.context import IDENTITY_LINE
 from agent.workspace import ensure_workspace
@@ -72,7 +72,7 @@ def test_prompt_show_mode_none_with_the_xml_dispatcher_keeps_the_tool_protocol(
 ) -> None:
     # In process: the text `agent prompt show --mode none` writes, without a second start.
     monkeypatch.setenv("PINCLAW_AGENT__TOOL_DISPATCHER", "xml")
-    shown = prompt_text(load_settings(), "cli", "none")
+    shown = inspect_prompt(load_settings(), "cli", "none").text
     assert shown.startswith(f"{IDENTITY_LINE}\n\n## Tools\n")
     assert "- **file_read**: " in shown
     protocol = shown[shown.index("## Tool Use Protocol") :]

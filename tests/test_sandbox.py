@@ -26,7 +26,7 @@ from tools.sandbox.sandboxes import (
     SandboxUnavailable,
     choose_sandbox,
 )
-from tools.shell.shell_tool import spawn
+from tools.shell.shell_tool import start
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = f"sk-live-{secrets.token_hex(12)}"
@@ -85,7 +85,7 @@ async def run(
     argv = ["sh", "-c", script] if isinstance(script, str) else list(script)
     launch = sandbox.launch(argv, spec, {"LANG": "C.UTF-8"} if env is None else env)
     try:
-        process = await spawn(launch)
+        process, _ = await start(launch)
         output, _ = await asyncio.wait_for(process.communicate(), 60)
     finally:
         if launch.cleanup is not None:
@@ -288,7 +288,7 @@ async def test_a_masked_file_made_while_the_command_runs_stays_hidden(
         SandboxSpec(world.workspace, masked=(user,)),
         {},
     )
-    process = await spawn(launch)
+    process, _ = await start(launch)
     assert process.stdout is not None
     assert await asyncio.wait_for(process.stdout.readline(), 30) == b"started\n"
     user.write_text(SECRET)
@@ -441,7 +441,7 @@ async def test_killing_leaves_nothing_running(
         SandboxSpec(world.workspace),
         {},
     )
-    process = await spawn(launch)
+    process, _ = await start(launch)
     assert process.stdout is not None
     assert await asyncio.wait_for(process.stdout.readline(), 30) == b"started\n"
     launch.kill(process.pid)

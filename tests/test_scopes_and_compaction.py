@@ -1,5 +1,5 @@
 """Whose conversation it is (scopes, the owner's private files) and long chats summarised,
-end to end through the daemon with the fake Telegram and the fake LLM."""
+end to end through the daemon with the fake Telegram and the in-process model double."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from conftest import Daemon
-from fakes.llm_server import FakeLLM, echo, text
+from fakes.model_double import ScriptedModel, echo, text
 from fakes.telegram_server import FakeTelegram
 
 from agent.config import PersonSettings
@@ -76,9 +76,13 @@ def system_prompt(request: dict[str, Any]) -> str:
 
 
 async def test_memory_md_and_user_md_reach_only_the_owners_private_chat(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
-    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
+    fake_telegram: FakeTelegram,
+    home: Path,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("PINCLAW_PEOPLE__ALICE__TELEGRAM", str(ALICE))
     monkeypatch.setenv("PINCLAW_PEOPLE__ALICE__OWNER", "true")
     monkeypatch.setenv("PINCLAW_CHANNELS__TELEGRAM__ALLOWED_USERS", f'["{ALICE}", "{BOB}"]')
@@ -95,7 +99,7 @@ async def test_memory_md_and_user_md_reach_only_the_owners_private_chat(
         await fake_telegram.await_for(lambda m: m.chat_id == BOB)
 
     def prompt_of(words: str) -> str:
-        return next(system_prompt(r) for r in fake_llm.requests if words in str(r["messages"]))
+        return next(system_prompt(r) for r in model.requests if words in str(r["messages"]))
 
     by_chat = {
         "alice": prompt_of("hello from my DM"),
@@ -122,14 +126,18 @@ def turn_tokens() -> int:
     return estimate_tokens(json.dumps(user)) + estimate_tokens(json.dumps(answer))
 
 
-def summary_requests(llm: FakeLLM) -> list[dict[str, Any]]:
+def summary_requests(llm: ScriptedModel) -> list[dict[str, Any]]:
     return [r for r in llm.requests if system_prompt(r) == SUMMARY_INSTRUCTIONS]
 
 
 async def test_a_long_chat_is_summarised_once_and_the_originals_stay(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
-    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
+    fake_telegram: FakeTelegram,
+    home: Path,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # Over budget at 5 earlier turns; compaction keeps 2, so the next fold is 3 turns away.
     budget = int(turn_tokens() * 4.5)
     monkeypatch.setenv("PINCLAW_AGENT__HISTORY_BUDGET_TOKENS", str(budget))
@@ -139,16 +147,16 @@ async def test_a_long_chat_is_summarised_once_and_the_originals_stay(
             return text("- Alice's boat is called Wavecrest.")
         return echo(body)
 
-    fake_llm.responder = respond
+    model.responder = respond
     async with daemon():
         for n in range(8):
             fake_telegram.inject_message(ALICE, ALICE, note(n))
             await fake_telegram.await_for(lambda m: m.chat_id == ALICE, count=n + 1)
         await asyncio.sleep(0.1)
-    summaries = summary_requests(fake_llm)
+    summaries = summary_requests(model)
     assert len(summaries) == 1  # compacted down to half the budget: not again at once
     assert "note 0" in str(summaries[0]["messages"][1]["content"])
-    later = [r for r in fake_llm.requests[fake_llm.requests.index(summaries[0]) + 1 :]
+    later = [r for r in model.requests[model.requests.index(summaries[0]) + 1 :]
              if r not in summaries]  # fmt: skip
     first_after = later[0]["messages"]
     assert first_after[1]["content"].startswith(SUMMARY_HEADING)
@@ -163,21 +171,25 @@ async def test_a_long_chat_is_summarised_once_and_the_originals_stay(
 
 
 async def test_a_failed_summary_falls_back_to_dropping_the_oldest_turns(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
-    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
+    fake_telegram: FakeTelegram,
+    home: Path,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     budget = int(turn_tokens() * 4.5)
     monkeypatch.setenv("PINCLAW_AGENT__HISTORY_BUDGET_TOKENS", str(budget))
 
     def respond(body: dict[str, Any]) -> Any:
         return text("") if system_prompt(body) == SUMMARY_INSTRUCTIONS else echo(body)
 
-    fake_llm.responder = respond
+    model.responder = respond
     async with daemon():
         for n in range(6):
             fake_telegram.inject_message(ALICE, ALICE, note(n))
             await fake_telegram.await_for(lambda m: m.chat_id == ALICE, count=n + 1)
-    last = [r for r in fake_llm.requests if system_prompt(r) != SUMMARY_INSTRUCTIONS][-1]
+    last = [r for r in model.requests if system_prompt(r) != SUMMARY_INSTRUCTIONS][-1]
     assert "note 5" in str(last["messages"][-2]) or "note 5" in str(last["messages"][-1])
     assert "note 0" not in str(last["messages"])  # dropped, not summarised
     assert sum(len(str(m["content"])) for m in last["messages"][1:-2]) // 3 <= budget
@@ -203,3 +215,22 @@ async def test_auto_recall_adds_what_is_relevant_and_nothing_otherwise(tmp_path:
     assert shared == (OWNER, "group:telegram:-100:")
     block = await remembered_block(store, shared, "when does the club meet?", settings)
     assert "Fridays" in block
+
+
+@pytest.mark.parametrize(
+    "chat",
+    [
+        ChatRef("telegram", "42"),
+        ChatRef("telegram", "-100123", "7"),
+        ChatRef("cli", "session:work"),  # the terminal's ids hold ":"
+        ChatRef("cli", "session:a:b"),
+        ChatRef("discord", "998877", "112233"),
+    ],
+    ids=lambda chat: chat.key,
+)
+def test_a_chat_key_reads_back_into_its_chat(chat: ChatRef) -> None:
+    assert ChatRef.parse(chat.key) == chat
+
+
+def test_a_key_without_its_thread_part_has_no_thread() -> None:
+    assert ChatRef.parse("telegram:42") == ChatRef("telegram", "42")

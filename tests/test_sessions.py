@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from agent.app import open_store
+from agent.conversation.compaction import history_for
+from agent.durable.outbox import PartOutcome
+from agent.durable.sessions import SessionStore
 from agent.runtime.channel_runtime import Store
 from channels.base import ChatRef, OutgoingPart
 
@@ -35,6 +38,12 @@ def turn(n: int, tools: int = 0) -> list[dict[str, object]]:
     return [*messages, {"role": "assistant", "content": f"answer {n}"}]
 
 
+async def stored(sessions: SessionStore, chat_key: str) -> list[object]:
+    """What the chat's next turn reads back: every message of its session's turns."""
+    recent = await sessions.recent(chat_key)
+    return [m["content"] for t in recent.turns for m in t.messages]
+
+
 async def test_history_is_cut_at_a_turn_boundary(tmp_path: Path) -> None:
     store = await open_store(tmp_path / "state.db")
     sessions = store.sessions
@@ -42,13 +51,16 @@ async def test_history_is_cut_at_a_turn_boundary(tmp_path: Path) -> None:
     await sessions.append_turn("t:1:", turn(2, tools=1))
     await sessions.append_turn("t:1:", turn(3))
     # turn 1 has 6 messages, turn 2 has 4, turn 3 has 2
-    history = await sessions.history("t:1:", max_messages=7)
-    assert history[0]["content"] == "question 2" and len(history) == 6
-    # the last 5 start inside turn 2: its remainder is dropped, no tool result orphaned
-    history = await sessions.history("t:1:", max_messages=5)
-    assert [m["content"] for m in history] == ["question 3", "answer 3"]
-    full = await sessions.history("t:1:", max_messages=100)
+    full = await history_for(
+        sessions, "t:1:", max_messages=100, budget_tokens=100_000, summarise=None
+    )
     assert len(full) == 6 + 4 + 2 and full[0]["content"] == "question 1"
+    # over the count, the newest whole turns within half of it (5) stay: the last 5 messages
+    # start inside turn 2, so all of turn 2 goes, no tool result orphaned
+    history = await history_for(
+        sessions, "t:1:", max_messages=11, budget_tokens=100_000, summarise=None
+    )
+    assert [m["content"] for m in history] == ["question 3", "answer 3"]
     await store.db.close()
 
 
@@ -62,7 +74,9 @@ async def test_one_huge_turn_cannot_push_the_history_past_the_token_budget(
     await sessions.append_turn("t:1:", huge)
     await sessions.append_turn("t:1:", turn(3))
     await sessions.append_turn("t:1:", turn(4))
-    history = await sessions.history("t:1:", max_messages=40, max_tokens=1_000)
+    history = await history_for(
+        sessions, "t:1:", max_messages=40, budget_tokens=1_000, summarise=None
+    )
     # whole turns, newest first, stopping at the first that does not fit
     assert [m["content"] for m in history] == ["question 3", "answer 3", "question 4", "answer 4"]
     await store.db.close()
@@ -72,9 +86,8 @@ async def test_an_answer_that_was_never_delivered_leaves_the_history(tmp_path: P
     store = await open_store(tmp_path / "state.db")
     await answered(store, 1, expired=False)
     await answered(store, 2, expired=True)
-    history = await store.sessions.history("t:1:", max_messages=40)
     # the question stays (the user asked it); the answer they never saw does not
-    assert [m["content"] for m in history] == ["question 1", "answer 1", "question 2"]
+    assert await stored(store.sessions, "t:1:") == ["question 1", "answer 1", "question 2"]
     await store.db.close()
 
 
@@ -93,8 +106,9 @@ async def answered(store: Store, n: int, *, expired: bool) -> None:
         )
 
     outgoing = await store.db.write(commit)
-    if expired:
-        await store.outbox.note_failure(outgoing, "429 for an hour", expired=True)
+    if expired:  # what the courier records when the reply's deadline passes unsent
+        given_up = PartOutcome(outgoing, 0, "unsent", reason="429 for an hour", expired=True)
+        await store.outbox.record([given_up])
 
 
 async def test_a_message_is_stored_once_even_when_delivered_twice(tmp_path: Path) -> None:
@@ -120,12 +134,9 @@ async def test_chats_are_separate_and_survive_reopening(tmp_path: Path) -> None:
     await opened.db.close()
     again = await open_store(path)
     reopened = again.sessions
-    assert [m["content"] for m in await reopened.history("telegram:1:", 10)] == [
-        "question 1",
-        "answer 1",
-    ]
+    assert await stored(reopened, "telegram:1:") == ["question 1", "answer 1"]
     await reopened.new_session("telegram:1:")
-    assert await reopened.history("telegram:1:", 10) == []
+    assert await stored(reopened, "telegram:1:") == []
     assert await reopened.count("telegram:2:") == 2
     await again.db.close()
     with sqlite3.connect(path) as db:

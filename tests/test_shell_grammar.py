@@ -19,8 +19,8 @@ from tools.shell.grammar import (
     SimpleCommand,
     Word,
     parse_command_line,
-    render_posix,
 )
+from tools.shell.render import render_posix
 
 
 def _word(word: Word) -> str:

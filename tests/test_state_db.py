@@ -469,3 +469,16 @@ async def test_the_daemon_keeps_a_daily_backup(tmp_path: Path) -> None:
     finally:
         task.cancel()
     assert layout(made)["version"] == LATEST
+
+
+def test_a_pending_message_stored_by_an_earlier_release_still_loads() -> None:
+    """0.1.0 kept `mentions_bot` with each message; the field is gone, its rows are not."""
+    from agent.durable.inbox import decode
+
+    stored = (
+        '{"chat": {"channel": "telegram", "chat_id": "42", "thread_id": ""}, "sender_id": "42",'
+        ' "sender_name": "Ann", "text": "water the plants", "attachments": [], "is_group": false,'
+        ' "mentions_bot": true, "message_id": "7", "sender_username": "ann", "files": []}'
+    )
+    msg = decode(stored)
+    assert (msg.chat.key, msg.text, msg.message_id) == ("telegram:42:", "water the plants", "7")

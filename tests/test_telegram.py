@@ -1,5 +1,6 @@
-"""Chatting on Telegram, end to end: python-telegram-bot against the fake Bot API, LiteLLM
-against the fake provider, the daemon in between."""
+"""Chatting on Telegram, end to end: python-telegram-bot against the fake Bot API, the daemon
+in between, the in-process model double as the model. A streamed reply, voice transcription
+and `agent run` as a process go through LiteLLM to the fake provider, end to end."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from conftest import Daemon
-from fakes.llm_server import FakeLLM, text
+from fakes.llm_server import FakeLLM, Reply
+from fakes.model_double import ScriptedModel, text
 from fakes.telegram_server import BOT_USERNAME, FakeTelegram, SentMessage
+
+from channels.telegram.channel import STREAM_EDIT_EVERY_S
 
 OWNER = 42
 
@@ -24,15 +28,15 @@ def last_user_content(request: dict[str, Any]) -> str:
 
 
 async def test_reply_with_image_marker_arrives_as_photo_and_text(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     home: Path,
     daemon: Callable[[], Daemon],
 ) -> None:
     async with daemon() as running:
         (home / "workspace" / "chart.png").write_bytes(b"\x89PNG fake chart")
-        fake_llm.script(text("Here is the chart.\n[IMAGE:chart.png]"))
+        model.script(text("Here is the chart.\n[IMAGE:chart.png]"))
         fake_telegram.inject_message(OWNER, OWNER, "show me the chart")
         photo = (await fake_telegram.await_for(lambda m: m.method == "sendPhoto"))[0]
         reply = (await fake_telegram.await_for(lambda m: m.method == "sendMessage"))[0]
@@ -45,13 +49,13 @@ async def test_reply_with_image_marker_arrives_as_photo_and_text(
 
 
 async def test_marker_outside_workspace_is_refused_and_text_still_arrives(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
     async with daemon():
-        fake_llm.script(text("Sure.\n[DOCUMENT:/etc/hostname]\n[IMAGE:missing.png]"))
+        model.script(text("Sure.\n[DOCUMENT:/etc/hostname]\n[IMAGE:missing.png]"))
         fake_telegram.inject_message(OWNER, OWNER, "send the hostname file")
         [reply] = await fake_telegram.await_for(lambda m: m.method == "sendMessage")
     assert "Could not send /etc/hostname: it is outside the workspace" in (reply.plain or "")
@@ -60,8 +64,8 @@ async def test_marker_outside_workspace_is_refused_and_text_still_arrives(
 
 
 async def test_long_reply_is_split_into_valid_messages(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
@@ -71,7 +75,7 @@ async def test_long_reply_is_split_into_valid_messages(
     long_reply = "\n\n".join(paragraphs)
     assert 9_900 < len(long_reply) < 10_500
     async with daemon():
-        fake_llm.script(text(long_reply))
+        model.script(text(long_reply))
         fake_telegram.inject_message(OWNER, OWNER, "write a lot")
         parts = await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=3)
         await asyncio.sleep(0.2)
@@ -81,8 +85,8 @@ async def test_long_reply_is_split_into_valid_messages(
 
 
 async def test_stranger_gets_one_reply_and_the_model_is_never_called(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
@@ -95,12 +99,12 @@ async def test_stranger_gets_one_reply_and_the_model_is_never_called(
     assert len(texts(fake_telegram, 777)) == 1  # one polite reply, not one per message
     assert "777" in (reply.plain or "") and "allowed_users" in (reply.plain or "")
     assert not [m for m in fake_telegram.sent if m.chat_id == -100]  # silence in groups
-    assert fake_llm.requests == []
+    assert model.requests == []
 
 
 async def test_allowed_by_username(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
@@ -111,8 +115,8 @@ async def test_allowed_by_username(
 
 
 async def test_in_a_group_only_the_mention_or_reply_is_answered(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
@@ -125,16 +129,16 @@ async def test_in_a_group_only_the_mention_or_reply_is_answered(
         fake_telegram.inject_message(group, OWNER, "and you?", chat_type="group", reply_to_bot=True)
         await fake_telegram.await_for(lambda m: m.chat_id == group, count=2)
         await asyncio.sleep(0.3)
-    assert len(fake_llm.requests) == 2
-    first = last_user_content(fake_llm.requests[0])
+    assert len(model.requests) == 2
+    first = last_user_content(model.requests[0])
     assert "telegram group | from Ann" in first
     assert first.endswith("what time is it?") and BOT_USERNAME not in first
-    assert "and you?" in last_user_content(fake_llm.requests[1])
+    assert "and you?" in last_user_content(model.requests[1])
 
 
 async def test_rejected_html_is_resent_as_plain_text(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
@@ -142,7 +146,7 @@ async def test_rejected_html_is_resent_as_plain_text(
         fake_telegram.fail_next(
             "sendMessage", status=400, description="Bad Request: can't parse entities: unsupported"
         )
-        fake_llm.script(text("Some **bold** news"))
+        model.script(text("Some **bold** news"))
         fake_telegram.inject_message(OWNER, OWNER, "news?")
         [reply] = await fake_telegram.await_for(lambda m: m.method == "sendMessage")
     assert reply.parse_mode is None and reply.text == "Some **bold** news"
@@ -155,8 +159,8 @@ async def test_rejected_html_is_resent_as_plain_text(
 
 
 async def test_429_is_waited_out_then_sent(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
@@ -170,8 +174,8 @@ async def test_429_is_waited_out_then_sent(
 
 
 async def test_prompt_is_identical_across_turns_and_delivery_follows_user(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
@@ -180,7 +184,7 @@ async def test_prompt_is_identical_across_turns_and_delivery_follows_user(
         await fake_telegram.await_for(lambda m: m.method == "sendMessage")
         fake_telegram.inject_message(OWNER, OWNER, "second")
         await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=2)
-    one, two = fake_llm.requests
+    one, two = model.requests
     assert one["messages"][0]["role"] == two["messages"][0]["role"] == "system"
     assert one["messages"][0]["content"] == two["messages"][0]["content"]
     assert "Telegram" in one["messages"][0]["content"]
@@ -192,19 +196,19 @@ async def test_prompt_is_identical_across_turns_and_delivery_follows_user(
 
 
 async def test_provider_refusing_late_system_message_still_answers(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
-    fake_llm.reject_non_leading_system = True
+    model.reject_non_leading_system = True
     async with daemon():
         fake_telegram.inject_message(OWNER, OWNER, "hello")
         await fake_telegram.await_for(lambda m: m.method == "sendMessage")
         fake_telegram.inject_message(OWNER, OWNER, "again")
         replies = await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=2)
     assert all((r.plain or "").startswith("echo: ") for r in replies)
-    refused, moved, remembered = fake_llm.requests
+    refused, moved, remembered = model.requests
     assert refused["messages"][-1]["role"] == "system"
     for request in (moved, remembered):  # the instructions now ride in the user turn
         assert [m["role"] for m in request["messages"]].count("system") == 1
@@ -213,8 +217,8 @@ async def test_provider_refusing_late_system_message_still_answers(
 
 
 async def test_history_survives_a_restart_and_new_clears_it(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
@@ -228,20 +232,20 @@ async def test_history_survives_a_restart_and_new_clears_it(
         await fake_telegram.await_for(lambda m: m.plain == "Started a fresh conversation.")
         fake_telegram.inject_message(OWNER, OWNER, "anything?")
         await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=4)
-    after_restart = fake_llm.requests[1]["messages"]
+    after_restart = model.requests[1]["messages"]
     assert "remember the word kiwi" in after_restart[1]["content"]
-    after_new = fake_llm.requests[2]["messages"]
+    after_new = model.requests[2]["messages"]
     assert [m["role"] for m in after_new] == ["system", "user", "system"]
 
 
 async def test_stop_cancels_a_slow_turn(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
     async with daemon():
-        fake_llm.script(text("too late", delay_s=10))
+        model.script(text("too late", delay_s=10))
         fake_telegram.inject_message(OWNER, OWNER, "think hard")
         await asyncio.sleep(0.5)
         fake_telegram.inject_message(OWNER, OWNER, "/stop")
@@ -250,12 +254,12 @@ async def test_stop_cancels_a_slow_turn(
 
 
 async def test_twenty_chats_at_once_each_answered_in_order(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
-    fake_llm.latency_s = 0.2
+    model.latency_s = 0.2
     chats = [1000 + i for i in range(20)]
     async with daemon():
         for number in range(3):
@@ -272,8 +276,8 @@ def _is_photo_marker(sent: SentMessage) -> bool:
 
 
 async def test_incoming_photo_and_voice_are_saved_and_referenced(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     home: Path,
     daemon: Callable[[], Daemon],
@@ -283,8 +287,8 @@ async def test_incoming_photo_and_voice_are_saved_and_referenced(
         await fake_telegram.await_for(_is_photo_marker)
         fake_telegram.inject_voice(OWNER, OWNER, b"OGGDATA")
         await fake_telegram.await_for(_is_photo_marker, count=2)
-    photo_turn = last_user_content(fake_llm.requests[0])
-    voice_turn = last_user_content(fake_llm.requests[1])
+    photo_turn = last_user_content(model.requests[0])
+    voice_turn = last_user_content(model.requests[1])
     assert "what is this?" in photo_turn
     [photo_path] = [
         line[len("[IMAGE:") : -1] for line in photo_turn.splitlines() if line.startswith("[IMAGE:")
@@ -303,7 +307,9 @@ async def test_streamed_reply_is_edited_then_finished(
 ) -> None:
     monkeypatch.setenv("PINCLAW_CHANNELS__TELEGRAM__STREAM_REPLIES", "true")
     async with daemon():
-        fake_llm.script(text("A **streamed** answer in several pieces", delay_s=0))
+        # Each piece comes after the edit interval: the preview shows the reply growing.
+        slow = STREAM_EDIT_EVERY_S + 0.2
+        fake_llm.script(Reply("A **streamed** answer in several pieces", piece_delay_s=slow))
         fake_telegram.inject_message(OWNER, OWNER, "stream please")
         await fake_telegram.await_for(lambda m: m.parse_mode == "HTML", timeout=8)
     [message] = [m for m in fake_telegram.sent if m.method == "sendMessage"]
@@ -313,8 +319,8 @@ async def test_streamed_reply_is_edited_then_finished(
 
 
 async def test_polling_survives_server_errors(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
@@ -328,7 +334,7 @@ async def test_polling_survives_server_errors(
 
 
 async def test_bad_token_is_reported_and_the_daemon_does_not_crash(
-    telegram_env: dict[str, str],
+    telegram_model_env: dict[str, str],
     monkeypatch: Any,
     caplog: Any,
 ) -> None:
@@ -387,8 +393,8 @@ async def test_voice_note_is_transcribed_when_a_model_is_set(
 
 
 async def test_status_reports_model_length_and_last_turn(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
@@ -401,19 +407,19 @@ async def test_status_reports_model_length_and_last_turn(
     assert "Model: openai/test-model" in status
     assert "Conversation: 2 messages" in status
     assert "completion tokens" in status and "ended: done" in status
-    assert len(fake_llm.requests) == 1  # /status never reaches the model
+    assert len(model.requests) == 1  # /status never reaches the model
 
 
 async def test_provider_refusing_tools_gets_the_xml_protocol(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
     monkeypatch: Any,
     home: Path,
 ) -> None:
-    fake_llm.reject_tools = True
-    fake_llm.script(
+    model.reject_tools = True
+    model.script(
         text(
             '<tool_call>{"name": "file_write", "arguments": '
             '{"path": "x.txt", "content": "via xml"}}</tool_call>'
@@ -426,7 +432,7 @@ async def test_provider_refusing_tools_gets_the_xml_protocol(
         fake_telegram.inject_message(OWNER, OWNER, "and again")
         await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=2)
     assert (home / "workspace" / "x.txt").read_text() == "via xml"
-    refused, *later = fake_llm.requests
+    refused, *later = model.requests
     assert "tools" in refused
     assert all("tools" not in r for r in later)  # remembered: no second refusal
     assert all("<tool_call>" in r["messages"][0]["content"] for r in later)  # protocol taught
@@ -434,8 +440,8 @@ async def test_provider_refusing_tools_gets_the_xml_protocol(
 
 
 async def test_a_strangers_photo_is_not_downloaded(
-    telegram_env: dict[str, str],
-    fake_llm: FakeLLM,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
     fake_telegram: FakeTelegram,
     home: Path,
     daemon: Callable[[], Daemon],
@@ -446,4 +452,4 @@ async def test_a_strangers_photo_is_not_downloaded(
     inbox = home / "workspace" / "inbox"
     assert not (inbox.exists() and list(inbox.iterdir()))
     assert not [c for c in fake_telegram.calls if c.method == "getFile"]
-    assert fake_llm.requests == []
+    assert model.requests == []

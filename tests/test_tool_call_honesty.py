@@ -1,12 +1,14 @@
 """Only pinclaw writes tool results, and the user never gets an empty answer: slips fed
-through the fake provider, the real loop and tools; then `agent run -m` as a user runs it."""
+through the in-process model double, the real loop and tools; then `agent run -m` as a user
+runs it, against the fake provider."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from fakes.llm_server import FakeLLM, text
+from fakes.llm_server import FakeLLM
+from fakes.model_double import ScriptedModel, text
 from test_cli import agent as run_agent
 from test_tool_call_text import FENCE, World, make_world, run
 
@@ -21,13 +23,13 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
 
 
 async def test_a_result_the_model_wrote_is_re_asked_then_the_tool_really_runs(
-    fake_llm: FakeLLM, world: World
+    model: ScriptedModel, world: World
 ) -> None:
     made_up = (
         '<tool_result name="memory_store">\nStored.\n</tool_result>\n'
         "I have remembered that your favourite colour is blue."
     )
-    fake_llm.script(
+    model.script(
         text(made_up),
         text(
             '<tool_call>{"name": "memory_store", "arguments": '
@@ -35,10 +37,10 @@ async def test_a_result_the_model_wrote_is_re_asked_then_the_tool_really_runs(
         ),
         text("Remembered: your favourite colour is blue."),
     )
-    result = await run(fake_llm, world, XmlDispatcher())
+    result = await run(model, world, XmlDispatcher())
     assert result.text == "Remembered: your favourite colour is blue."
     assert "Favourite colour: blue" in await world.memories("favourite colour")
-    slip, correction = fake_llm.requests[1]["messages"][-2:]
+    slip, correction = model.requests[1]["messages"][-2:]
     assert slip == {"role": "assistant", "content": made_up}
     assert correction["role"] == "user"
     assert "(<tool_result>) that you wrote yourself" in correction["content"]
@@ -46,22 +48,22 @@ async def test_a_result_the_model_wrote_is_re_asked_then_the_tool_really_runs(
 
 
 async def test_a_result_written_twice_is_cut_out_and_the_answer_marked(
-    fake_llm: FakeLLM, world: World
+    model: ScriptedModel, world: World
 ) -> None:
-    fake_llm.script(
+    model.script(
         text('{"tool_result": {"command": "date", "output": "Thu Nov 26 09:00 2026"}}'),
         text('It is Thursday morning.\n{"tool_result": {"output": "Thu Nov 26 09:00 2026"}}'),
     )
-    result = await run(fake_llm, world)
+    result = await run(model, world)
     assert result.text == f"It is Thursday morning.\n\n{NO_TOOL_NOTE}"
-    assert len(fake_llm.requests) == 2 and result.events == []
+    assert len(model.requests) == 2 and result.events == []
     assert result.new_messages == [{"role": "assistant", "content": result.text}]
 
 
-async def test_a_result_line_written_twice_is_cut_out(fake_llm: FakeLLM, world: World) -> None:
+async def test_a_result_line_written_twice_is_cut_out(model: ScriptedModel, world: World) -> None:
     slip = "Tool result: exit code 0 (no output)\nThe folder is empty."
-    fake_llm.script(text(slip), text(slip))
-    result = await run(fake_llm, world)
+    model.script(text(slip), text(slip))
+    result = await run(model, world)
     assert result.text == f"The folder is empty.\n\n{NO_TOOL_NOTE}"
 
 
@@ -78,45 +80,45 @@ async def test_a_result_line_written_twice_is_cut_out(fake_llm: FakeLLM, world: 
     ],
 )
 async def test_an_action_claimed_with_no_call_is_re_asked(
-    fake_llm: FakeLLM, world: World, claim: str
+    model: ScriptedModel, world: World, claim: str
 ) -> None:
-    fake_llm.script(text(claim), text(FENCE), text("Saved milk to notes.txt."))
-    result = await run(fake_llm, world)
+    model.script(text(claim), text(FENCE), text("Saved milk to notes.txt."))
+    result = await run(model, world)
     assert world.file("notes.txt") == "milk"
     assert result.text == "Saved milk to notes.txt."
-    slip, correction = fake_llm.requests[1]["messages"][-2:]
+    slip, correction = model.requests[1]["messages"][-2:]
     assert slip == {"role": "assistant", "content": claim}
     assert correction["content"].startswith("pinclaw: no tool ran in this turn")
     assert claim not in [m.get("content") for m in result.new_messages]
 
 
 async def test_an_action_claimed_twice_reaches_the_user_with_a_note(
-    fake_llm: FakeLLM, world: World
+    model: ScriptedModel, world: World
 ) -> None:
-    fake_llm.script(text("I have saved it."), text("Done. I saved your note to notes.txt."))
-    result = await run(fake_llm, world)
+    model.script(text("I have saved it."), text("Done. I saved your note to notes.txt."))
+    result = await run(model, world)
     assert result.text == f"Done. I saved your note to notes.txt.\n\n{NO_TOOL_NOTE}"
-    assert world.file("notes.txt") is None and len(fake_llm.requests) == 2
+    assert world.file("notes.txt") is None and len(model.requests) == 2
 
 
 async def test_claims_after_a_tool_ran_and_plain_answers_are_left_alone(
-    fake_llm: FakeLLM, world: World
+    model: ScriptedModel, world: World
 ) -> None:
-    fake_llm.script(text(FENCE), text("I wrote the file notes.txt."))
-    assert (await run(fake_llm, world)).text == "I wrote the file notes.txt."
-    fake_llm.script(text("Which file should I write the note to?"))
-    assert (await run(fake_llm, world)).text == "Which file should I write the note to?"
-    assert len(fake_llm.requests) == 3
+    model.script(text(FENCE), text("I wrote the file notes.txt."))
+    assert (await run(model, world)).text == "I wrote the file notes.txt."
+    model.script(text("Which file should I write the note to?"))
+    assert (await run(model, world)).text == "Which file should I write the note to?"
+    assert len(model.requests) == 3
 
 
 async def test_an_empty_reply_after_tools_is_re_asked_then_accounted_for(
-    fake_llm: FakeLLM, world: World
+    model: ScriptedModel, world: World
 ) -> None:
-    fake_llm.script(text(FENCE), text("\n"), text("   "))
-    result = await run(fake_llm, world)
+    model.script(text(FENCE), text("\n"), text("   "))
+    result = await run(model, world)
     assert result.text == "(No answer from the model. Tools run: file_write ok.)"
-    assert len(fake_llm.requests) == 3
-    retry = fake_llm.requests[2]["messages"]
+    assert len(model.requests) == 3
+    retry = model.requests[2]["messages"]
     assert retry[-2]["role"] == "tool" and retry[-1]["role"] == "user"
     assert (
         retry[-1]["content"] == "pinclaw: your reply was empty. Answer the user now, in plain text."
@@ -124,18 +126,18 @@ async def test_an_empty_reply_after_tools_is_re_asked_then_accounted_for(
     assert result.new_messages[-1] == {"role": "assistant", "content": result.text}
 
 
-async def test_an_empty_reply_is_asked_again_once(fake_llm: FakeLLM, world: World) -> None:
-    fake_llm.script(text(""), text("Hello! What can I do?"))
-    result = await run(fake_llm, world)
+async def test_an_empty_reply_is_asked_again_once(model: ScriptedModel, world: World) -> None:
+    model.script(text(""), text("Hello! What can I do?"))
+    result = await run(model, world)
     assert result.text == "Hello! What can I do?"
-    retry = fake_llm.requests[1]["messages"]
+    retry = model.requests[1]["messages"]
     assert [m["role"] for m in retry] == ["system", "user"]  # roles still alternate
     assert retry[1]["content"].startswith("do it\n\npinclaw: your reply was empty.")
 
 
-async def test_an_empty_wrap_up_is_accounted_for(fake_llm: FakeLLM, world: World) -> None:
-    fake_llm.script(text(FENCE), text(""))
-    result = await run(fake_llm, world, max_iterations=1)
+async def test_an_empty_wrap_up_is_accounted_for(model: ScriptedModel, world: World) -> None:
+    model.script(text(FENCE), text(""))
+    result = await run(model, world, max_iterations=1)
     assert result.stop_reason == "iteration_limit"
     assert result.text == "(No answer from the model. Tools run: file_write ok.)"
 

@@ -1,5 +1,6 @@
 """Tool calls written as text, however a model writes them: real outputs fed through the
-fake provider as plain content (no tool_calls), driving the real loop, LiteLLM and tools.
+in-process model double as plain content (no tool_calls), driving the real loop and tools
+(LiteLLM's own part, reasoning kept apart, through the fake provider).
 
 The first rows are what Qwen2.5-Coder-1.5B on llama-server really wrote (issue 23, its
 arguments adapted to our tools); the others follow the public chat templates and the
@@ -14,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes.llm_server import FakeLLM, text
+from fakes.llm_server import FakeLLM
+from fakes.model_double import ScriptedModel, text
 
 from agent.app import build_tools
 from agent.config import LLMSettings, Settings
 from agent.model.client import LLMClient
+from agent.model.responses import ModelClient
 from agent.turns.dispatch import Dispatcher, XmlDispatcher
 from agent.turns.loop import LoopOptions, TurnResult, run_tool_call_loop
 from tools.base import ToolCallContext, ToolRegistry
@@ -60,17 +63,16 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
 
 
 async def run(
-    fake: FakeLLM,
+    model: ModelClient,
     world: World,
     dispatcher: Dispatcher | None = None,
     max_iterations: int = 6,
     on_text: Callable[[str], None] | None = None,
 ) -> TurnResult:
-    llm = LLMClient(LLMSettings(model="openai/m", api_base=fake.base_url, num_retries=0))
     return await run_tool_call_loop(
         HISTORY,
         world.tools,
-        llm,
+        model,
         context=world.context,
         dispatcher=dispatcher,
         options=LoopOptions(max_iterations=max_iterations, tool_timeout_s=30),
@@ -232,14 +234,14 @@ WRITES = [  # (reply as the model wrote it, files it must leave behind, narratio
 
 @pytest.mark.parametrize(("reply", "files", "narration"), WRITES)
 async def test_a_call_written_as_text_runs_like_a_native_one(
-    fake_llm: FakeLLM, world: World, reply: str, files: dict[str, str], narration: str
+    model: ScriptedModel, world: World, reply: str, files: dict[str, str], narration: str
 ) -> None:
-    fake_llm.script(text(reply), text("Saved as asked."))
-    result = await run(fake_llm, world)
+    model.script(text(reply), text("Saved as asked."))
+    result = await run(model, world)
     assert {name: world.file(name) for name in files} == files
     assert result.text == "Saved as asked." and result.stop_reason == "done"
     assert [e.name for e in result.events] == ["file_write"] * len(files)
-    second = fake_llm.requests[1]["messages"]
+    second = model.requests[1]["messages"]
     assistant, *results = second[2:]
     assert assistant.get("content") == (narration or None)
     ids = [call["id"] for call in assistant["tool_calls"]]
@@ -250,38 +252,38 @@ async def test_a_call_written_as_text_runs_like_a_native_one(
 
 @pytest.mark.parametrize("first", [FENCE, '{"name": "file_write", "arguments": {}}'])
 async def test_a_call_written_as_text_never_shows_as_a_preview(
-    fake_llm: FakeLLM, world: World, first: str
+    model: ScriptedModel, world: World, first: str
 ) -> None:
-    fake_llm.script(text(first), text("Saved as asked."))
+    model.script(text(first), text("Saved as asked."))
     shown: list[str] = []
-    result = await run(fake_llm, world, on_text=shown.append)
+    result = await run(model, world, on_text=shown.append)
     assert "".join(shown) == "Saved as asked." == result.text
     assert len(shown) > 1  # an answer in prose still streams, piece by piece
 
 
-async def test_qwen_outputs_for_the_shell(fake_llm: FakeLLM, world: World) -> None:
-    fake_llm.script(
+async def test_qwen_outputs_for_the_shell(model: ScriptedModel, world: World) -> None:
+    model.script(
         text('<tools>\n{"name": "shell", "arguments": {"command": "date"}}\n</tools>'),
         text('{{"name": "shell", "arguments": {{"command": "ls"}}}}'),
         text("Here is the date and the listing."),
     )
-    result = await run(fake_llm, world)
+    result = await run(model, world)
     assert [(e.name, e.arguments, e.ok) for e in result.events] == [
         ("shell", '{"command": "date"}', True),
         ("shell", '{"command": "ls"}', True),
     ]
-    assert tool_results(fake_llm.requests[1])[0].startswith("exit code: 0\n")
+    assert tool_results(model.requests[1])[0].startswith("exit code: 0\n")
     assert result.text == "Here is the date and the listing."
 
 
 async def test_qwen_memory_call_with_a_made_up_key_is_sent_back_once(
-    fake_llm: FakeLLM, world: World
+    model: ScriptedModel, world: World
 ) -> None:
     literal = '{"name": "memory_store", "arguments": {"key": "color", "content": "blue"}}'
     fixed = '{"name": "memory_store", "arguments": {"content": "Favourite color: blue"}}'
-    fake_llm.script(text(literal), text(fixed), text("I will remember that."))
-    result = await run(fake_llm, world)
-    correction = fake_llm.requests[1]["messages"][-1]
+    model.script(text(literal), text(fixed), text("I will remember that."))
+    result = await run(model, world)
+    correction = model.requests[1]["messages"][-1]
     assert correction["role"] == "user"
     assert "memory_store was not run: unknown argument key" in correction["content"]
     assert [e.name for e in result.events] == ["memory_store"]
@@ -291,11 +293,11 @@ async def test_qwen_memory_call_with_a_made_up_key_is_sent_back_once(
     assert literal not in stored  # the miss and its correction are not kept
 
 
-async def test_the_xml_protocol_keeps_its_own_shape(fake_llm: FakeLLM, world: World) -> None:
-    fake_llm.script(text(PROSE_FENCE), text("Saved."))
-    result = await run(fake_llm, world, XmlDispatcher())
+async def test_the_xml_protocol_keeps_its_own_shape(model: ScriptedModel, world: World) -> None:
+    model.script(text(PROSE_FENCE), text("Saved."))
+    result = await run(model, world, XmlDispatcher())
     assert world.file("a.txt") == "x" and result.text == "Saved."
-    assistant, results = fake_llm.requests[1]["messages"][2:]
+    assistant, results = model.requests[1]["messages"][2:]
     assert assistant == {
         "role": "assistant",
         "content": "I used `file_write` to save it:\n"
@@ -324,24 +326,37 @@ TRAPS = [  # replies that hold no call, shown to the user as written
         id="keys-do-not-fit-in-prose",
     ),
     pytest.param('print("hello")', id="python-answer"),
-    pytest.param(
-        '<think>{"name": "file_write", "arguments": {"path": "t.txt", "content": "x"}}?</think>'
-        "Which file do you mean?",
-        id="a-draft-in-reasoning",
-    ),
 ]
 
 
 @pytest.mark.parametrize("reply", TRAPS)
-async def test_traps_are_not_calls(fake_llm: FakeLLM, world: World, reply: str) -> None:
-    fake_llm.script(text(reply))
-    result = await run(fake_llm, world)
-    assert result.text == reply.split("</think>")[-1]  # LiteLLM keeps reasoning apart
+async def test_traps_are_not_calls(model: ScriptedModel, world: World, reply: str) -> None:
+    model.script(text(reply))
+    result = await run(model, world)
+    assert result.text == reply
     assert (
         result.events == []
-        and len(fake_llm.requests) == 1
+        and len(model.requests) == 1
         and list(world.workspace.glob("*.txt")) == []
     )
+
+
+async def test_a_draft_in_reasoning_is_kept_apart_by_litellm_and_not_run(
+    fake_llm: FakeLLM, world: World
+) -> None:
+    """Over the wire: LiteLLM takes <think>...</think> out of the content, so a call drafted
+    in the reasoning is neither run nor shown."""
+    fake_llm.script(
+        text(
+            '<think>{"name": "file_write", "arguments": {"path": "t.txt", "content": "x"}}?'
+            "</think>Which file do you mean?"
+        )
+    )
+    llm = LLMClient(LLMSettings(model="openai/m", api_base=fake_llm.base_url, num_retries=0))
+    result = await run(llm, world)
+    assert result.text == "Which file do you mean?"
+    assert result.events == [] and len(fake_llm.requests) == 1
+    assert list(world.workspace.glob("*.txt")) == []
 
 
 @pytest.mark.parametrize(
@@ -360,21 +375,21 @@ async def test_traps_are_not_calls(fake_llm: FakeLLM, world: World, reply: str) 
     ],
 )
 async def test_a_clear_attempt_that_fits_no_tool_is_not_run_and_is_said_once(
-    fake_llm: FakeLLM, world: World, reply: str, problem: str
+    model: ScriptedModel, world: World, reply: str, problem: str
 ) -> None:
-    fake_llm.script(text(reply), text(reply))
-    result = await run(fake_llm, world)
+    model.script(text(reply), text(reply))
+    result = await run(model, world)
     assert result.events == [] and list(world.workspace.glob("*.txt")) == []
-    assert problem in fake_llm.requests[1]["messages"][-1]["content"]
-    assert len(fake_llm.requests) == 2
+    assert problem in model.requests[1]["messages"][-1]["content"]
+    assert len(model.requests) == 2
     assert result.text == reply  # the second time it is the answer, as written
 
 
 async def test_a_tagged_call_that_never_fits_ends_in_a_line_not_in_silence(
-    fake_llm: FakeLLM, world: World
+    model: ScriptedModel, world: World
 ) -> None:
     tagged = '<tool_call>{"name": "file_write", "arguments": {"file": "k.txt"}}</tool_call>'
-    fake_llm.script(text(tagged), text(tagged), text(tagged))
-    result = await run(fake_llm, world)
+    model.script(text(tagged), text(tagged), text(tagged))
+    result = await run(model, world)
     assert result.text == "(No answer from the model, and no tool ran.)"
-    assert len(fake_llm.requests) == 3 and result.events == []
+    assert len(model.requests) == 3 and result.events == []

@@ -1,5 +1,7 @@
 """What reaches the model: photos as images for models that see, and strict providers
-answered after one refusal, with the lesson remembered. (Discord recordings: test_discord.)"""
+answered after one refusal, with the lesson remembered; the daemon with the fake Telegram and
+the in-process model double, and Anthropic's cache marks over the wire to the fake provider.
+(Discord recordings: test_discord.)"""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from typing import Any
 
 import pytest
 from conftest import Daemon
-from fakes.llm_server import FakeLLM, echo, error, text
+from fakes.llm_server import FakeLLM
+from fakes.model_double import ScriptedModel, echo, error, text
 from fakes.telegram_server import FakeTelegram
 from PIL import Image
 
@@ -43,16 +46,20 @@ def images_in(content: Any) -> list[Image.Image]:
 
 
 async def test_a_photo_reaches_a_vision_model_as_an_image_downsized_and_only_once(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
-    daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
+    fake_telegram: FakeTelegram,
+    home: Path,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("PINCLAW_LLM__VISION", "on")
     async with daemon():
         fake_telegram.inject_photo(OWNER, OWNER, jpeg(3000, 1000), caption="which pin is it?")
         await fake_telegram.await_for(lambda m: m.method == "sendMessage")
         fake_telegram.inject_message(OWNER, OWNER, "and now?")
         await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=2)
-    first, second = fake_llm.requests
+    first, second = model.requests
     content = user_parts(first)
     [image] = images_in(content)
     assert image.size == (1568, 523)  # the long side cut to vision_max_px
@@ -66,14 +73,14 @@ async def test_a_photo_reaches_a_vision_model_as_an_image_downsized_and_only_onc
 
 
 async def test_an_image_document_counts_as_a_photo_and_auto_vision_asks_litellm(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    telegram_model_env: dict[str, str], model: ScriptedModel, fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:  # fmt: skip
     async with daemon():  # vision "auto": LiteLLM does not know the fake model to see
         fake_telegram.inject_document(OWNER, OWNER, jpeg(40, 30), filename="wiring.jpg",
                                       mime_type="image/jpeg", caption="look")  # fmt: skip
         await fake_telegram.await_for(lambda m: m.method == "sendMessage")
-    content = user_parts(fake_llm.requests[0])
+    content = user_parts(model.requests[0])
     assert isinstance(content, str) and "[IMAGE:inbox/telegram-" in content
 
 
@@ -86,23 +93,27 @@ STRICT_REFUSALS = [
 
 @pytest.mark.parametrize("refusal", STRICT_REFUSALS)
 async def test_a_strict_template_is_answered_after_one_refusal_and_remembered(
-    refusal: str, telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
-    home: Path, daemon: Callable[[], Daemon],
-) -> None:  # fmt: skip
+    refusal: str,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
+    fake_telegram: FakeTelegram,
+    home: Path,
+    daemon: Callable[[], Daemon],
+) -> None:
     def strict(body: dict[str, Any]) -> Any:
         if any(m["role"] == "system" for m in body["messages"][1:]):
             return error(400, refusal, type="invalid_request_error")
         return echo(body)
 
-    fake_llm.responder = strict
+    model.responder = strict
     async with daemon():
         fake_telegram.inject_message(OWNER, OWNER, "first")
         await fake_telegram.await_for(lambda m: m.method == "sendMessage")
         fake_telegram.inject_message(OWNER, OWNER, "second")
         replies = await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=2)
     assert "]\nsecond" in (replies[1].plain or "")  # the echo of the second message
-    assert len(fake_llm.requests) == 3  # one refusal, then both answered at once
-    asked = user_parts(fake_llm.requests[-1])
+    assert len(model.requests) == 3  # one refusal, then both answered at once
+    asked = user_parts(model.requests[-1])
     assert "Operator note, not from the user" in asked and "Telegram" in asked
     with sqlite3.connect(home / "state.db") as db:
         assert db.execute("SELECT quirk, value FROM provider_quirks").fetchall() == [
@@ -111,7 +122,7 @@ async def test_a_strict_template_is_answered_after_one_refusal_and_remembered(
 
 
 async def test_a_refusal_that_names_functions_moves_the_model_to_the_text_protocol(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    telegram_model_env: dict[str, str], model: ScriptedModel, fake_telegram: FakeTelegram,
     home: Path, daemon: Callable[[], Daemon],
 ) -> None:  # fmt: skip
     def no_tools(body: dict[str, Any]) -> Any:
@@ -119,26 +130,26 @@ async def test_a_refusal_that_names_functions_moves_the_model_to_the_text_protoc
             return error(400, "This model does not support function calling.")
         return echo(body)
 
-    fake_llm.responder = no_tools
+    model.responder = no_tools
     async with daemon():
         fake_telegram.inject_message(OWNER, OWNER, "hello")
         await fake_telegram.await_for(lambda m: m.method == "sendMessage")
-    assert "tools" not in fake_llm.requests[-1]
-    assert "<tool_call>" in fake_llm.requests[-1]["messages"][0]["content"]
+    assert "tools" not in model.requests[-1]
+    assert "<tool_call>" in model.requests[-1]["messages"][0]["content"]
     from agent.durable.quirks import ProviderQuirks
 
-    assert ProviderQuirks(home / "state.db").lines() == [
+    assert ProviderQuirks.read(home / "state.db").lines() == [
         "openai/test-model: tools through the <tool_call> text protocol"
     ]
 
 
 async def test_a_silent_reply_in_a_group_sends_nothing_and_the_group_goes_on(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    telegram_model_env: dict[str, str], model: ScriptedModel, fake_telegram: FakeTelegram,
     home: Path, daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     monkeypatch.setenv("PINCLAW_CHANNELS__TELEGRAM__STREAM_REPLIES", "true")
     group = -100900
-    fake_llm.script(text("NO_REPLY"))
+    model.script(text("NO_REPLY"))
     async with daemon():
         fake_telegram.inject_message(group, OWNER, "@pinclaw_test_bot thanks all",
                                      chat_type="group")  # fmt: skip
@@ -148,7 +159,7 @@ async def test_a_silent_reply_in_a_group_sends_nothing_and_the_group_goes_on(
         await fake_telegram.await_for(
             lambda m: m.chat_id == group and "and you?" in (m.plain or "")
         )
-    assert len(fake_llm.requests) == 2  # the first message did get its turn
+    assert len(model.requests) == 2  # the first message did get its turn
     shown = [m for m in fake_telegram.sent if m.chat_id == group]
     assert len(shown) == 1 and "NO_REPLY" not in str([m.edits for m in shown])
     with sqlite3.connect(home / "state.db") as db:
@@ -174,9 +185,12 @@ async def test_an_anthropic_request_marks_the_system_prompt_as_a_cache_breakpoin
 
 
 async def test_workspace_files_and_skills_edited_between_turns_reach_the_next_turn(
-    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
+    fake_telegram: FakeTelegram,
+    home: Path,
     daemon: Callable[[], Daemon],
-) -> None:  # fmt: skip
+) -> None:
     """The prompt is kept between turns, but an edited file, a new skill or an edited skill
     is in the very next turn's prompt."""
     workspace = home / "workspace"
@@ -193,7 +207,7 @@ async def test_workspace_files_and_skills_edited_between_turns_reach_the_next_tu
             edit()
             fake_telegram.inject_message(OWNER, OWNER, f"turn {n}")
             await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=n)
-    prompts = [str(r["messages"][0]["content"]) for r in fake_llm.requests]
+    prompts = [str(r["messages"][0]["content"]) for r in model.requests]
     assert ["haiku" in p for p in prompts] == [False, True, True, True]
     assert ["greenhouse is wired" in p for p in prompts] == [False, False, True, False]
     assert ["fan is on pin 9" in p for p in prompts] == [False, False, False, True]

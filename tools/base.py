@@ -209,11 +209,6 @@ def read_only(tools: Iterable[Tool]) -> list[Tool]:
     return [ReadOnlyRefusal(t) if getattr(t, "writes", False) else t for t in tools]
 
 
-def tool(fn: ToolFunction) -> FunctionTool:
-    """Decorator form of FunctionTool, for module-level tools."""
-    return FunctionTool(fn)
-
-
 class ToolRegistry:
     """The tools of one runtime, in registration order, and their `tools=` schemas."""
 

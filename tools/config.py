@@ -16,20 +16,24 @@ class _Section(BaseModel):
 
 Autonomy = Literal["read_only", "supervised", "full"]
 
-DEFAULT_ALLOWED_COMMANDS = (
-    "ls", "cat", "head", "tail", "wc", "grep", "find", "echo", "pwd", "date", "du", "df",
-    "sort", "uniq", "diff", "mkdir", "touch", "cp", "mv", "git",
-)  # fmt: skip
+
+def _names(text: str) -> tuple[str, ...]:
+    """A list of short names written as one line of text, in order."""
+    return tuple(text.split())
+
+
+DEFAULT_ALLOWED_COMMANDS = _names(
+    "ls cat head tail wc grep find echo pwd date du df sort uniq diff mkdir touch cp mv git"
+)
 
 # Refused as paths by the file tools and the shell's parser. The OS sandbox exposes none of
 # them but what programs need to run: /proc (the command's own processes), /dev (null,
 # zero, urandom, tty) and the files of /etc listed in tools/sandbox/etc_files.py (the loader
 # cache, name lookups, passwd and group for user names, certificates, the time zone), which
 # a program may read without naming them (`ls -l` reads /etc/passwd).
-DEFAULT_FORBIDDEN_PATHS = (
-    "/etc", "/root", "/proc", "/sys", "/boot", "/dev", "/var", "~/.ssh", "~/.gnupg", "~/.aws",
-    "~/.config",
-)  # fmt: skip
+DEFAULT_FORBIDDEN_PATHS = _names(
+    "/etc /root /proc /sys /boot /dev /var ~/.ssh ~/.gnupg ~/.aws ~/.config"
+)
 
 SandboxSetting = Literal["auto", "bubblewrap", "landlock", "off"]
 

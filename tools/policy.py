@@ -20,8 +20,16 @@ __all__ = ["PolicyError", "SecurityPolicy"]
 
 
 # The runtime's own files in its home: never reachable by a tool, wherever the home is.
-RUNTIME_FILES = ("config.toml", "state.db", "state.db-wal", "state.db-shm", "logs",
-                 "agent.env", "agent.lock", "agent.sock")  # fmt: skip
+RUNTIME_FILES = (
+    "config.toml",
+    "state.db",
+    "state.db-wal",
+    "state.db-shm",
+    "logs",
+    "agent.env",
+    "agent.lock",
+    "agent.sock",
+)
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,7 @@ async def _checks(settings: Settings, check_model: bool) -> int:
     print(_daemon_line(settings.home))
     if state_problem is None:
         _note_queues(settings.state_db)
-        for line in ProviderQuirks(settings.state_db).lines():
+        for line in ProviderQuirks.read(settings.state_db).lines():
             print(f"note provider: {line}")
     if settings.hardware.enabled:
         from tools.board.board import Board
@@ -141,6 +141,19 @@ async def _checks(settings: Settings, check_model: bool) -> int:
 
 
 async def _check_model(settings: Settings, report: Callable[[bool, str, str], None]) -> None:
+    """What is learned is kept in state.db, through its one connection."""
+    from agent.app import open_store
+
+    store = await open_store(settings.state_db)
+    try:
+        await _ask_model(settings, report, await ProviderQuirks.load(store.db))
+    finally:
+        await store.db.close()
+
+
+async def _ask_model(
+    settings: Settings, report: Callable[[bool, str, str], None], quirks: ProviderQuirks
+) -> None:
     """Ask the model's server what it serves (kept for the next start's prompt), then send
     the first request a one-shot sends — its system prompt and tool schemas — streamed, and
     time the first token: on a small machine that first call is the slow one."""
@@ -150,14 +163,14 @@ async def _check_model(settings: Settings, report: Callable[[bool, str, str], No
     from agent.model.responses import LLMError
     from agent.model.server_probe import probe_server
 
-    llm, quirks = settings.llm, ProviderQuirks(settings.state_db)
+    llm = settings.llm
     facts = await asyncio.to_thread(probe_server, llm.model, llm.api_base)
     if facts.server:
-        quirks.learn_fact(llm.model, FACT_SERVER, facts.server)
+        await quirks.learn_fact(llm.model, FACT_SERVER, facts.server)
         if facts.window:
-            quirks.learn_fact(llm.model, FACT_WINDOW, str(facts.window))
+            await quirks.learn_fact(llm.model, FACT_WINDOW, str(facts.window))
         if facts.native_tools is False:
-            quirks.learn_fact(llm.model, FACT_TOOLS, "xml")
+            await quirks.learn_fact(llm.model, FACT_TOOLS, "xml")
         window = f"a window of {facts.window:,} tokens" if facts.window else "no window said"
         tools = {True: "tool calls in its template", False: "no tool calls in its template"}
         said = f", {tools[facts.native_tools]}" if facts.native_tools is not None else ""
@@ -177,7 +190,7 @@ async def _check_model(settings: Settings, report: Callable[[bool, str, str], No
         return
     took, first = time.monotonic() - started, reply.first_token_s
     if first is not None:
-        quirks.learn_fact(llm.model, FACT_FIRST_TOKEN, f"{first:.1f}")
+        await quirks.learn_fact(llm.model, FACT_FIRST_TOKEN, f"{first:.1f}")
     said = repr(reply.content[:40]) if reply.content else f"{len(reply.tool_calls)} tool call(s)"
     timing = f"first token after {first:.1f} s" if first is not None else "no token streamed"
     tokens = reply.prompt_tokens or weight
@@ -237,7 +250,7 @@ def _report_sandbox(
 ) -> None:
     """Which OS sandbox confines commands and why; and the remembered "Always allow"s
     (`approvals`: state.db can be read)."""
-    from agent.durable.always_allowed import AlwaysAllowed
+    from agent.durable.always_allowed import read_rules
     from tools.sandbox.sandboxes import SandboxUnavailable, choose_sandbox
 
     security = settings.security
@@ -254,7 +267,7 @@ def _report_sandbox(
     report(not refused, "sandbox", detail)
     if not approvals:
         return
-    rules = AlwaysAllowed(settings.state_db, settings.workspace_dir.resolve()).rules()
+    rules = read_rules(settings.state_db, settings.workspace_dir.resolve())
     print(f"note approvals: always allowed: {', '.join(rules) if rules else 'none'}")
 
 

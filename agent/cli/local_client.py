@@ -121,8 +121,13 @@ def run_one_shot(
 ) -> int | None:
     """Ask the daemon; print what it answers as the in-process one-shot would. The exit
     status, or None when no daemon takes it (the caller then runs it here)."""
-    request = {"op": "run", "message": message, "session": session,
-               "settings": fingerprint, "tty": sys.stdin.isatty()}  # fmt: skip
+    request = {
+        "op": "run",
+        "message": message,
+        "session": session,
+        "settings": fingerprint,
+        "tty": sys.stdin.isatty(),
+    }
     return call(home, request, verbose=verbose)
 
 

@@ -49,7 +49,7 @@ def dispatcher_for(settings: Settings) -> Dispatch:
     """The way tools travel, as a turn picks it: a lesson or a profile without native calls
     first (agent/durable/quirks.py), then agent.tool_dispatcher."""
     model = settings.llm.model
-    if model in ProviderQuirks(settings.state_db).xml_tools:
+    if model in ProviderQuirks.read(settings.state_db).xml_tools:
         return "xml"
     return configured_dispatcher(settings.agent.tool_dispatcher, model)
 
@@ -88,10 +88,6 @@ def _schemas(tools: Any, mode: str) -> list[dict[str, Any]]:
     from agent.prompt.compact import CompactTools
 
     return list(CompactTools(tools).schemas() if mode == "compact" else tools.schemas())
-
-
-def prompt_text(settings: Settings, channel: str, mode: str | None) -> str:
-    return inspect_prompt(settings, channel, mode).text
 
 
 def prompt_stats(

@@ -87,8 +87,10 @@ Delegate=yes
 [Install]
 WantedBy=default.target
 """
-    steps = ("systemctl --user daemon-reload && systemctl --user enable --now pinclaw",
-             "systemctl --user status pinclaw; journalctl --user -u pinclaw -f")  # fmt: skip
+    steps = (
+        "systemctl --user daemon-reload && systemctl --user enable --now pinclaw",
+        "systemctl --user status pinclaw; journalctl --user -u pinclaw -f",
+    )
     return ServiceFile(config_home / "systemd" / "user" / UNIT_NAME, text, steps)
 
 
@@ -109,8 +111,10 @@ def _launchd(argv: list[str], home: Path, user_home: Path) -> ServiceFile:
     }
     path = user_home / "Library" / "LaunchAgents" / f"{LAUNCHD_LABEL}.plist"
     log = home / LOG_NAME
-    steps = (f'launchctl bootstrap gui/$(id -u) "{path}"',
-             f"launchctl print gui/$(id -u)/{LAUNCHD_LABEL}; tail -f {log}")  # fmt: skip
+    steps = (
+        f'launchctl bootstrap gui/$(id -u) "{path}"',
+        f"launchctl print gui/$(id -u)/{LAUNCHD_LABEL}; tail -f {log}",
+    )
     return ServiceFile(path, plistlib.dumps(plist).decode(), steps)
 
 

@@ -61,8 +61,9 @@ async def _fold(
         if not text:
             raise ValueError("the summary came back empty")
     except Exception as exc:
-        log.warning("%s: could not summarise %d turns (%s); leaving them out", chat_key,
-                    len(folded), exc)  # fmt: skip
+        log.warning(
+            "%s: could not summarise %d turns (%s); leaving them out", chat_key, len(folded), exc
+        )
         return summary
     await sessions.save_summary(chat_key, folded[-1].number, text)
     log.info("%s: %d turns summarised", chat_key, len(folded))

@@ -69,10 +69,9 @@ class LegacyScope:
     people: Mapping[str, PersonSettings]
 
     def __call__(self, chat_key: str) -> str:
-        channel, _, rest = chat_key.partition(":")
-        chat_id, _, thread = rest.partition(":")
-        if channel == "cli":
+        chat = ChatRef.parse(chat_key)
+        if chat.channel == "cli":
             return OWNER
-        if channel == "telegram" and chat_id.isdigit() and not thread:
-            return person_of(self.people, "telegram", chat_id)
-        return f"chat:{ChatRef(channel, chat_id, thread).key}"
+        if chat.channel == "telegram" and chat.chat_id.isdigit() and not chat.thread_id:
+            return person_of(self.people, "telegram", chat.chat_id)
+        return f"chat:{chat.key}"

@@ -175,7 +175,7 @@ async def start_channels(app: App) -> list[ChannelRuntime]:
     for channel, access in build_channels(app):
         runtime = app.runtime(channel, access)
         try:
-            await channel.start(runtime.submit)
+            await channel.start(runtime.submit, runtime.is_allowed_sender)
         except Exception as exc:
             log.error("%s did not start: %s: %s", channel.name, type(exc).__name__, exc)
             await _quietly_stop(runtime)

@@ -1,11 +1,18 @@
 """The "Always allow" answers of the owner, remembered per workspace in state.db — outside the
-workspace, so no command can grant itself one; `agent doctor` lists them."""
+workspace, so no command can grant itself one; `agent doctor` lists them.
+
+The daemon reads and writes them through StateDB (its one connection, off the event loop);
+a command that only reads them (`agent doctor`) reads them through `read_rules`.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from pathlib import Path
+
+from agent.durable.state_db import StateDB
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS approvals (
@@ -15,33 +22,36 @@ CREATE TABLE IF NOT EXISTS approvals (
     PRIMARY KEY (workspace, rule)
 );
 """
+_RULES = "SELECT rule FROM approvals WHERE workspace = ? ORDER BY rule"
 
 
 class AlwaysAllowed:
-    """The remembered "Always allow" rules of one workspace. Rare and tiny: plain sqlite3."""
+    """The remembered "Always allow" rules of one workspace."""
 
-    def __init__(self, db_path: Path, workspace: Path) -> None:
-        self._path = db_path
+    def __init__(self, db: StateDB, workspace: Path) -> None:
+        self._db = db
         self._workspace = str(workspace)
 
-    def _connect(self) -> sqlite3.Connection:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self._path, timeout=5)
-        db.executescript(SCHEMA)
-        return db
+    async def rules(self) -> list[str]:
+        return [rule for (rule,) in await self._db.fetchall(_RULES, (self._workspace,))]
 
-    def rules(self) -> list[str]:
-        if not self._path.exists():
-            return []
-        with self._connect() as db:
-            rows = db.execute(
-                "SELECT rule FROM approvals WHERE workspace = ? ORDER BY rule", (self._workspace,)
-            ).fetchall()
-        return [rule for (rule,) in rows]
-
-    def remember(self, rule: str) -> None:
-        with self._connect() as db:
-            db.execute(
+    async def remember(self, rule: str) -> None:
+        await self._db.write(
+            lambda conn: conn.execute(
                 "INSERT OR IGNORE INTO approvals VALUES (?, ?, ?)",
                 (self._workspace, rule, time.time()),
             )
+        )
+
+
+def read_rules(state_db: Path, workspace: Path) -> list[str]:
+    """The rules as a command that does not run the daemon reads them: read-only, and
+    nothing when there is no state.db yet."""
+    if not state_db.is_file():
+        return []
+    uri = f"{state_db.resolve().as_uri()}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5)) as conn:
+        try:
+            return [rule for (rule,) in conn.execute(_RULES, (str(workspace),))]
+        except sqlite3.OperationalError:  # no such table: nothing remembered yet
+            return []

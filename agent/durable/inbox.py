@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,10 @@ def encode(msg: IncomingMessage) -> str:
 
 
 def decode(text: str) -> IncomingMessage:
-    data: dict[str, Any] = json.loads(text)
+    """A stored message; keys an earlier pinclaw kept and this one no longer has (such as
+    `mentions_bot`) are left out, so its pending rows still load."""
+    known = {item.name for item in fields(IncomingMessage)}
+    data: dict[str, Any] = {k: v for k, v in json.loads(text).items() if k in known}
     data["chat"] = ChatRef(**data["chat"])
     data["attachments"] = tuple(
         Attachment(item["kind"], Path(item["path"]), item["note"]) for item in data["attachments"]

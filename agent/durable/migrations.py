@@ -43,7 +43,7 @@ class Step:
 def _version_1(conn: sqlite3.Connection) -> None:
     """The tables of 0.1.0; a file from before gains the columns added since."""
     tables = (sessions, inbox, outbox, schedules)
-    for schema in [module.SCHEMA for module in tables] + [always_allowed.SCHEMA, quirks._SCHEMA]:
+    for schema in [module.SCHEMA for module in tables] + [always_allowed.SCHEMA, quirks.SCHEMA]:
         run_script(conn, schema)
     for table, added in (("messages", sessions.MIGRATIONS), ("inbox", inbox.MIGRATIONS)):
         have = columns(conn, table)

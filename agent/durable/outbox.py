@@ -212,23 +212,6 @@ class Outbox:
 
         return await self._db.write(write)
 
-    async def mark_sent(
-        self, outgoing_id: int, sent: int, *, done: bool, next_of: str | None = None
-    ) -> Outgoing | None:
-        """`sent` parts have gone out; with `done`, the whole reply has (bench/durability.py
-        times this commit)."""
-        outcome = PartOutcome(outgoing_id, sent - 1, "sent", last=done)
-        return await self.record([outcome], next_of=next_of)
-
-    async def note_failure(self, outgoing_id: int, error: str, *, expired: bool) -> None:
-        await self._db.write(
-            lambda conn: conn.execute(
-                "UPDATE outbox SET attempts = attempts + 1, last_error = ?, status = ?"
-                " WHERE id = ?",
-                (error[:500], "expired" if expired else "pending", outgoing_id),
-            )
-        )
-
     async def waiting(self) -> int:
         row = await self._db.fetchone("SELECT COUNT(*) FROM outbox WHERE status = 'pending'")
         return int(row[0]) if row else 0

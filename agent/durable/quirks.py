@@ -8,24 +8,28 @@ a marked operator note) and tries once more; a 400 that names tools or functions
 model to the `<tool_call>` text protocol, as a model whose built-in profile has no native
 tool calls starts (agent/prompt/profiles.py). Each lesson is logged once, kept across
 restarts and listed by `agent doctor`; the prompt is built with them
-(profiles.learned_facts).
+(profiles.learned_facts). The daemon reads and writes them through StateDB (`load`); a
+command that only reads them (`agent prompt show`, `agent doctor`) uses `read`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
+from agent.durable.state_db import StateDB
 from agent.prompt.profiles import FACT_FIRST_TOKEN, FACT_SERVER, FACT_WINDOW, builtin_profile
 
 log = logging.getLogger(__name__)
 
 Placement = Literal["after_user", "in_user", "system_prompt"]
 
-_SCHEMA = """
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS provider_quirks (
     model TEXT NOT NULL,
     quirk TEXT NOT NULL,
@@ -34,6 +38,7 @@ CREATE TABLE IF NOT EXISTS provider_quirks (
     PRIMARY KEY (model, quirk)
 );
 """
+_ROWS = "SELECT model, quirk, value FROM provider_quirks"
 
 
 class TextProtocolModels(set[str]):
@@ -46,12 +51,16 @@ class TextProtocolModels(set[str]):
 
 
 class ProviderQuirks:
-    def __init__(self, db_path: Path | None = None) -> None:
-        self._path = db_path
+    def __init__(
+        self, rows: Iterable[tuple[str, str, str]] = (), db: StateDB | None = None
+    ) -> None:
+        """`rows`: (model, quirk, value) as stored; `db`: where new lessons are kept (None:
+        remembered for this run only)."""
+        self._db = db
         self.placement: dict[str, Placement] = {}
         self.xml_tools = TextProtocolModels()
         self.facts: dict[str, dict[str, str]] = {}  # model -> what its server said
-        for model, quirk, value in self._rows():
+        for model, quirk, value in rows:
             if quirk == "delivery" and value in ("in_user", "system_prompt"):
                 self.placement[model] = value  # type: ignore[assignment]
             elif quirk == "tools" and value == "xml":
@@ -59,32 +68,58 @@ class ProviderQuirks:
             elif quirk in (FACT_WINDOW, FACT_FIRST_TOKEN, FACT_SERVER):
                 self.facts.setdefault(model, {})[quirk] = value
 
-    def learn_placement(self, model: str, placement: Placement) -> None:
-        log.warning("%s refused the delivery instructions after the user turn; they now go "
-                    "%s for this model", model, placement.replace("_", " "))  # fmt: skip
-        self.placement[model] = placement
-        self._store(model, "delivery", placement)
+    @classmethod
+    async def load(cls, db: StateDB) -> ProviderQuirks:
+        return cls(await db.fetchall(_ROWS), db)
 
-    def learn_xml_tools(self, model: str) -> None:
+    @classmethod
+    def read(cls, state_db: Path) -> ProviderQuirks:
+        """What was learned, read-only, for a command that does not run the daemon."""
+        if not state_db.is_file():
+            return cls()
+        uri = f"{state_db.resolve().as_uri()}?mode=ro"
+        try:
+            with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5)) as conn:
+                return cls(conn.execute(_ROWS).fetchall())
+        except sqlite3.Error as exc:  # no table yet, or a file doctor reports by itself
+            log.debug("provider quirks not read: %s", exc)
+            return cls()
+
+    async def learn_placement(self, model: str, placement: Placement) -> None:
+        where = placement.replace("_", " ")
+        log.warning(
+            "%s refused the delivery instructions after the user turn; they now go %s "
+            "for this model",
+            model,
+            where,
+        )
+        self.placement[model] = placement
+        await self._store(model, "delivery", placement)
+
+    async def learn_xml_tools(self, model: str) -> None:
         log.warning("%s refused tools=; it now gets the <tool_call> text protocol", model)
         self.xml_tools.add(model)
-        self._store(model, "tools", "xml")
+        await self._store(model, "tools", "xml")
 
-    def learn_fact(self, model: str, name: str, value: str) -> None:
+    async def learn_fact(self, model: str, name: str, value: str) -> None:
         """What a model's server said about it (agent/model/server_probe.py): kept for the
         next start's prompt, which is built for the window the server gives."""
         if name == "tools" and value == "xml":
             self.xml_tools.add(model)
         else:
             self.facts.setdefault(model, {})[name] = value
-        self._store(model, name, value)
+        await self._store(model, name, value)
 
     def lines(self) -> list[str]:
         """What was learned, one line per model and lesson, for `agent doctor`."""
-        found = [f"{model}: delivery instructions {where.replace('_', ' ')}"
-                 for model, where in sorted(self.placement.items())]  # fmt: skip
-        found += [f"{model}: tools through the <tool_call> text protocol"
-                  for model in sorted(self.xml_tools)]  # fmt: skip
+        found = [
+            f"{model}: delivery instructions {where.replace('_', ' ')}"
+            for model, where in sorted(self.placement.items())
+        ]
+        found += [
+            f"{model}: tools through the <tool_call> text protocol"
+            for model in sorted(self.xml_tools)
+        ]
         for model, facts in sorted(self.facts.items()):
             said = [f"served by {facts[FACT_SERVER]}"] if FACT_SERVER in facts else []
             if FACT_WINDOW in facts:
@@ -94,24 +129,15 @@ class ProviderQuirks:
             found.append(f"{model}: {', '.join(said)}")
         return found
 
-    def _rows(self) -> list[tuple[str, str, str]]:
-        if self._path is None or not self._path.exists():
-            return []
-        try:
-            with sqlite3.connect(self._path, timeout=5) as db:
-                db.executescript(_SCHEMA)
-                return list(db.execute("SELECT model, quirk, value FROM provider_quirks"))
-        except sqlite3.Error as exc:
-            log.warning("provider quirks not read: %s", exc)
-            return []
-
-    def _store(self, model: str, quirk: str, value: str) -> None:
-        if self._path is None:
+    async def _store(self, model: str, quirk: str, value: str) -> None:
+        if self._db is None:
             return
+        row = (model, quirk, value, time.time())
         try:
-            with sqlite3.connect(self._path, timeout=5) as db:
-                db.executescript(_SCHEMA)
-                db.execute("INSERT OR REPLACE INTO provider_quirks VALUES (?, ?, ?, ?)",
-                           (model, quirk, value, time.time()))  # fmt: skip
+            await self._db.write(
+                lambda conn: conn.execute(
+                    "INSERT OR REPLACE INTO provider_quirks VALUES (?, ?, ?, ?)", row
+                )
+            )
         except sqlite3.Error as exc:  # remembered for this run all the same
             log.warning("provider quirk not stored: %s", exc)

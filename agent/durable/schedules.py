@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from agent.durable.state_db import StateDB
-from channels.base import ChatRef
+from channels.base import ChatRef, IncomingMessage
 from tools.proactive.schedule_tools import ScheduleEntry
 
 ScheduleKind = Literal["once", "cron", "heartbeat", "pin"]  # "pin": a pin watch
@@ -81,9 +81,29 @@ class Schedule:
 
     def entry(self, where: str = "") -> ScheduleEntry:
         return ScheduleEntry(
-            self.id, self.kind, self.spec, self.task, self.status, self.next_due,
-            self.chat.key, self.set_by, where, self.note,
-        )  # fmt: skip
+            self.id,
+            self.kind,
+            self.spec,
+            self.task,
+            self.status,
+            self.next_due,
+            self.chat.key,
+            self.set_by,
+            where,
+            self.note,
+        )
+
+    def message(self, message_id: str) -> IncomingMessage:
+        """One run of the row as a message of its chat, from the person who set it."""
+        return IncomingMessage(
+            chat=self.chat,
+            sender_id=self.sender_id,
+            sender_name=self.sender_name,
+            sender_username=self.sender_username,
+            text=self.task,
+            is_group=self.in_group,
+            message_id=message_id,
+        )
 
 
 @dataclass(frozen=True)
@@ -121,11 +141,20 @@ class Schedules:
                 " sender_name, sender_username, in_group, created_at, next_due)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    new.kind, new.spec, new.task, new.chat.channel, new.chat.key,
-                    json.dumps(asdict(new.chat)), new.sender_id, new.sender_name,
-                    new.sender_username, int(new.in_group), time.time(), new.next_due,
+                    new.kind,
+                    new.spec,
+                    new.task,
+                    new.chat.channel,
+                    new.chat.key,
+                    json.dumps(asdict(new.chat)),
+                    new.sender_id,
+                    new.sender_name,
+                    new.sender_username,
+                    int(new.in_group),
+                    time.time(),
+                    new.next_due,
                 ),
-            ).lastrowid  # fmt: skip
+            ).lastrowid
 
         schedule_id = await self._db.write(insert)
         assert schedule_id is not None
@@ -215,10 +244,15 @@ class Schedules:
             " last_run = COALESCE(?, last_run), runs = runs + ?"
             " WHERE id = ? AND status = 'active' AND next_due IS ?",
             (
-                next_due, status, note, ran_at, int(ran_at is not None),
-                schedule.id, schedule.next_due,
+                next_due,
+                status,
+                note,
+                ran_at,
+                int(ran_at is not None),
+                schedule.id,
+                schedule.next_due,
             ),
-        )  # fmt: skip
+        )
         return cursor.rowcount == 1
 
     async def watches(self, channels: Collection[str]) -> list[Schedule]:

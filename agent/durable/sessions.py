@@ -1,11 +1,12 @@
 """Conversation history per chat, in state.db.
 
 A chat's messages are grouped in turns: each turn starts with the user's message and holds
-the assistant and tool messages that answered it. History is cut only at turn boundaries,
-so a tool result is never sent without the call it answers, and it is cut by tokens as well
-as by count, so one huge turn cannot push a chat past the model's window. A turn whose reply
-could never be delivered keeps only the user's message: the model is not told it said what
-the user never saw. The system prompt and the delivery instructions are never stored.
+the assistant and tool messages that answered it. The store gives whole turns (`recent`), so
+the history a turn sends (agent/conversation/compaction.py, which cuts it by tokens as well
+as by count) is cut only at turn boundaries: a tool result is never sent without the call
+it answers. A turn whose reply could never be delivered keeps only the user's message: the
+model is not told it said what the user never saw. The system prompt and the delivery
+instructions are never stored.
 """
 
 from __future__ import annotations
@@ -127,35 +128,6 @@ class SessionStore:
             )
 
         await self._db.write(save)
-
-    async def history(
-        self, chat_key: str, max_messages: int, max_tokens: int | None = None
-    ) -> list[Message]:
-        """The newest whole turns of the chat's session: at most `max_messages` messages
-        and, when given, `max_tokens` tokens."""
-        rows = await self._db.fetchall(
-            f"SELECT m.turn, m.position, m.message FROM messages m WHERE m.chat_key = ? "
-            f"AND m.session = {_SESSION} AND {_DELIVERED} ORDER BY m.id DESC LIMIT ?",
-            (chat_key, chat_key, max_messages),
-        )
-        turns: list[list[str]] = []
-        current: int | None = None
-        for turn, _position, message in rows:  # newest first
-            if turn != current:
-                turns.append([])
-                current = turn
-            turns[-1].insert(0, message)
-        if rows and rows[-1][1] != 0:  # the oldest turn was cut: drop its remainder
-            turns.pop()
-        kept: list[list[str]] = []
-        spent = 0
-        for messages in turns:
-            cost = sum(self._count(text) for text in messages)
-            if max_tokens is not None and spent + cost > max_tokens:
-                break
-            kept.insert(0, messages)
-            spent += cost
-        return [json.loads(text) for messages in kept for text in messages]
 
     async def append_turn(
         self, chat_key: str, messages: Sequence[Message], inbox_id: int | None = None

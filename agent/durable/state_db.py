@@ -88,10 +88,6 @@ class StateDB:
             self._thread.shutdown(wait=False)
             self._thread = None
 
-    @property
-    def is_open(self) -> bool:
-        return self._conn is not None
-
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """`fn(connection)` on the database's thread: any number of queries, one trip."""
         return await self._run(fn, self._open())

@@ -32,10 +32,9 @@ from agent.config import Settings
 from agent.durable.schedules import Schedule, Schedules
 from agent.durable.triggers import Trigger
 from agent.runtime.channel_runtime import ChannelRuntime
-from channels.base import ChatRef, IncomingMessage, Reply
+from channels.base import ChatRef, Reply
 from tools.board.board import Board, BoardError, Subscription
-from tools.board.pin_policy import PinError, PinPolicy
-from tools.board.pin_tools import describe_value
+from tools.board.pin_policy import PinError, PinPolicy, describe_value
 from tools.proactive.watch_tools import FULL_SCALE, WatchRefused, WatchSpec
 
 log = logging.getLogger(__name__)
@@ -241,10 +240,11 @@ class PinWatcher:
             return self._pause(live, str(exc))
         try:
             live.sub = await self._board.subscribe(
-                spec.pin, spec.mode,
+                spec.pin,
+                spec.mode,
                 lambda _pin, value: self._heard(live, value),
                 lambda reason: self._pause(live, reason),
-            )  # fmt: skip
+            )
         except BoardError as exc:
             if refuse:
                 raise WatchRefused(str(exc)) from None
@@ -300,15 +300,7 @@ class PinWatcher:
         task.add_done_callback(self._tasks.discard)
 
     async def _tell(self, chat: ChatRef, text: str) -> None:
-        runtime = self._runtimes[chat.channel]
-        parts = runtime.channel.parts(Reply(text))
-        within = self._settings.channels.delivery_deadline_s
-        await self._schedules.db.write(
-            lambda conn: runtime.store.outbox.insert(
-                conn, chat, parts, inbox_id=None, deliver_within_s=within
-            )
-        )
-        runtime.courier.wake(chat.key)
+        await self._runtimes[chat.channel].queue_reply(chat, Reply(text))
 
     async def _fire(self, live: _Live, value: float) -> None:
         """Store the firing as a message of the chat, with its trigger, and wake the chat."""
@@ -317,32 +309,23 @@ class PinWatcher:
         if not runtime.is_allowed_sender(row.sender_id, row.sender_username):
             log.warning(
                 "pin watch #%d not fired: %s is no longer on the %s allow-list",
-                row.id, row.set_by, row.chat.channel,
-            )  # fmt: skip
+                row.id,
+                row.set_by,
+                row.chat.channel,
+            )
             return
         reading = reading_text(live.spec, value)
-        msg = IncomingMessage(
-            chat=row.chat,
-            sender_id=row.sender_id,
-            sender_name=row.sender_name,
-            sender_username=row.sender_username,
-            text=row.task,
-            is_group=row.in_group,
-            mentions_bot=True,
-            message_id=f"pin:{row.id}:{int(now * 1000)}",
-        )
+        msg = row.message(f"pin:{row.id}:{int(now * 1000)}")
         trigger = Trigger("pin", row.id, row.set_by, row.created_at, "", now, reading)
 
-        def store(conn: sqlite3.Connection) -> None:
+        def advance(conn: sqlite3.Connection) -> None:
             if not self._schedules.advance(conn, row, next_due=None, ran_at=now, status="active"):
                 raise _Gone
-            runtime.store.inbox.insert(conn, msg, trigger=trigger)
 
         try:
-            await self._schedules.db.write(store)
+            await runtime.enqueue_triggered(msg, trigger, alongside=advance)
         except _Gone:
             log.info("pin watch #%d was cancelled; not fired", row.id)
             self.untrack(row.id)
             return
         log.info("pin watch #%d fired (%s): a turn in %s", row.id, reading, row.chat.key)
-        runtime.wake(row.chat.key)

@@ -68,15 +68,8 @@ async def placement(settings: Settings, db: StateDB, call: ToolCallContext, what
     if not speaker.id:
         raise ScheduleRefused(f"this call does not say who asked, so no {what} can be kept")
     return Placement(
-        chat_of(call.chat_key), speaker.id, speaker.name, speaker.username, speaker.in_group
+        ChatRef.parse(call.chat_key), speaker.id, speaker.name, speaker.username, speaker.in_group
     )
-
-
-def chat_of(chat_key: str) -> ChatRef:
-    """The chat a `ChatRef.key` names (`channel:chat[:thread]`)."""
-    channel, _, rest = chat_key.partition(":")
-    chat_id, _, thread = rest.rpartition(":")
-    return ChatRef(channel, chat_id, thread)
 
 
 async def owner_chat(
@@ -108,7 +101,7 @@ async def private_chat(db: StateDB, channel: str, user_id: str) -> ChatRef | Non
         " AND json_extract(message, '$.is_group') = 0 ORDER BY id DESC LIMIT 1",
         (channel, user_id),
     )
-    return chat_of(row[0]) if row else None
+    return ChatRef.parse(row[0]) if row else None
 
 
 def enabled_channels(settings: Settings) -> list[str]:
@@ -143,10 +136,16 @@ class ChatSchedules:
         """The schedule as it will be kept, and where it runs when that is not this chat."""
         at = await placement(self._settings, self._schedules.db, call, "schedules")
         return NewSchedule(
-            when.kind, when.spec, task, at.chat, at.sender_id, when.first_due,
-            sender_name=at.sender_name, sender_username=at.sender_username,
+            when.kind,
+            when.spec,
+            task,
+            at.chat,
+            at.sender_id,
+            when.first_due,
+            sender_name=at.sender_name,
+            sender_username=at.sender_username,
             in_group=at.in_group,
-        ), at.where  # fmt: skip
+        ), at.where
 
     async def entries(self, call: ToolCallContext) -> list[ScheduleEntry]:
         chat_key = None if _terminal(call) else call.chat_key

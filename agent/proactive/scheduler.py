@@ -41,7 +41,7 @@ from agent.durable.schedules import NewSchedule, Schedule, ScheduleKind, Schedul
 from agent.durable.triggers import Trigger, TriggerKind
 from agent.proactive.schedule_book import owner_chat
 from agent.runtime.channel_runtime import ChannelRuntime
-from channels.base import IncomingMessage, Reply
+from channels.base import Reply
 from tools.proactive.schedule_times import WhenError, format_time, latest_cron, next_cron
 
 log = logging.getLogger(__name__)
@@ -153,8 +153,10 @@ class Scheduler:
         if not runtime.is_allowed_sender(schedule.sender_id, schedule.sender_username):
             log.warning(
                 "schedule #%d skipped: %s is no longer on the %s allow-list",
-                schedule.id, schedule.set_by, schedule.chat.channel,
-            )  # fmt: skip
+                schedule.id,
+                schedule.set_by,
+                schedule.chat.channel,
+            )
             note = "the person who set it is no longer allowed"
             await self._skip(schedule, runtime, following, note, tell=None)
             return
@@ -236,30 +238,19 @@ class Scheduler:
         now: float,
     ) -> None:
         """Store the run as a message of the chat, with its trigger, and wake the chat."""
-        msg = IncomingMessage(
-            chat=schedule.chat,
-            sender_id=schedule.sender_id,
-            sender_name=schedule.sender_name,
-            sender_username=schedule.sender_username,
-            text=schedule.task,
-            is_group=schedule.in_group,
-            mentions_bot=True,
-            message_id=f"schedule:{schedule.id}:{int(occurrence * 1000)}",  # one per run
-        )
+        msg = schedule.message(f"schedule:{schedule.id}:{int(occurrence * 1000)}")  # one a run
         repeats = "" if schedule.kind == "once" else schedule.spec
         kind: TriggerKind = "heartbeat" if schedule.kind == "heartbeat" else "scheduled"
         trigger = Trigger(
             kind, schedule.id, schedule.set_by, schedule.created_at, repeats, occurrence
         )
 
-        def store(conn: sqlite3.Connection) -> None:
+        def advance(conn: sqlite3.Connection) -> None:
             if not self._schedules.advance(conn, schedule, next_due=following, ran_at=now):
                 raise _Changed
-            runtime.store.inbox.insert(conn, msg, trigger=trigger)
 
-        await self._schedules.db.write(store)
+        await runtime.enqueue_triggered(msg, trigger, alongside=advance)
         log.info("schedule #%d due: a turn in %s", schedule.id, schedule.chat.key)
-        runtime.wake(schedule.chat.key)
 
     async def _skip(
         self,
@@ -271,22 +262,17 @@ class Scheduler:
         tell: str | None,
     ) -> None:
         """Record the skip (and queue `tell` to the chat, in the same transaction)."""
-        parts = None if tell is None else runtime.channel.parts(Reply(tell))
-        within = self._settings.channels.delivery_deadline_s
 
-        def store(conn: sqlite3.Connection) -> None:
+        def advance(conn: sqlite3.Connection) -> None:
             if not self._schedules.advance(
                 conn, schedule, next_due=following, ran_at=None, note=note
             ):
                 raise _Changed
-            if parts is not None:
-                runtime.store.outbox.insert(
-                    conn, schedule.chat, parts, inbox_id=None, deliver_within_s=within
-                )
 
-        await self._schedules.db.write(store)
-        if tell is not None:
-            runtime.courier.wake(schedule.chat.key)
+        if tell is None:
+            await self._schedules.db.write(advance)
+        else:
+            await runtime.queue_reply(schedule.chat, Reply(tell), alongside=advance)
 
     def _missed_text(self, schedule: Schedule, following: float | None) -> str:
         due = schedule.next_due or 0.0
@@ -324,9 +310,16 @@ class Scheduler:
         first = now + self._heartbeat_interval_s
         if not kept:
             await self._schedules.add(
-                NewSchedule("heartbeat", spec, HEARTBEAT_TASK, owner.chat, owner.sender_id,
-                            first, sender_name=owner.name)
-            )  # fmt: skip
+                NewSchedule(
+                    "heartbeat",
+                    spec,
+                    HEARTBEAT_TASK,
+                    owner.chat,
+                    owner.sender_id,
+                    first,
+                    sender_name=owner.name,
+                )
+            )
             log.info("heartbeat: every %s in %s", spec.removeprefix("every "), owner.chat.key)
         elif kept[0].spec != spec:
             await self._schedules.update_heartbeat(kept[0].id, spec, first)

@@ -42,9 +42,18 @@ class LiveWatches(Protocol):
 
 def watch_entry(row: Schedule, where: str = "", paused: str = "") -> WatchEntry:
     return WatchEntry(
-        row.id, WatchSpec.from_json(row.spec), row.task, row.status, row.chat.key, row.set_by,
-        row.runs, row.last_run, where, row.note, paused,
-    )  # fmt: skip
+        row.id,
+        WatchSpec.from_json(row.spec),
+        row.task,
+        row.status,
+        row.chat.key,
+        row.set_by,
+        row.runs,
+        row.last_run,
+        where,
+        row.note,
+        paused,
+    )
 
 
 class ChatWatches:
@@ -70,10 +79,18 @@ class ChatWatches:
                 "one first (list_watches shows them)"
             )
         row = await self._schedules.add(
-            NewSchedule("pin", spec.to_json(), task, at.chat, at.sender_id, None,
-                        sender_name=at.sender_name, sender_username=at.sender_username,
-                        in_group=at.in_group)
-        )  # fmt: skip
+            NewSchedule(
+                "pin",
+                spec.to_json(),
+                task,
+                at.chat,
+                at.sender_id,
+                None,
+                sender_name=at.sender_name,
+                sender_username=at.sender_username,
+                in_group=at.in_group,
+            )
+        )
         try:
             paused = await self.live.track(row)
         except WatchRefused as exc:

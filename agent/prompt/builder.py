@@ -42,28 +42,6 @@ class SystemPromptBuilder:
     def with_defaults(cls) -> SystemPromptBuilder:
         return cls(default_sections())
 
-    @property
-    def names(self) -> list[str]:
-        return [section.name for section in self._sections]
-
-    def add_section(self, section: PromptSection) -> SystemPromptBuilder:
-        self._sections.append(section)
-        return self
-
-    def insert_before(self, name: str, section: PromptSection) -> SystemPromptBuilder:
-        self._sections.insert(self._index(name), section)
-        return self
-
-    def remove(self, name: str) -> SystemPromptBuilder:
-        del self._sections[self._index(name)]
-        return self
-
-    def _index(self, name: str) -> int:
-        for index, section in enumerate(self._sections):
-            if section.name == name:
-                return index
-        raise KeyError(f"no prompt section named {name!r}; sections: {', '.join(self.names)}")
-
     def sections(self, ctx: PromptContext) -> tuple[SectionText, ...]:
         if ctx.mode != "none":
             return self._built(ctx, self._sections)

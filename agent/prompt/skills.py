@@ -91,9 +91,13 @@ class SkillCatalog:
                     continue
                 if status.name in replaced:
                     status = SkillStatus(
-                        status.name, origin, status.path, status.skill,
-                        "replaced by the workspace skill of the same name", overridden=True,
-                    )  # fmt: skip
+                        status.name,
+                        origin,
+                        status.path,
+                        status.skill,
+                        "replaced by the workspace skill of the same name",
+                        overridden=True,
+                    )
                 found.append(status)
             replaced |= {s.name for s in found if s.path.is_file()}
         return sorted(found, key=lambda s: (s.name, s.origin != "workspace"))

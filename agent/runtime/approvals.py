@@ -38,7 +38,7 @@ def chat_approver(
     `timeout_s` is a denial; only people `may_answer` allows can answer."""
 
     async def approve(request: ApprovalRequest) -> bool:
-        remembered = await asyncio.to_thread(always.rules)
+        remembered = await always.rules()
         each_time = any(rule.startswith(ASK_EACH_TIME) for rule in request.rules)
         if request.rules and not each_time and set(request.rules) <= set(remembered):
             return True
@@ -52,7 +52,7 @@ def chat_approver(
             return False
         if answer == "always":
             for rule in (r for r in request.rules if not r.startswith(ASK_EACH_TIME)):
-                await asyncio.to_thread(always.remember, rule)
+                await always.remember(rule)
         log.info("%s: %s %r", chat.key, answer, request.action)
         return answer in ("approve", "always")
 

@@ -3,9 +3,9 @@ queues their replies in the outbox; see docs/architecture.md, "One message, end 
 
 A chat's messages run one at a time, oldest first; chats run side by side up to a shared
 number of turn slots. A turn that no model could answer waits and runs again (with one
-notice to the user) until `agent.retry_failed_turns_for_s`; anything else ends the message
-with a short line. Commands (/stop, /status…) are answered at once, not queued behind a
-running turn.
+notice to the user, agent/runtime/outage.py) until `agent.retry_failed_turns_for_s`; anything
+else ends the message with a short line. Commands (/stop, /status…) are answered at once,
+not queued behind a running turn. What a turn is given: agent/runtime/turn_inputs.py.
 
 No chat ever stops (agent/runtime/chat_queues.py): a worker that fails tries again with
 backoff, a turn whose commit failed is committed then (it does not run again), and a sweep
@@ -24,9 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent.config import Settings
-from agent.conversation.compaction import history_for, model_summariser
-from agent.conversation.recall import readable_scopes, remembered_block
-from agent.conversation.scopes import audience_of, speaker_of
+from agent.conversation.compaction import model_summariser
 from agent.durable.always_allowed import AlwaysAllowed
 from agent.durable.inbox import Inbox, Pending
 from agent.durable.outbox import Outbox
@@ -44,6 +42,8 @@ from agent.runtime.commands import CommandContext, parse_command, run_command
 from agent.runtime.courier import Courier
 from agent.runtime.intake import prepared, refusal_text, stranger_text, too_big
 from agent.runtime.media import reply_files, resolve_reply
+from agent.runtime.outage import OutageNotice, retry_wait_s
+from agent.runtime.turn_inputs import turn_inputs
 from agent.security import Scrubber
 from agent.turns.loop import ToolEvent
 from agent.turns.state import Access, TurnRecord
@@ -57,16 +57,12 @@ from channels.base import (
     sender_allowed,
     within_parts,
 )
-from tools.base import ToolCallContext
 from tools.memory.store import MemoryStore
 from tools.policy import SecurityPolicy
 
 log = logging.getLogger(__name__)
 
-MAX_RETRY_WAIT_S = 60.0
-OUTAGE_NOTICE = (
-    "The model is unreachable right now. Your message is kept: I'll answer when it's back."
-)
+Alongside = Callable[[sqlite3.Connection], None]  # a caller's change, in the same transaction
 
 
 @dataclass(frozen=True)
@@ -108,7 +104,7 @@ class ChannelRuntime:
         self._policy = policy or SecurityPolicy.from_settings(
             source.settings.security, source.workspace
         )
-        self.always = always or AlwaysAllowed(source.settings.state_db, source.workspace.resolve())
+        self.always = always or AlwaysAllowed(store.db, source.workspace.resolve())
         limit_s = source.settings.channels.download_timeout_s
         self._downloads = Downloads(channel, self._policy.paths, limit_s, transcribe, self._scrub)
         self._history_tokens = history_tokens
@@ -149,7 +145,7 @@ class ChannelRuntime:
         if not self.is_allowed(msg):
             await self._answer_stranger(msg)
             return True
-        msg = dataclasses.replace(msg, text=self._scrub(msg.text))
+        msg = self.entered(msg)
         if parse_command(msg.text) is not None:
             return await self._command(msg)
         nothing_left = not msg.text.strip() and not msg.files and not msg.attachments
@@ -183,16 +179,37 @@ class ChannelRuntime:
         text = stranger_text(self.channel.name, msg.sender_id)
         await self.queue_reply(msg.chat, Reply(text, reply_to=msg.message_id))
 
-    async def queue_reply(self, chat: ChatRef, reply: Reply) -> int:
-        """A reply no message of the chat is waiting for, stored in the outbox; its id."""
+    async def queue_reply(
+        self, chat: ChatRef, reply: Reply, *, alongside: Alongside | None = None
+    ) -> int:
+        """A reply no message of the chat is waiting for, stored in the outbox (in one
+        transaction with `alongside`, which may raise to store nothing); its id."""
         parts, within = self.parts(reply), self._deliver_within_s
-        outgoing_id = await self.store.db.write(
-            lambda conn: self.store.outbox.insert(
+
+        def store(conn: sqlite3.Connection) -> int:
+            if alongside is not None:
+                alongside(conn)
+            return self.store.outbox.insert(
                 conn, chat, parts, inbox_id=None, deliver_within_s=within
             )
-        )
+
+        outgoing_id = await self.store.db.write(store)
         self.courier.wake(chat.key)
         return outgoing_id
+
+    async def enqueue_triggered(
+        self, msg: IncomingMessage, trigger: Trigger, *, alongside: Alongside
+    ) -> None:
+        """A message nobody typed (a schedule, the heartbeat, a pin watch) into the inbox,
+        in one transaction with `alongside` (the book's own change, which may raise to
+        store nothing), then its chat woken."""
+
+        def store(conn: sqlite3.Connection) -> None:
+            alongside(conn)
+            self.store.inbox.insert(conn, msg, trigger=trigger)
+
+        await self.store.db.write(store)
+        self.wake(msg.chat.key)
 
     def parts(self, reply: Reply) -> list[OutgoingPart]:
         """The reply in the platform's messages; past `channels.max_parts` of them, a
@@ -202,6 +219,11 @@ class ChannelRuntime:
     @property
     def _deliver_within_s(self) -> float:
         return float(self.settings.channels.delivery_deadline_s)
+
+    def entered(self, msg: IncomingMessage) -> IncomingMessage:
+        """The person's text as pinclaw keeps it: scrubbed of secrets once, here, where it
+        enters; the prompt, the store and the logs use this copy."""
+        return dataclasses.replace(msg, text=self._scrub(msg.text))
 
     def is_allowed(self, msg: IncomingMessage) -> bool:
         return self.is_allowed_sender(msg.sender_id, msg.sender_username)
@@ -232,20 +254,11 @@ class ChannelRuntime:
         if on_text is not None and msg.is_group:
             on_text = HoldSilentPrefix(on_text)
         typing = self.channel.typing(msg.chat) if trigger is None else contextlib.nullcontext()
-        told = pending.notified or trigger is not None  # nobody waits for a trigger's turn
-
-        async def tell_early(reason: str) -> None:
-            """The first failed model call of this message: the person hears it now, not at
-            the turn's deadline."""
-            nonlocal told
-            if not told:
-                told = True
-                await self.queue_reply(msg.chat, Reply(OUTAGE_NOTICE))
-
+        notice = OutageNotice(pending, self.queue_reply)
         async with self._slots, typing:
             msg = await self._downloads.fetch(msg)
-            outcome = await self._turn(msg, on_text=on_text, on_retry=tell_early, trigger=trigger)
-        if outcome.status == "retry" and await self._retry_later(pending, told=told):
+            outcome = await self._turn(msg, on_text=on_text, on_retry=notice, trigger=trigger)
+        if outcome.status == "retry" and await self._retry_later(pending, notice):
             return
         quiet = msg.is_group or trigger is not None  # may answer with the silent token
         silent = quiet and outcome.status == "done" and is_silent(outcome.text)
@@ -266,17 +279,15 @@ class ChannelRuntime:
 
         await self.queues.commit(Finished(msg.chat, commit, stream))
 
-    async def _retry_later(self, pending: Pending, *, told: bool) -> bool:
-        """Schedule another attempt while the retry window lasts; tell the user once (`told`:
-        already said during this attempt)."""
+    async def _retry_later(self, pending: Pending, notice: OutageNotice) -> bool:
+        """Schedule another attempt while the retry window lasts; tell the user once."""
         agent = self.settings.agent
         now = time.time()
         since = pending.failing_since or now
         if now - since >= agent.retry_failed_turns_for_s:
             return False
-        if not told:
-            await self.queue_reply(pending.message.chat, Reply(OUTAGE_NOTICE))
-        wait = min(agent.turn_retry_backoff_s * 2**pending.attempts, MAX_RETRY_WAIT_S)
+        await notice()
+        wait = retry_wait_s(agent, pending.attempts)
         await self.store.inbox.defer(
             pending.id, retry_at=now + wait, failing_since=since, notified=True
         )
@@ -296,28 +307,13 @@ class ChannelRuntime:
         """Run the turn as a task /stop can cancel; a shutdown cancels it too, and then
         nothing is stored (the message stays pending)."""
         key = msg.chat.key
-        memory = self.settings.memory
-        audience = audience_of(
-            msg, self.settings.people, share_group_memories=memory.share_group_memories
-        )
-        recall = await readable_scopes(self._memory, audience.recall)
-        remembered = ""
-        if self._memory is not None:
-            remembered = await remembered_block(self._memory, recall, msg.text, memory)
-        prior = await history_for(
+        inputs = await turn_inputs(
+            msg,
+            self.settings,
             self.sessions,
-            key,
-            max_messages=self.settings.agent.max_history_messages,
-            budget_tokens=self._history_tokens,
+            self._memory,
+            history_tokens=self._history_tokens,
             summarise=model_summariser(self.llm, self._scrub),
-        )
-        context = ToolCallContext(
-            self.source.workspace,
-            chat_key=key,
-            memory_scope=audience.scope,
-            recall_scopes=recall,
-            speaker=speaker_of(msg),
-            owner_private=audience.owner_private,
             journal=ToolJournal(self.store.db, msg),  # journals only a pending inbox message
             approve=chat_approver(
                 self.channel,
@@ -330,11 +326,11 @@ class ChannelRuntime:
         task = asyncio.create_task(
             self.runner.run(
                 msg,
-                prior,
-                context,
+                inputs.prior,
+                inputs.context,
                 deadline_s=self.settings.agent.turn_deadline_s,
-                private=audience.owner_private,
-                remembered=remembered,
+                private=inputs.context.owner_private,
+                remembered=inputs.remembered,
                 on_event=on_event,
                 on_text=on_text,
                 on_retry=on_retry,
@@ -362,6 +358,7 @@ class ChannelRuntime:
     ) -> Reply:
         """Answer one message now, without the inbox or outbox: the terminal's one-shot,
         where the person waits for the answer and nothing needs redelivering."""
+        msg = self.entered(msg)
         command = await run_command(msg.text, self._command_context(msg.chat.key))
         if command is not None:
             return Reply(command)

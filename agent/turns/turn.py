@@ -146,7 +146,7 @@ class TurnRunner:
             result.usage.cost_usd,
             events=result.events,
         )
-        stored = [scrub_message(m, self._scrub) for m in [user, *result.new_messages]]
+        stored = [user, *(scrub_message(m, self._scrub) for m in result.new_messages)]
         return TurnOutcome("done", self._scrub(result.text), stored, record)
 
     async def _loop(
@@ -191,10 +191,10 @@ class TurnRunner:
                 text = str(exc).lower()
                 names_tools = "tool" in text or "function" in text
                 if dispatch == "native" and names_tools and agent.tool_dispatcher == "auto":
-                    self.quirks.learn_xml_tools(model)
+                    await self.quirks.learn_xml_tools(model)
                     dispatch = "xml"
                 elif instructions and placement == "after_user":
-                    self.quirks.learn_placement(model, "in_user")
+                    await self.quirks.learn_placement(model, "in_user")
                     placement = "in_user"
                 else:
                     raise
@@ -254,10 +254,10 @@ class TurnRunner:
         lines = [f"[{now} {zone_name} | {where} | {source}]"]
         if remembered:
             lines.append(remembered)
-        if trigger is not None:
+        if trigger is not None:  # a task a tool call wrote, not a person's text
             lines.append(trigger_text(trigger, self._scrub(msg.text), zone))
         elif msg.text:
-            lines.append(self._scrub(msg.text))
+            lines.append(msg.text)  # scrubbed where it entered (ChannelRuntime.entered)
         workspace = self.source.workspace
         for item in msg.attachments:
             path = item.path

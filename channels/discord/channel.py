@@ -39,7 +39,6 @@ from channels.base import (
     SendFailed,
     Submit,
     reply_parts,
-    sender_allowed,
 )
 from channels.capabilities import CHAT_COMMANDS, DISCORD, DISCORD_DELIVERY
 from channels.config import DiscordSettings
@@ -91,6 +90,7 @@ class DiscordChannel:
             raise ValueError("discord: no bot token; set PINCLAW_CHANNELS__DISCORD__BOT_TOKEN")
         self._settings = settings
         self._submit: Submit | None = None
+        self._allowed: MayAnswer = lambda _id, _name: False  # until start() is given it
         self._accepting = False
         # pinclaw never joins voice: no warnings about voice libraries it does not need.
         discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
@@ -108,8 +108,9 @@ class DiscordChannel:
 
     # -- life -------------------------------------------------------------------------------
 
-    async def start(self, submit: Submit) -> None:
+    async def start(self, submit: Submit, allowed: MayAnswer) -> None:
         self._submit = submit
+        self._allowed = allowed
         self._accepting = True  # from the first gateway event: Discord does not send it again
         self._saved_urls = (Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
         Route.BASE = self._settings.api_base.rstrip("/")
@@ -166,9 +167,7 @@ class DiscordChannel:
         if not text and not message.attachments:
             log.info("discord: a message with nothing pinclaw reads (a sticker, an embed…)")
             return
-        allowed = sender_allowed(
-            self._settings.allowed_users, str(message.author.id), message.author.name
-        )
+        allowed = self._allowed(str(message.author.id), message.author.name)
         files = tuple(
             RemoteFile(media_kind(item), item.url, item.filename, item.size)
             for item in message.attachments
@@ -182,7 +181,6 @@ class DiscordChannel:
                 sender_username=message.author.name,
                 text=text,
                 is_group=message.guild is not None,
-                mentions_bot=True,
                 message_id=str(message.id),
                 files=files if allowed else (),
             )
@@ -220,7 +218,7 @@ class DiscordChannel:
             if self._submit is None or interaction.channel_id is None:
                 return
             user, in_guild = interaction.user, interaction.guild_id is not None
-            allowed = sender_allowed(self._settings.allowed_users, str(user.id), user.name)
+            allowed = self._allowed(str(user.id), user.name)
             if in_guild and not (
                 allowed and self._place_allowed(interaction.guild_id, interaction.channel)
             ):
@@ -240,7 +238,6 @@ class DiscordChannel:
                     sender_username=user.name,
                     text=f"/{name}",
                     is_group=in_guild,
-                    mentions_bot=True,
                     message_id=message_id,
                 )
             )

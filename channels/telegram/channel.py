@@ -34,7 +34,6 @@ from channels.base import (
     SendFailed,
     Submit,
     reply_parts,
-    sender_allowed,
 )
 from channels.capabilities import CHAT_COMMANDS, TELEGRAM, TELEGRAM_DELIVERY
 from channels.config import TelegramSettings
@@ -119,6 +118,7 @@ class TelegramChannel:
             raise ValueError("telegram: no bot token; set PINCLAW_CHANNELS__TELEGRAM__BOT_TOKEN")
         self._settings = settings
         self._submit: Submit | None = None
+        self._allowed: MayAnswer = lambda _id, _name: False  # until start() is given it
         self.bot = Bot(
             settings.bot_token.get_secret_value(),
             base_url=settings.api_base,
@@ -133,8 +133,9 @@ class TelegramChannel:
         self._polling: asyncio.Task[None] | None = None
         self._initialized = False
 
-    async def start(self, submit: Submit) -> None:
+    async def start(self, submit: Submit, allowed: MayAnswer) -> None:
         self._submit = submit
+        self._allowed = allowed
         await self.bot.initialize()  # getMe: a bad token fails here
         self._initialized = True
         await with_retries(
@@ -177,7 +178,7 @@ class TelegramChannel:
             log.info("telegram: a message with nothing pinclaw reads (a sticker, a poll…)")
             return
         # A stranger's files are not even listed: the runtime will refuse the message anyway.
-        allowed = sender_allowed(self._settings.allowed_users, str(user.id), user.username or "")
+        allowed = self._allowed(str(user.id), user.username or "")
         await self._submit(to_incoming(message, self.bot.username, files if allowed else ()))
 
     async def fetch_file(self, file: RemoteFile) -> bytes:

@@ -47,7 +47,6 @@ def to_incoming(
         sender_username=user.username or "",
         text=text,
         is_group=message.chat.type != "private",
-        mentions_bot=True,
         message_id=str(message.message_id),
         files=files,
     )
@@ -60,8 +59,8 @@ def remote_files(message: Message) -> tuple[RemoteFile, ...]:
         found.append(("IMAGE", message.photo[-1], "photo.jpg"))
     if message.document:
         image = (message.document.mime_type or "").startswith("image/")
-        found.append(("IMAGE" if image else "DOCUMENT", message.document,
-                      message.document.file_name or "file"))  # fmt: skip
+        kind: MediaKind = "IMAGE" if image else "DOCUMENT"
+        found.append((kind, message.document, message.document.file_name or "file"))
     if message.audio:
         found.append(("AUDIO", message.audio, message.audio.file_name or "audio.mp3"))
     if message.video:

@@ -38,7 +38,6 @@ class UpdatePoller:
         self._allowed = allowed_updates
         self._timeout_s = timeout_s
         self.offset = 0
-        self.polls = 0
 
     async def run(self) -> None:
         pause = 0.5
@@ -61,7 +60,6 @@ class UpdatePoller:
                 await asyncio.sleep(pause)
 
     async def _fetch(self) -> list[dict[str, Any]]:
-        self.polls += 1
         data = {"offset": self.offset, "timeout": self._timeout_s, "allowed_updates": self._allowed}
         # PTB's own transport (what Bot.get_updates calls), to get the raw updates.
         result = await self._bot._post("getUpdates", data, read_timeout=self._timeout_s + 10)

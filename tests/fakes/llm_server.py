@@ -72,6 +72,7 @@ class Reply:
     # "whole"; "no_choices": a 200 whose body (or stream) holds no choice; "cut": the stream
     # sends the content, then the connection drops before the end.
     shape: str = "whole"
+    piece_delay_s: float = 0.0  # streamed: the pause before each piece of the content
 
     @property
     def finish_reason(self) -> str:
@@ -455,6 +456,7 @@ class FakeLLM:
             await send({"role": "assistant", "content": ""})
         if reply.content:
             for piece in _pieces(reply.content):
+                await asyncio.sleep(reply.piece_delay_s)
                 await send({"content": piece})
         if reply.shape == "cut" and request.transport is not None:
             request.transport.abort()

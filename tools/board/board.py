@@ -247,9 +247,12 @@ class Board:
             await self._drop(link)
         settings = self._settings
         opener = functools.partial(
-            FirmataLink.open, settings.port, baud=settings.baud,
-            timeout=settings.connect_timeout_s, sampling_ms=settings.sampling_interval_ms,
-        )  # fmt: skip
+            FirmataLink.open,
+            settings.port,
+            baud=settings.baud,
+            timeout=settings.connect_timeout_s,
+            sampling_ms=settings.sampling_interval_ms,
+        )
         try:
             link = await self._run(opener)
             pins = Pins(link)

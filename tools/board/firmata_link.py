@@ -34,7 +34,6 @@ from tools.board.firmata_types import (
     PIN_STATE_QUERY,
     QUERY_FIRMWARE,
     REPORT_ANALOG,
-    REPORT_DIGITAL,
     REPORT_VERSION,
     SAMPLING_INTERVAL,
     SETUP_HELP,
@@ -184,9 +183,6 @@ class FirmataLink:
 
     def reporting_analog(self, channel: int) -> bool:
         return (REPORT_ANALOG, channel) in self.reporting
-
-    def reporting_port(self, port: int) -> bool:
-        return (REPORT_DIGITAL, port) in self.reporting
 
     def ask(self, kind: str | None, key: int = 0, send: Callable[[], object] | None = None) -> Any:
         """Sync, send a request, and return the first `kind` message after the sync's echo.

@@ -14,9 +14,20 @@ PinToken = int | str  # 13 or "A0", as tools.config.pin_token spells pins
 
 INPUT, OUTPUT, ANALOG, PWM, SERVO, PULLUP = 0, 1, 2, 3, 4, 11
 MODE_NAMES = {
-    0: "input", 1: "output", 2: "analog", 3: "pwm", 4: "servo", 5: "shift", 6: "i2c",
-    7: "onewire", 8: "stepper", 9: "encoder", 10: "serial", 11: "input_pullup", 127: "ignore",
-}  # fmt: skip
+    0: "input",
+    1: "output",
+    2: "analog",
+    3: "pwm",
+    4: "servo",
+    5: "shift",
+    6: "i2c",
+    7: "onewire",
+    8: "stepper",
+    9: "encoder",
+    10: "serial",
+    11: "input_pullup",
+    127: "ignore",
+}
 MODE_CODES = {name: code for code, name in MODE_NAMES.items()}
 # Firmata message bytes not in pyfirmata2's public names.
 ANALOG_MAPPING_QUERY, ANALOG_MAPPING_RESPONSE, CAPABILITY_QUERY = 0x69, 0x6A, 0x6B

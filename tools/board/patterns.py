@@ -38,10 +38,6 @@ class PatternRun:
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
-    def period_s(self) -> float:
-        return sum(seconds for _, seconds in self.steps)
-
-    @property
     def done(self) -> bool:
         return self.task is None or self.task.done()
 

@@ -2,7 +2,9 @@
 
 A pin arrives as a number (13), an analog name ("A0") or a configured name ("fan"); a level
 as 0/1, true/false or "low"/"high". `PinPolicy` answers from [hardware] allowed_pins and the
-named pins, before the board is touched, and every refusal names the valid choices.
+named pins, before the board is touched, and every refusal names the valid choices. The
+other way round, `describe_value` puts what a pin reads into words ("high", "duty 50%",
+"512/1023 (2.50 V)") for the tools, their read-backs after a crash and the pin watcher.
 """
 
 from __future__ import annotations
@@ -12,16 +14,25 @@ from dataclasses import dataclass
 from tools.board.firmata_types import PinInfo
 from tools.config import HardwareSettings, pin_token
 
+ANALOG_REFERENCE_V = 5.0  # the Uno's, Nano's and Mega's default analog reference
 LEVELS = {"0": 0, "1": 1, "low": 0, "high": 1, "false": 0, "true": 1, "off": 0, "on": 1}
 TOOL_FOR_MODE = {
-    "output": "gpio_write or gpio_pattern", "input": "gpio_read", "input_pullup": "gpio_read",
-    "pwm": "pwm_write", "analog": "analog_read", "servo": "servo_write",
-}  # fmt: skip
+    "output": "gpio_write or gpio_pattern",
+    "input": "gpio_read",
+    "input_pullup": "gpio_read",
+    "pwm": "pwm_write",
+    "analog": "analog_read",
+    "servo": "servo_write",
+}
 # What a tool may do to a pin wired (configured) for each mode; "read" is gpio_read.
 USES = {
-    "output": {"output", "read"}, "input": {"read"}, "input_pullup": {"read"},
-    "pwm": {"pwm", "read"}, "servo": {"servo", "read"}, "analog": {"analog"},
-}  # fmt: skip
+    "output": {"output", "read"},
+    "input": {"read"},
+    "input_pullup": {"read"},
+    "pwm": {"pwm", "read"},
+    "servo": {"servo", "read"},
+    "analog": {"analog"},
+}
 
 
 class PinError(Exception):
@@ -110,3 +121,21 @@ def parse_level(value: bool | int | str) -> int:
     if level is None:
         raise PinError(f"Level {value!r} is not one of 1/0, true/false or high/low.")
     return level
+
+
+def describe_value(
+    mode: str | None, value: float | None, full_scale: int = 1023, note: str = ""
+) -> str:
+    if note:
+        return note  # the chip does not do what the mode says: claim nothing else
+    if value is None or mode is None:
+        return ""
+    if mode in ("output", "input", "input_pullup"):
+        return "high" if value else "low"
+    if mode == "pwm":
+        return f"duty {value:.0%}"
+    if mode == "servo":
+        return f"{value:g}°"
+    if mode == "analog":
+        return f"{value:g}/{full_scale} ({value / full_scale * ANALOG_REFERENCE_V:.2f} V)"
+    return f"{value:g}"

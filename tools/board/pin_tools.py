@@ -14,8 +14,16 @@ from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from tools.base import ApprovalRequest, FunctionTool, Tool, ToolCallContext, ToolResult
-from tools.board.board import Board, BoardError, BoardInfo, PinReading
-from tools.board.pin_policy import TOOL_FOR_MODE, PinError, PinPolicy, PinRef, parse_level
+from tools.board.board import Board, BoardError, BoardInfo
+from tools.board.pin_policy import (
+    TOOL_FOR_MODE,
+    PinError,
+    PinPolicy,
+    PinRef,
+    describe_value,
+    parse_level,
+)
+from tools.board.pin_recheck import PinRechecks
 from tools.config import Autonomy, HardwareSettings
 
 Pattern = Literal["blink", "pulse", "heartbeat"]
@@ -25,27 +33,8 @@ PATTERNS: dict[str, tuple[tuple[int, float], ...]] = {
     "pulse": ((1, 0.1), (0, 0.9)),
     "heartbeat": ((1, 0.1), (0, 0.1), (1, 0.1), (0, 0.7)),
 }
-ANALOG_REFERENCE_V = 5.0  # the Uno's, Nano's and Mega's default analog reference
 MIN_PERIOD_MS, MAX_PERIOD_MS, MAX_REPEAT = 20, 600_000, 100_000
 AWAIT_PATTERN_S = 10.0
-
-
-def describe_value(
-    mode: str | None, value: float | None, full_scale: int = 1023, note: str = ""
-) -> str:
-    if note:
-        return note  # the chip does not do what the mode says: claim nothing else
-    if value is None or mode is None:
-        return ""
-    if mode in ("output", "input", "input_pullup"):
-        return "high" if value else "low"
-    if mode == "pwm":
-        return f"duty {value:.0%}"
-    if mode == "servo":
-        return f"{value:g}°"
-    if mode == "analog":
-        return f"{value:g}/{full_scale} ({value / full_scale * ANALOG_REFERENCE_V:.2f} V)"
-    return f"{value:g}"
 
 
 async def _attempt(board: Board, action: Callable[[], Awaitable[str]]) -> ToolResult:
@@ -236,61 +225,6 @@ class _HardwareTools:
 
         return await _attempt(self.board, act)
 
-    # -- after a crash: what a write cut off by it left on the board (nothing is written) --
-
-    async def _pin_now(self, pin: int | str, use: str) -> tuple[str, PinReading]:
-        ref = self.policy.resolve(pin, use)
-        reading = await self.board.digital_read(ref.token, as_output=True)  # a state query
-        value = describe_value(reading.mode, reading.value, note=reading.note) or "no value"
-        return f"{ref.label} reads {value} (mode {reading.mode})", reading
-
-    async def _read_back(
-        self, pin: int | str, use: str, wanted: str, holds: Callable[[float], bool]
-    ) -> ToolResult:
-        """The pin's state as the board holds it, against what the write would set."""
-        try:
-            found, reading = await self._pin_now(pin, use)
-        except (PinError, BoardError) as exc:
-            return ToolResult.error(f"the pin could not be read back ({exc})")
-        if reading.mode == use and not reading.note and holds(reading.value):
-            return ToolResult.success(f"{found}, as this call sets it.")
-        return ToolResult.error(f"{found}, not {wanted} as this call would set it.")
-
-    async def recheck_gpio_write(
-        self, call: ToolCallContext, pin: int | str, value: bool | int | str
-    ) -> ToolResult:
-        try:
-            level = parse_level(value)
-        except PinError as exc:
-            return ToolResult.error(str(exc))
-        wanted = describe_value("output", level)
-        return await self._read_back(pin, "output", wanted, lambda now: now == level)
-
-    async def recheck_pwm_write(
-        self, call: ToolCallContext, pin: int | str, duty: float
-    ) -> ToolResult:
-        wanted = f"duty {duty:.0%}"
-        return await self._read_back(pin, "pwm", wanted, lambda now: abs(now - duty) < 1 / 255)
-
-    async def recheck_servo_write(
-        self, call: ToolCallContext, pin: int | str, angle: float
-    ) -> ToolResult:
-        wanted = f"{round(angle)}°"
-        return await self._read_back(pin, "servo", wanted, lambda now: round(now) == round(angle))
-
-    async def recheck_gpio_pattern(
-        self, call: ToolCallContext, pin: int | str, pattern: Pattern, **timing: int
-    ) -> ToolResult:
-        """A pattern is driven by pinclaw, so none survives it: how far it ran is unknown."""
-        try:
-            found, _ = await self._pin_now(pin, "output")
-        except (PinError, BoardError) as exc:
-            found = f"the pin could not be read back ({exc})"
-        return ToolResult.error(
-            f"no {pattern} runs now (a pattern stops when pinclaw stops); {found}; how far "
-            "it ran is unknown."
-        )
-
     async def hardware_board_info(self, call: ToolCallContext) -> ToolResult:
         """Describe the connected board: port, firmware, and each usable pin with what it can
         do, its current mode and last value, and which pins you may use.
@@ -326,8 +260,10 @@ class _HardwareTools:
             info = await self.board.info()
             groups: dict[str, list[str]] = {}
             for pin in info.pins:
-                can = ", ".join(f"{m} ({bits}-bit)" if m in ("pwm", "analog") else m
-                                for m, bits in pin.capabilities.items())  # fmt: skip
+                can = ", ".join(
+                    f"{m} ({bits}-bit)" if m in ("pwm", "analog") else m
+                    for m, bits in pin.capabilities.items()
+                )
                 groups.setdefault(can or "not usable through Firmata", []).append(
                     pin.label + self.policy.about(pin)
                 )
@@ -370,9 +306,16 @@ def hardware_tools(
     tools = _HardwareTools(settings, board, ask_first=ask_first)
     guide = tools.policy.guide()
     functions = (
-        tools.gpio_read, tools.gpio_write, tools.pwm_write, tools.analog_read, tools.servo_write,
-        tools.gpio_pattern, tools.hardware_board_info, tools.hardware_capabilities,
-    )  # fmt: skip
+        tools.gpio_read,
+        tools.gpio_write,
+        tools.pwm_write,
+        tools.analog_read,
+        tools.servo_write,
+        tools.gpio_pattern,
+        tools.hardware_board_info,
+        tools.hardware_capabilities,
+    )
+    rechecks = PinRechecks(tools.policy, board)
     built: list[Tool] = []
     for fn in functions:
         summary = " ".join((inspect.getdoc(fn) or "").partition("Args:")[0].split())
@@ -380,7 +323,7 @@ def hardware_tools(
         description = f"{summary} {guide}" if pin_tool else summary
         name = fn.__name__
         writes = name in _WRITERS
-        recheck = getattr(tools, f"recheck_{name}", None)
+        recheck = getattr(rechecks, f"recheck_{name}", None)
         safe = name in _REPEAT_SAFE if writes else None
         built.append(
             FunctionTool(

@@ -194,10 +194,14 @@ class Pins:
             )
         model = self.model
         return BoardInfo(
-            link.port, link.firmware, link.firmware_version, link.protocol_version, tuple(pins),
+            link.port,
+            link.firmware,
+            link.firmware_version,
+            link.protocol_version,
+            tuple(pins),
             model=model.name if model else "",
             timer_groups=model.groups() if model else "",
-        )  # fmt: skip
+        )
 
     # -- plumbing ----------------------------------------------------------------------------
 

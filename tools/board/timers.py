@@ -77,10 +77,16 @@ UNO = TimerModel(
 MEGA = TimerModel(
     "Arduino Mega 2560 (ATmega2560)",
     frozenset({70}),
-    (("Timer0", (4, 13)), ("Timer1", (11, 12)), ("Timer2", (9, 10)),
-     ("Timer3", (2, 3, 5)), ("Timer4", (6, 7, 8)), ("Timer5", (44, 45, 46))),
+    (
+        ("Timer0", (4, 13)),
+        ("Timer1", (11, 12)),
+        ("Timer2", (9, 10)),
+        ("Timer3", (2, 3, 5)),
+        ("Timer4", (6, 7, 8)),
+        ("Timer5", (44, 45, 46)),
+    ),
     ("Timer5", "Timer1", "Timer3", "Timer4"),
-)  # fmt: skip
+)
 MODELS = (UNO, MEGA)
 
 

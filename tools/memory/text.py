@@ -66,9 +66,10 @@ def _strip_accents(word: str) -> str:
         return word
     decomposed = unicodedata.normalize("NFKD", word)
     latin_marks = (
-        ch for i, ch in enumerate(decomposed)
+        ch
+        for i, ch in enumerate(decomposed)
         if not (unicodedata.combining(ch) and i and ord(decomposed[i - 1]) < 0x250)
-    )  # fmt: skip
+    )
     return unicodedata.normalize("NFC", "".join(latin_marks))
 
 

@@ -23,12 +23,12 @@ FORMATS = (
     'expression such as "0 8 * * 1-5" (minute hour day-of-month month day-of-week)'
 )
 _UNITS = {
-    "second": 1, "sec": 1, "s": 1,
-    "minute": 60, "min": 60, "m": 60,
-    "hour": 3600, "hr": 3600, "h": 3600,
-    "day": 86_400, "d": 86_400,
-    "week": 604_800, "w": 604_800,
-}  # fmt: skip
+    **dict.fromkeys(("second", "sec", "s"), 1),
+    **dict.fromkeys(("minute", "min", "m"), 60),
+    **dict.fromkeys(("hour", "hr", "h"), 3600),
+    **dict.fromkeys(("day", "d"), 86_400),
+    **dict.fromkeys(("week", "w"), 604_800),
+}
 _AMOUNT = r"(?:(\d+(?:\.\d+)?)\s*|\b(an?|one)\s+)([a-z]+)(?![a-z])"
 MAX_DELAY_S = 10 * 366 * 86_400
 _JOINERS = re.compile(r"[\s,]+|\band\b")

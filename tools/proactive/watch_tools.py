@@ -152,8 +152,9 @@ def plan_watch(
                     f"{named.label} is an analog input: watch it with above or below"
                 )
             ref = policy.resolve(pin, "read")
-            return WatchSpec(ref.token, ref.label, _input_mode(ref), changes=True,
-                             min_interval_s=interval)  # fmt: skip
+            return WatchSpec(
+                ref.token, ref.label, _input_mode(ref), changes=True, min_interval_s=interval
+            )
         ref = policy.resolve(pin, "analog")
     except PinError as exc:
         raise WatchRefused(str(exc)) from None
@@ -222,12 +223,13 @@ class WatchTools:
         guide = self.policy.guide()
         summary = " ".join((self.watch_pin.__doc__ or "").partition("Args:")[0].split())
         return [
-            FunctionTool(self.watch_pin, name="watch_pin", description=f"{summary} {guide}",
-                         writes=True),
+            FunctionTool(
+                self.watch_pin, name="watch_pin", description=f"{summary} {guide}", writes=True
+            ),
             FunctionTool(self.list_watches, name="list_watches"),
-            FunctionTool(self.cancel_watch, name="cancel_watch", writes=True,
-                         repeat_safe=True),  # a second cancel: "has already ended"
-        ]  # fmt: skip
+            # repeat_safe: a second cancel answers "has already ended"
+            FunctionTool(self.cancel_watch, name="cancel_watch", writes=True, repeat_safe=True),
+        ]
 
     async def watch_pin(
         self,
@@ -268,8 +270,9 @@ class WatchTools:
                 f"task is {len(task)} characters; keep it under {MAX_TASK_CHARS}"
             )
         try:
-            spec = plan_watch(self.policy, self.defaults, pin, above, below, changes,
-                              hysteresis, min_interval_s)  # fmt: skip
+            spec = plan_watch(
+                self.policy, self.defaults, pin, above, below, changes, hysteresis, min_interval_s
+            )
             entry = await self._book.add(call, spec, task)
         except WatchRefused as exc:
             return ToolResult.error(f"Not watching: {exc}")

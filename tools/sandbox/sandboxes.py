@@ -31,7 +31,7 @@ rights, but nothing can be created, deleted or renamed directly in them, and mas
 entries' names (not contents) stay listable.
 
 Integration: start `Launch.argv` with `Launch.preexec_fn` and `Launch.pass_fds` (see
-tools/shell/shell_tool.py's spawn, which closes those descriptors once the child holds them); when
+tools/shell/shell_tool.py's start, which closes those descriptors once the child holds them); when
 the first process has exited call `Launch.ended()`, to stop it early `Launch.kill(pid)`,
 and call `Launch.cleanup` once it has been waited for, or if spawning failed.
 """

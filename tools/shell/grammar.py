@@ -1,4 +1,4 @@
-"""Parse a shell command line into static simple commands; render them back as POSIX sh.
+"""Parse a shell command line into static simple commands, for render.py to write as POSIX sh.
 
 The shell tool runs `render_posix(parse_command_line(text))`, never the text: what is checked
 is what runs, and what is only known at run time (expansions, compound commands) is refused.
@@ -8,7 +8,6 @@ every byte, and reads each word itself rather than trusting the tree's view of i
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Literal, cast
@@ -64,37 +63,51 @@ class CommandLine:
     steps: tuple[tuple[Connector, Pipeline], ...]  # the connector before each ("" first)
 
 
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 _PARSER = Parser(Language(tree_sitter_bash.language()))
 _WORDS = frozenset({"word", "string", "raw_string", "concatenation", "number", "$"})
 # Argument nodes read by scan_word, which refuses the expansions among them with a reason.
-_ARGUMENTS = _WORDS | {"simple_expansion", "expansion", "command_substitution",
-    "arithmetic_expansion", "process_substitution", "ansi_c_string", "translated_string",
-    "brace_expression"}  # fmt: skip
+_ARGUMENTS = _WORDS | _words(
+    "simple_expansion expansion command_substitution arithmetic_expansion process_substitution "
+    "ansi_c_string translated_string brace_expression"
+)
 # export, declare, unset ...: programs like any other, for the allow-list to judge
-_DECLARATION_ARGUMENTS = _ARGUMENTS | {"variable_name", "variable_assignment", "declare",
-    "export", "local", "readonly", "typeset", "unset"}  # fmt: skip
+_DECLARATION_ARGUMENTS = _ARGUMENTS | _words(
+    "variable_name variable_assignment declare export local readonly typeset unset"
+)
 _REDIRECTS = frozenset({"file_redirect", "herestring_redirect", "heredoc_redirect"})
-_KEYWORDS = frozenset({"!", "[[", "]]", "{", "}", "if", "then", "else", "elif", "fi", "case",
-    "esac", "for", "select", "while", "until", "do", "done", "in", "function", "time",
-    "coproc"})  # fmt: skip
+_KEYWORDS = _words(
+    "! [[ ]] { } if then else elif fi case esac for select while until do done in function time "
+    "coproc"
+)
 _EXPANSIONS = ("$((", "$(", "${", "$'", '$"', "$", "`", "<(", ">(")
 _FILE_OPS: dict[str, Literal["<", ">", ">>"]] = {"<": "<", ">": ">", ">|": ">", ">>": ">>"}
 _REASONS = {  # node types, and the text that starts an expansion inside a word
     "subshell": "a subshell ( ... )",
     "compound_statement": "a group { ...; } or arithmetic (( ... ))",
-    "function_definition": "a function definition", "if_statement": "if/then/fi",
-    "for_statement": "a for or select loop", "c_style_for_statement": "a for (( )) loop",
-    "while_statement": "a while or until loop", "case_statement": "case/esac",
+    "function_definition": "a function definition",
+    "if_statement": "if/then/fi",
+    "for_statement": "a for or select loop",
+    "c_style_for_statement": "a for (( )) loop",
+    "while_statement": "a while or until loop",
+    "case_statement": "case/esac",
     "test_command": "[ ... ] or [[ ... ]] (run the program: test -f x)",
     "negated_command": "! negation",
     "variable_assignment": "a VAR=value assignment (the environment cannot be changed)",
-    "$((": "arithmetic expansion $((...))", "$(": "command substitution $(...)",
-    "`": "command substitution `...`", "${": "parameter expansion ${...} (including ${IFS})",
+    "$((": "arithmetic expansion $((...))",
+    "$(": "command substitution $(...)",
+    "`": "command substitution `...`",
+    "${": "parameter expansion ${...} (including ${IFS})",
     "$'": "$'...' quoting (use '...' with the characters typed as they are)",
-    '$"': '$"..." quoting (use "..." or \'...\')', "$": "variable expansion ($NAME)",
-    "<(": "process substitution <(...)", ">(": "process substitution >(...)",
+    '$"': '$"..." quoting (use "..." or \'...\')',
+    "$": "variable expansion ($NAME)",
+    "<(": "process substitution <(...)",
+    ">(": "process substitution >(...)",
     "{": "brace expansion ({a,b} or {1..3})",
-}  # fmt: skip
+}
 
 
 def _refuse(key: str, detail: str = "") -> ShellRefused:
@@ -304,53 +317,6 @@ def parse_command_line(text: str) -> CommandLine:
     if not walker.steps:
         raise ShellRefused("the command is empty")
     return CommandLine(tuple((c, Pipeline(tuple(map(_Cmd.freeze, p)))) for c, p in walker.steps))
-
-
-def quote(text: str) -> str:
-    """Always single-quoted: a quoted word is never a keyword, an assignment or a pattern."""
-    return "'" + text.replace("'", "'\"'\"'") + "'"
-
-
-def render_posix(line: CommandLine, words: Callable[[Word], list[str]] | None = None) -> str:
-    """A POSIX sh script doing exactly `line`: words single-quoted, here-docs with a quoted
-    delimiter, `;` as a new line. `words` expands a Word (globs, ~); default: its text."""
-    expand = words or (lambda word: [word.text])
-    script: list[str] = []
-    bodies: list[str] = []
-    for connector, pipeline in line.steps:
-        if connector == ";":
-            script += ["\n", *bodies]
-            bodies.clear()
-        elif connector:
-            script.append(f" {connector} ")
-        commands: list[str] = []
-        for command in pipeline.commands:
-            argv = [quote(arg) for word in command.argv for arg in expand(word)]
-            if not argv:
-                raise ValueError("a command expanded to no words")
-            redirects = [_render_redirect(r, expand, bodies) for r in command.redirects]
-            commands.append(" ".join(argv + redirects))
-        script.append(" | ".join(commands))
-    return "".join([*script, "\n", *bodies])
-
-
-def _render_redirect(r: Redirect, expand: Callable[[Word], list[str]], bodies: list[str]) -> str:
-    """The fd is left out where it is the default: tree-sitter misreads an explicit 0."""
-    if r.op == "dup":
-        return ("<" if r.fd == 0 else ">" if r.fd == 1 else f"{r.fd}>") + f"&{r.dup_fd}"
-    fd = "" if r.fd == (0 if r.op == "<" else 1) else str(r.fd)
-    if r.heredoc is not None:
-        if r.heredoc and not r.heredoc.endswith("\n"):
-            raise ValueError("a here-document body must end with a newline")
-        delimiter = "PINCLAW_EOF"
-        while delimiter in r.heredoc.split("\n"):
-            delimiter += "_"
-        bodies.append(f"{r.heredoc}{delimiter}\n")
-        return f"{fd}<<'{delimiter}'"
-    targets = expand(r.target) if r.target else []
-    if len(targets) != 1:
-        raise ValueError(f"ambiguous redirect: {r.target.text if r.target else None!r}")
-    return f"{fd}{r.op}{quote(targets[0])}"
 
 
 # Unquoted: \newline (dropped), \x, '...', "..." or a character. In "...": \ escapes $`"\ newline

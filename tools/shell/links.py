@@ -3,10 +3,26 @@
 A symbolic link planted in the workspace is a way out of it: the next time the daemon (or
 the owner) opens AGENTS.md it reads ../config.toml, and a hard link to an identity file lets
 a plain file carry every later write into it. So under `supervised` no command makes a link:
-the program is refused, or run so that it cannot, or its archive is read first. DECISIONS is
-the table (README's security section shows it); the checks themselves are here (whole
-programs, words added when rendering), in tools/shell/effects.py (cp and mv, which see the
-files they copy or move) and in tools/shell/archives.py (tar and zip members).
+the program is refused, or run so that it cannot, or its archive is read first:
+
+- ln, link: refused: making links is all they do; copy the file with cp
+- git (every command): run as `git -c core.symlinks=false …`: a link in a patch, checkout,
+  merge, stash, pull or clone becomes a plain file holding the target's path
+- cp: `-s`/`-l` refused; refused when it would copy a symbolic link as a link (-a, -P, -d,
+  -r without -L: add -L), follow one out of the workspace (-L), or keep two copies
+  hard-linked (-a, -d, --preserve=links)
+- mv: refused when it would move a symbolic link, or a folder holding one
+- tar -x: the archive is read first (plain, gzip, bzip2, xz; bounded): refused if a member
+  it extracts is a link, a device or a FIFO, if it comes from a pipe, or with --transform;
+  GNU tar runs with --no-same-owner --no-same-permissions added
+- unzip: the archive's entries are read first: refused if one it extracts is a link
+- patch: refused (GNU patch makes links from git diffs): use git apply
+- cpio, pax, bsdtar, 7z, 7za, 7zr, unsquashfs: refused: they extract links; use tar or unzip
+- rsync, sh, python3, … (wrappers): refused, as before: they run other programs
+
+The checks themselves are here (whole programs, words added when rendering), in
+tools/shell/effects.py (cp and mv, which see the files they copy or move) and in
+tools/shell/archives.py (tar and zip members).
 """
 
 from __future__ import annotations
@@ -15,23 +31,6 @@ import sys
 from collections.abc import Sequence
 
 from tools.shell.program_rules import parse_options
-
-DECISIONS: dict[str, str] = {
-    "ln, link": "refused: making links is all they do; copy the file with cp",
-    "git (every command)": "run as `git -c core.symlinks=false …`: a link in a patch, checkout, "
-    "merge, stash, pull or clone becomes a plain file holding the target's path",
-    "cp": "`-s`/`-l` refused; refused when it would copy a symbolic link as a link (-a, -P, "
-    "-d, -r without -L: add -L), follow one out of the workspace (-L), or keep two copies "
-    "hard-linked (-a, -d, --preserve=links)",
-    "mv": "refused when it would move a symbolic link, or a folder holding one",
-    "tar -x": "the archive is read first (plain, gzip, bzip2, xz; bounded): refused if a "
-    "member it extracts is a link, a device or a FIFO, if it comes from a pipe, or with "
-    "--transform; GNU tar runs with --no-same-owner --no-same-permissions added",
-    "unzip": "the archive's entries are read first: refused if one it extracts is a link",
-    "patch": "refused (GNU patch makes links from git diffs): use git apply",
-    "cpio, pax, bsdtar, 7z, 7za, 7zr, unsquashfs": "refused: they extract links; use tar or unzip",
-    "rsync, sh, python3, … (wrappers)": "refused, as before: they run other programs",
-}
 
 _REFUSED = {
     "ln": "`ln` makes links, which are not made under supervised: copy the file with cp",

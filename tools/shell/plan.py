@@ -38,9 +38,9 @@ from tools.shell.grammar import (
     Word,
     parse_command_line,
 )
-from tools.shell.grammar import render_posix as render
 from tools.shell.links import injected, program_refusal
 from tools.shell.program_rules import WRAPPERS, check_program
+from tools.shell.render import render_posix as render
 
 Injection = tuple[tuple[str, ...], tuple[str, ...]]  # words after the program; words last
 

@@ -52,13 +52,14 @@ _WRITERS = _words(
     "csplit patch rename mktemp sponge mkdir touch cp mv tee"
 )
 _WHY = {  # why an option marked `!reason` below is refused
-    "": "it can run another program", "clock": "it sets the system clock",
+    "": "it can run another program",
+    "clock": "it sets the system clock",
     "script": "a script file cannot be checked; give the script with -e",
     "abs": "it writes outside the target directory",
     "out": "it writes to a file; redirect the output with > instead",
     "hooks": "a template can install hooks, which run programs",
     "config": "git config may only read settings here (git config --get name)",
-}  # fmt: skip
+}
 # A rule a line (indented lines go on): programs, options, flags. `-k` takes a value, `-k.`
 # none, `-k?` an attached one only; then `:path`/`:out` (the value is a path read/written),
 # `:w` (it writes) or `!why` (refused). Programs with no rule: every word may be a path.

@@ -249,9 +249,3 @@ async def start(launch: Launch) -> tuple[asyncio.subprocess.Process, asyncio.Fut
     finally:
         launch.descriptors.close()
     return asyncio.subprocess.Process(transport, protocol, loop), exited
-
-
-async def spawn(launch: Launch) -> asyncio.subprocess.Process:
-    """Start a sandbox launch (see start) when only the process is wanted."""
-    process, _ = await start(launch)
-    return process

@@ -37,8 +37,12 @@ _PARAM_KEYS = frozenset({"type", "description", "default", "enum"})
 _PRIVILEGED = frozenset({"sudo", "doas", "su", "pkexec", "runuser", "setpriv", "chroot"})
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "busybox"})
 _PYTHON_TYPES: dict[ParamType, type] = {
-    "str": str, "int": int, "float": float, "bool": bool, "path": str,
-}  # fmt: skip
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "path": str,
+}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,68 @@
+"""What a turn is given besides its message: whose conversation it is, the memories recalled
+for it, the history it sends, and the context its tools run with.
+
+Kept apart from ChannelRuntime so the question "what does this turn see?" has one answer in
+one place: the audience (agent/conversation/scopes.py) decides the memory scope, the scopes
+it may recall from, and whether it is the owner's own private turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.config import Settings
+from agent.conversation.compaction import Summariser, history_for
+from agent.conversation.recall import readable_scopes, remembered_block
+from agent.conversation.scopes import audience_of, speaker_of
+from agent.durable.sessions import SessionStore
+from agent.durable.tool_journal import ToolJournal
+from agent.model.responses import Message
+from channels.base import IncomingMessage
+from tools.base import Approver, ToolCallContext
+from tools.memory.store import MemoryStore
+
+
+@dataclass(frozen=True)
+class TurnInputs:
+    prior: list[Message]  # the stored turns the model sees, compacted to the budget
+    remembered: str  # memories recalled for this message, for its envelope
+    context: ToolCallContext  # who is speaking, where, and what the tools may touch
+
+
+async def turn_inputs(
+    msg: IncomingMessage,
+    settings: Settings,
+    sessions: SessionStore,
+    memory: MemoryStore | None,
+    *,
+    history_tokens: int,
+    summarise: Summariser,
+    journal: ToolJournal,
+    approve: Approver,
+) -> TurnInputs:
+    key = msg.chat.key
+    audience = audience_of(
+        msg, settings.people, share_group_memories=settings.memory.share_group_memories
+    )
+    recall = await readable_scopes(memory, audience.recall)
+    remembered = ""
+    if memory is not None:
+        remembered = await remembered_block(memory, recall, msg.text, settings.memory)
+    prior = await history_for(
+        sessions,
+        key,
+        max_messages=settings.agent.max_history_messages,
+        budget_tokens=history_tokens,
+        summarise=summarise,
+    )
+    context = ToolCallContext(
+        settings.workspace_dir,
+        chat_key=key,
+        memory_scope=audience.scope,
+        recall_scopes=recall,
+        speaker=speaker_of(msg),
+        owner_private=audience.owner_private,
+        journal=journal,
+        approve=approve,
+    )
+    return TurnInputs(prior, remembered, context)
