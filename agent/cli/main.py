@@ -160,7 +160,8 @@ def cli(ctx: click.Context, config: Path | None, verbose: int) -> None:
 
     Talk to it on Telegram, Discord or here in the terminal.
     """
-    ctx.obj = {"config": config, "verbose": verbose, "load": _load}
+    # `ctx.obj` may come from main(), which reads "leave_at_once" after the command.
+    ctx.ensure_object(dict).update(config=config, verbose=verbose, load=_load)
 
 
 @cli.command()
@@ -194,7 +195,9 @@ def run(ctx: click.Context, message: str | None, session: str | None, no_daemon:
         sys.exit(asyncio.run(serve(settings)))
     from agent.cli.oneshot import run_once
 
-    sys.exit(asyncio.run(run_once(settings, message, session=session)))
+    code = asyncio.run(run_once(settings, message, session=session))
+    ctx.obj["leave_at_once"] = True  # everything is written: main() skips the teardown
+    sys.exit(code)
 
 
 def _through_daemon(ctx: click.Context, message: str, session: str | None) -> int | None:
@@ -284,7 +287,15 @@ def prompt_show(
 
 
 def main(argv: Any = None) -> None:
-    cli.main(args=argv, prog_name="agent")
+    state: dict[str, Any] = {}
+    try:
+        cli.main(args=argv, prog_name="agent", obj=state)
+    except SystemExit as done:
+        if state.get("leave_at_once"):
+            from agent.cli.oneshot import leave
+
+            leave(done.code if isinstance(done.code, int) else 1)
+        raise
 
 
 if __name__ == "__main__":
