@@ -45,7 +45,7 @@ from tools.policy import SecurityPolicy
 from tools.proactive.schedule_times import zone_named
 from tools.proactive.schedule_tools import ScheduleBook, ScheduleTools
 from tools.proactive.watch_tools import WatchBook, WatchDefaults, WatchTools
-from tools.sandbox.sandboxes import choose_sandbox
+from tools.sandbox.sandboxes import Sandbox, choose_sandbox
 from tools.shell.shell_tool import ShellTool
 from tools.skills.skill_tools import ReadSkillTool, SkillDoc, SkillTool
 
@@ -65,6 +65,7 @@ class App:
     source: PromptSource
     scrub: Scrubber
     policy: SecurityPolicy
+    sandbox: Sandbox  # every command's OS sandbox: probed once, by build_app
     quirks: ProviderQuirks = field(default_factory=ProviderQuirks)
     slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(16))
     board: Board | None = None
@@ -202,21 +203,29 @@ def build_tools(
     schedules: ScheduleBook | None = None,
     watches: WatchBook | None = None,
     memories: MemoryStore | None = None,
+    *,
+    sandbox: Sandbox | None = None,
+    scrub: Scrubber | None = None,
 ) -> ToolRegistry:
     """Every tool of this configuration. `schedules`, `watches`: where the schedule and
     pin-watch tools keep theirs (without one they are offered all the same, so the prompt
-    does not change, and refuse); `memories`: the store auto-recall searches too."""
+    does not change, and refuse); `memories`: the store auto-recall searches too.
+    `sandbox`, `scrub`: the App's (chosen or made here when not given, as for `agent prompt
+    show`)."""
     security = settings.security
+    if scrub is None:
+        scrub = make_scrubber(settings)
+    if sandbox is None:
+        sandbox = choose_sandbox(security.sandbox)
     shell = ShellTool(
         policy,
         settings.shell,
-        choose_sandbox(security.sandbox),
+        sandbox,
         network=security.sandbox_network,
         sandbox_off_by_owner=security.sandbox == "off",
     )
     tools: list[Tool] = [shell, *FileTools(policy).tools()]
     if settings.memory.enabled:
-        scrub = make_scrubber(settings)
         memory = MemoryTools(
             settings.state_db,
             settings.memory,
@@ -237,11 +246,11 @@ def build_tools(
                 settings.hardware,
                 timezone_of(settings),
                 defaults,
-                scrub=make_scrubber(settings),
+                scrub=scrub,
             ).tools()
     if settings.schedules.enabled:
         timezone = timezone_of(settings)
-        tools += ScheduleTools(schedules, timezone, scrub=make_scrubber(settings)).tools()
+        tools += ScheduleTools(schedules, timezone, scrub=scrub).tools()
     tools += skill_tools(skills or SkillCatalog.from_settings(settings), shell, policy, tools)
     return ToolRegistry(read_only(tools) if policy.autonomy == "read_only" else tools)
 
@@ -334,21 +343,34 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
     workspace = settings.workspace_dir
     ensure_workspace(workspace)
     policy = SecurityPolicy.from_settings(settings.security, workspace, home=settings.home)
+    sandbox = choose_sandbox(settings.security.sandbox)  # a probe run: once per App
     board = make_board(settings)
     skills = SkillCatalog.from_settings(settings)
     store = await open_store(settings.state_db, legacy_scope=LegacyScope(settings.people))
     schedules = ChatSchedules(Schedules(store.db), settings)
     watches = ChatWatches(Schedules(store.db), settings)
     memories = memory_store(settings) if settings.memory.enabled else None
-    tools = build_tools(settings, policy, board, skills, schedules, watches, memories)
+    scrub = make_scrubber(settings)  # one for the tools, the replies and the logs' lines
+    tools = build_tools(
+        settings,
+        policy,
+        board,
+        skills,
+        schedules,
+        watches,
+        memories,
+        sandbox=sandbox,
+        scrub=scrub,
+    )
     return App(
         settings=settings,
         tools=tools,
         llm=model if model is not None else LLMClient(settings.llm),
         store=store,
         source=prompt_source(settings, tools, policy, skills=skills),
-        scrub=make_scrubber(settings),
+        scrub=scrub,
         policy=policy,
+        sandbox=sandbox,
         slots=asyncio.Semaphore(settings.agent.max_concurrent_turns),
         board=board,
         history_tokens=history_budget(settings),

@@ -32,7 +32,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from agent.home import ENV_PREFIX, default_home, find_config_file
+from agent.home import ENV_PREFIX, default_home, find_config_file, load_env_file
 from channels.config import ChannelsSettings
 from tools.config import HardwareSettings, MemorySettings, SecuritySettings, ShellSettings
 
@@ -268,8 +268,11 @@ class ConfigError(Exception):
 def load_settings(
     explicit: Path | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings:
-    """Read the settings, or raise ConfigError listing every problem found."""
+    """Read the settings, or raise ConfigError listing every problem found. Reading this
+    process's own environment, `<home>/agent.env` joins it first (under what is exported)."""
     env = os.environ if environ is None else environ
+    if environ is None:
+        load_env_file(default_home(env), os.environ)
     path = find_config_file(explicit, env)
     data: dict[str, Any] = {}
     if path.exists():

@@ -11,15 +11,16 @@ import contextlib
 import json
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
 ENV_PREFIX = "PINCLAW_"
 SOCKET_NAME = "agent.sock"  # the local daemon's socket, in the home folder
 LOCK_NAME = "agent.lock"  # held (flock) by the running daemon; holds its pid
-ENV_FILE_NAME = "agent.env"  # NAME=value lines the service reads (its keys and settings)
+ENV_FILE_NAME = "agent.env"  # NAME=value lines read at start (keys, settings): shell's win
 STATE_DB_NAME = "state.db"  # every chat, memory and schedule
 LOG_NAME = "agent.log"  # the service's stderr on macOS (launchd writes it)
+CHAT_HISTORY_NAME = "chat_history"  # the lines typed at `agent chat` (up-arrow, next run)
 LOGS_DIR = "logs"
 # The home holds every chat, memory and key: no other user may read any of it. Folders are
 # made 0700 and files 0600 when created; an older home's looser modes are tightened at start.
@@ -33,6 +34,7 @@ PRIVATE_FILES = (
     ENV_FILE_NAME,
     LOCK_NAME,
     LOG_NAME,
+    CHAT_HISTORY_NAME,
 )
 # Variables that pick the files rather than set a key: compared as paths, not as settings.
 _FILE_PICKERS = (f"{ENV_PREFIX}HOME", f"{ENV_PREFIX}CONFIG")
@@ -69,9 +71,11 @@ def settings_fingerprint(config_file: Path | None, environ: Mapping[str, str]) -
     if config_file is not None and config_file.exists():
         found = config_file.stat()
         config = [str(config_file.resolve()), found.st_size, found.st_mtime_ns]
+    # agent.env under the shell's variables, as `load_env_file` gives the daemon its own.
+    merged = {**read_env_file(default_home(environ) / ENV_FILE_NAME), **environ}
     settings = {
         name: value
-        for name, value in sorted(environ.items())
+        for name, value in sorted(merged.items())
         if name.startswith(ENV_PREFIX)
         and name not in _FILE_PICKERS
         and name.rsplit("__", 1)[-1] not in SECRET_ENDINGS
@@ -79,6 +83,38 @@ def settings_fingerprint(config_file: Path | None, environ: Mapping[str, str]) -
     # Plain text, not a hash (hashlib's import costs a one-shot more than the comparison):
     # it travels only over the owner's 0600 socket, and secrets are not in it.
     return json.dumps([config, settings])
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """The NAME=value lines of an agent.env, as systemd and `sh` read them: blank lines and
+    `#` comments skipped, an `export ` prefix and one pair of surrounding quotes dropped;
+    {} when there is no such file (or it cannot be read)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        name, equals, value = line.strip().removeprefix("export ").partition("=")
+        name, value = name.strip(), value.strip()
+        if not equals or not (name.isascii() and name.isidentifier()):
+            continue  # a comment, a blank line, or not a variable
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[name] = value
+    return values
+
+
+def load_env_file(home: Path, environ: MutableMapping[str, str]) -> list[str]:
+    """Put `<home>/agent.env`'s variables into `environ` where it has none of that name (what
+    the shell exports wins), so the key `agent init` stored there works without exporting
+    it — for `agent run` and a one-shot as for the service. The names set."""
+    added = []
+    for name, value in read_env_file(home / ENV_FILE_NAME).items():
+        if name not in environ:
+            environ[name] = value
+            added.append(name)
+    return added
 
 
 def create_private_file(path: Path, text: str = "") -> bool:

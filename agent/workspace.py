@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.home import PRIVATE_DIR_MODE, create_private_file, secure_home
+from tools.boundaries import INBOX
 from tools.paths import PathRules, PolicyError
 
 # The templates ship beside the packages: <repo or site-packages>/workspace/*.md.
@@ -24,7 +25,6 @@ BOOTSTRAP_FILES = (
     "BOOTSTRAP.md",
     "MEMORY.md",
 )
-INBOX = "inbox"
 SKILLS = "skills"
 BOOTSTRAP_FLOOR_CHARS = 500  # the prompt budget never cuts a workspace file below this
 MAX_BOOTSTRAP_BYTES = 4 * 1024 * 1024  # read at most this much of one file for the prompt

@@ -1,4 +1,4 @@
-"""The terminal channel: `agent run -m` one-shots."""
+"""The terminal channel: `agent run -m` one-shots, and each line of `agent chat`."""
 
 from __future__ import annotations
 

@@ -1,16 +1,20 @@
-"""Shared fixtures: an isolated home folder, the fake LLM, settings pointed at it, the
-simulated board running the real StandardFirmata."""
+"""Shared fixtures: an isolated home folder, a workspace, the fake LLM, settings pointed at
+it, Telegram and Discord on their fakes, the daemon in this event loop, the simulated board
+running the real StandardFirmata; and `eventually`, to wait for a condition instead of a
+fixed time."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import pytest
+from fakes.discord_server import FakeDiscord
 from fakes.firmata_board import FirmataBoard
 from fakes.llm_server import FakeLLM
 from fakes.model_double import ScriptedModel
@@ -34,6 +38,31 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "home"
     monkeypatch.setenv("PINCLAW_HOME", str(path))
     return path
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A workspace as `agent init` makes it (test_prompt_kit.py's `fresh_workspace`). A
+    module that needs another kind defines its own `workspace`."""
+    from test_prompt_kit import fresh_workspace
+
+    return fresh_workspace(tmp_path)
+
+
+@pytest.fixture
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A provider key for LiteLLM clients made without `llm_env` (never a real one)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real-0000")
+
+
+async def eventually(
+    check: Callable[[], object], within: float = 3.0, what: str = "the expected state"
+) -> None:
+    """Wait, while the event loop runs on, until `check()` is true; fail after `within` s."""
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, f"not within {within} s: {what}"
+        await asyncio.sleep(0.005)
 
 
 @pytest.fixture
@@ -100,22 +129,38 @@ def fake_telegram() -> Iterator[FakeTelegram]:
         yield server
 
 
+def enable_telegram(fake: FakeTelegram, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """An enabled Telegram channel on the fake Bot API; users 42 and @carol allowed."""
+    values = {
+        "PINCLAW_CHANNELS__TELEGRAM__ENABLED": "true",
+        "PINCLAW_CHANNELS__TELEGRAM__BOT_TOKEN": fake.token,
+        "PINCLAW_CHANNELS__TELEGRAM__ALLOWED_USERS": '["42", "@carol"]',
+        "PINCLAW_CHANNELS__TELEGRAM__API_BASE": fake.api_base,
+        "PINCLAW_CHANNELS__TELEGRAM__FILE_API_BASE": fake.file_api_base,
+        "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "2",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return values
+
+
+@pytest.fixture
+def owner_is_42(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # after home's clean-up
+    """Telegram user 42 (Discord user 111) is the owner: their DMs are owner-private turns.
+    Under Landlock a turn that is not (another person's, a group's) masks MEMORY.md and
+    USER.md in the workspace root, which leaves the root list-only; bubblewrap masks them by
+    mounting over them."""
+    monkeypatch.setenv("PINCLAW_PEOPLE__OWNER__TELEGRAM", "42")
+    monkeypatch.setenv("PINCLAW_PEOPLE__OWNER__DISCORD", "111")
+    monkeypatch.setenv("PINCLAW_PEOPLE__OWNER__OWNER", "true")
+
+
 @pytest.fixture
 def telegram_env(
     llm_env: dict[str, str], fake_telegram: FakeTelegram, monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, str]:
     """The fake LLM plus an enabled Telegram channel on the fake Bot API; user 42 allowed."""
-    values = {
-        "PINCLAW_CHANNELS__TELEGRAM__ENABLED": "true",
-        "PINCLAW_CHANNELS__TELEGRAM__BOT_TOKEN": fake_telegram.token,
-        "PINCLAW_CHANNELS__TELEGRAM__ALLOWED_USERS": '["42", "@carol"]',
-        "PINCLAW_CHANNELS__TELEGRAM__API_BASE": fake_telegram.api_base,
-        "PINCLAW_CHANNELS__TELEGRAM__FILE_API_BASE": fake_telegram.file_api_base,
-        "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "2",
-    }
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    return {**llm_env, **values}
+    return {**llm_env, **enable_telegram(fake_telegram, monkeypatch)}
 
 
 @pytest.fixture
@@ -123,24 +168,69 @@ def telegram_model_env(
     model_env: dict[str, str], fake_telegram: FakeTelegram, monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, str]:
     """`telegram_env` with the in-process model double (`model`) instead of the fake LLM."""
+    return {**model_env, **enable_telegram(fake_telegram, monkeypatch)}
+
+
+@pytest.fixture
+def fake_discord() -> Iterator[FakeDiscord]:
+    """Bot 1000 in guild 5000 with one text channel, 5001 ("general"). A module that needs
+    another layout defines its own `fake_discord`; the env fixtures below use that one."""
+    with FakeDiscord(bot_id="1000") as server:
+        server.add_guild("5000", "test-guild", channels=[{"id": "5001", "name": "general"}])
+        yield server
+
+
+def enable_discord(fake: FakeDiscord, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """An enabled Discord channel on the fake; user 111 allowed."""
     values = {
-        "PINCLAW_CHANNELS__TELEGRAM__ENABLED": "true",
-        "PINCLAW_CHANNELS__TELEGRAM__BOT_TOKEN": fake_telegram.token,
-        "PINCLAW_CHANNELS__TELEGRAM__ALLOWED_USERS": '["42", "@carol"]',
-        "PINCLAW_CHANNELS__TELEGRAM__API_BASE": fake_telegram.api_base,
-        "PINCLAW_CHANNELS__TELEGRAM__FILE_API_BASE": fake_telegram.file_api_base,
+        "PINCLAW_CHANNELS__DISCORD__ENABLED": "true",
+        "PINCLAW_CHANNELS__DISCORD__BOT_TOKEN": fake.token,
+        "PINCLAW_CHANNELS__DISCORD__ALLOWED_USERS": '["111"]',
+        "PINCLAW_CHANNELS__DISCORD__API_BASE": fake.api_base,
+        "PINCLAW_CHANNELS__DISCORD__GATEWAY_URL": fake.gateway_url,
         "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "2",
     }
     for name, value in values.items():
         monkeypatch.setenv(name, value)
-    return {**model_env, **values}
+    return values
+
+
+@pytest.fixture
+def discord_model_env(
+    model_env: dict[str, str], fake_discord: FakeDiscord, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    """The in-process model double (`model`) plus Discord on the fake."""
+    return {**model_env, **enable_discord(fake_discord, monkeypatch)}
+
+
+@pytest.fixture
+def discord_env(
+    llm_env: dict[str, str], fake_discord: FakeDiscord, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    """The fake LLM (through LiteLLM) plus Discord on the fake."""
+    return {**llm_env, **enable_discord(fake_discord, monkeypatch)}
+
+
+class _Stop(asyncio.Event):
+    """The daemon's stop event. serve() waits on it once everything has started (the local
+    socket, the board, the channels, the scheduler, the watcher): `serving` is set then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.serving = asyncio.Event()
+
+    async def wait(self) -> Literal[True]:
+        self.serving.set()
+        return await super().wait()
 
 
 class Daemon:
     """`agent run` in this event loop: start it, talk to it through the fakes, stop it."""
 
+    START_S = 30.0  # a board to connect and every channel to start, on a slow machine
+
     def __init__(self) -> None:
-        self.stop = asyncio.Event()
+        self.stop = _Stop()
         self.task: asyncio.Task[int] | None = None
 
     async def __aenter__(self) -> Daemon:
@@ -151,9 +241,15 @@ class Daemon:
         settings = load_settings()
         secure_home(settings.home, settings.workspace_dir)  # as `agent run` does first
         self.task = asyncio.create_task(serve(settings, stop=self.stop))
-        await asyncio.sleep(0.3)  # polling started
+        serving = asyncio.create_task(self.stop.serving.wait())
+        first = asyncio.FIRST_COMPLETED
+        await asyncio.wait({self.task, serving}, timeout=self.START_S, return_when=first)
+        serving.cancel()
         if self.task.done():
             raise RuntimeError(f"daemon ended at start with {self.task.result()}")
+        if not self.stop.serving.is_set():
+            await self.__aexit__()
+            raise TimeoutError(f"the daemon was not serving within {self.START_S} s")
         return self
 
     async def __aexit__(self, *exc: object) -> None:

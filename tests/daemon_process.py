@@ -1,4 +1,5 @@
-"""`agent run` as a real subprocess, for tests that kill it: start, wait, SIGTERM, kill -9."""
+"""`agent run` as a real subprocess, for tests that kill it: start, wait, SIGTERM, kill -9;
+and any `agent` command run to its end as the user runs it (`agent`)."""
 
 from __future__ import annotations
 
@@ -85,3 +86,18 @@ def rows(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ..
 
 def env_of(**extra: str) -> dict[str, str]:
     return {**os.environ, **extra}
+
+
+def agent(
+    *args: str, env: dict[str, str] | None = None, **options: Any
+) -> subprocess.CompletedProcess[str]:
+    """`agent ARGS` as the user runs it, `env` over this process's environment; `options`
+    are more of subprocess.run's (umask, input, timeout...)."""
+    return subprocess.run(
+        [sys.executable, "-m", "agent", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=REPO,
+        **{"timeout": 120, **options},
+    )

@@ -3,14 +3,12 @@ a pin to change while the event loop runs on, and a daemon's `[hardware]` enviro
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import eventually as eventually  # waiting for a pin while the loop runs on
 
 from tools.base import ToolCallContext, ToolResult
 from tools.board.board import Board
@@ -21,14 +19,6 @@ async def call(board: Board, name: str, **args: Any) -> ToolResult:
     """Hardware tool `name` of `board`, run with `args`."""
     tools = {tool.name: tool for tool in hardware_tools(board._settings, board)}
     return await tools[name].run(args, ToolCallContext(workspace=Path.cwd()))
-
-
-async def eventually(check: Callable[[], Any], within: float = 3.0) -> None:
-    """Wait until `check()` is true, failing after `within` seconds."""
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, "the expected state never came"
-        await asyncio.sleep(0.005)
 
 
 def board_env(

@@ -9,14 +9,14 @@ what the chat shows afterwards.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fakes.discord_server import FakeDiscord
 from fakes.discord_server import SentMessage as DiscordSentMessage
-from fakes.telegram_server import FakeTelegram, SentMessage
+from fakes.telegram_server import FakeTelegram, SentMessage, buttons
 from pydantic import SecretStr
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import BadRequest
@@ -66,12 +66,6 @@ async def telegram(fake_telegram: FakeTelegram, tmp_path: Path) -> AsyncIterator
 
 async def ignore_messages(msg: IncomingMessage) -> bool:
     return True
-
-
-def buttons(message: SentMessage) -> dict[str, str]:
-    """The inline buttons the message shows: label -> callback data."""
-    rows = (message.reply_markup or {}).get("inline_keyboard", [])
-    return {button["text"]: button["callback_data"] for row in rows for button in row}
 
 
 def current(fake: FakeTelegram, message: SentMessage) -> SentMessage:
@@ -211,15 +205,8 @@ async def test_fake_telegram_keyboards_and_callback_answers_behave_like_telegram
 
 # -- Discord -----------------------------------------------------------------------------------
 
-BOT, GUILD, TEXT = "1000", "5000", "5001"
+TEXT = "5001"  # the text channel of conftest.py's `fake_discord`
 EPHEMERAL = 64
-
-
-@pytest.fixture
-def fake_discord() -> Iterator[FakeDiscord]:
-    with FakeDiscord(bot_id=BOT) as server:
-        server.add_guild(GUILD, "test-guild", channels=[{"id": TEXT, "name": "general"}])
-        yield server
 
 
 async def start_discord(fake: FakeDiscord, workspace: Path) -> DiscordChannel:

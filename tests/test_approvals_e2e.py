@@ -9,29 +9,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import pty
 import select
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+import daemon_process
 import pytest
 from conftest import Daemon
 from fakes.discord_server import FakeDiscord
 from fakes.discord_server import SentMessage as DiscordMessage
-from fakes.llm_server import FakeLLM
+from fakes.llm_server import FakeLLM, tool_results
 from fakes.model_double import ScriptedModel, text, tool_calls
-from fakes.telegram_server import BOT_USERNAME, FakeTelegram, SentMessage
+from fakes.telegram_server import BOT_USERNAME, FakeTelegram, SentMessage, buttons
 
 from agent.durable.always_allowed import read_rules
 
 REPO = Path(__file__).resolve().parent.parent
 OWNER, STRANGER = 42, 777
+# The owner asks from their DM: an owner-private turn, on either OS sandbox.
+pytestmark = pytest.mark.usefixtures("owner_is_42")
 COMMAND = "rm keep.txt"  # rm is not in the default allowed commands: supervised asks
 QUESTION = (
     "Approve shell: rm keep.txt\n(Why I ask: rm is not in the allowed commands)\n(Always allow "
@@ -55,6 +56,12 @@ def plant(path: Path) -> Path:
     return path
 
 
+def plant_in_folder(keep: Path) -> Path:
+    """The file moved into notes/ of the same workspace."""
+    (keep.parent / "notes").mkdir(exist_ok=True)
+    return keep.rename(keep.parent / "notes" / keep.name)
+
+
 def content(path: Path) -> str | None:
     """The file's text, None once it is gone (a quick local read, fine inside a test)."""
     return path.read_text() if path.exists() else None
@@ -62,15 +69,7 @@ def content(path: Path) -> str | None:
 
 async def agent(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """`agent ARGS` as the user runs it, off the event loop."""
-    return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "agent", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        cwd=REPO,
-        timeout=120,
-    )
+    return await asyncio.to_thread(daemon_process.agent, *args, env=env)
 
 
 def answer_timeout(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
@@ -81,25 +80,16 @@ def script_delete(model: FakeLLM | ScriptedModel, command: str = COMMAND) -> Non
     model.script(tool_calls(("shell", {"command": command})), text("done"))
 
 
-def tool_results(request: dict[str, Any]) -> list[str]:
-    return [str(m["content"]) for m in request["messages"] if m["role"] == "tool"]
-
-
 # -- Telegram ----------------------------------------------------------------------------------
-
-
-def buttons(message: SentMessage) -> dict[str, str]:
-    rows = (message.reply_markup or {}).get("inline_keyboard", [])
-    return {button["text"]: button["callback_data"] for row in rows for button in row}
 
 
 def questions(fake: FakeTelegram) -> list[SentMessage]:
     return [m for m in fake.sent if (m.plain or "").startswith("Approve shell:")]
 
 
-async def telegram_question(fake: FakeTelegram) -> SentMessage:
+async def telegram_question(fake: FakeTelegram, command: str = COMMAND) -> SentMessage:
     (message,) = await fake.await_for(lambda m: bool(buttons(m)), timeout=10)
-    assert message.plain == QUESTION
+    assert message.plain == QUESTION.replace(COMMAND, command)
     assert list(buttons(message)) == ["Approve", "Deny", "Always allow"]
     return message
 
@@ -193,15 +183,18 @@ async def test_telegram_a_stranger_cannot_answer_and_the_owner_still_decides(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """In a group everyone sees the buttons: a press by someone not in allowed_users is
-    refused to them alone, and the command waits for the owner."""
+    refused to them alone, and the command waits for the owner. (The file is in a folder: a
+    group's turn may not change the workspace root under Landlock, which masks the owner's
+    private files there by making the root list-only.)"""
     answer_timeout(monkeypatch, 30)
     group = -500
-    script_delete(model)
+    keep = plant_in_folder(keep)
+    script_delete(model, "rm notes/keep.txt")
     async with daemon():
         fake_telegram.inject_message(
             group, OWNER, f"@{BOT_USERNAME} delete keep.txt", chat_type="group"
         )
-        question = await telegram_question(fake_telegram)
+        question = await telegram_question(fake_telegram, "rm notes/keep.txt")
         assert question.chat_id == group
         pressed = fake_telegram.inject_callback_query(
             STRANGER, question, buttons(question)["Approve"], username="mallory"
@@ -211,7 +204,8 @@ async def test_telegram_a_stranger_cannot_answer_and_the_owner_still_decides(
         assert content(keep) == "precious\n"
         assert len(model.requests) == 1  # the turn still waits on the question
         (still,) = questions(fake_telegram)
-        assert still.plain == QUESTION and list(buttons(still)) == list(buttons(question))
+        assert still.plain == QUESTION.replace(COMMAND, "rm notes/keep.txt")
+        assert list(buttons(still)) == list(buttons(question))
         fake_telegram.inject_callback_query(OWNER, question, buttons(question)["Approve"])
         await telegram_reply(fake_telegram)
     assert content(keep) is None
@@ -308,45 +302,16 @@ async def test_telegram_always_allow_is_listed_by_doctor_through_a_symlinked_hom
 
 # -- Discord -----------------------------------------------------------------------------------
 
-DISCORD_OWNER, DISCORD_BOT = "111", "1000"
-
-
-@pytest.fixture
-def fake_discord() -> Iterator[FakeDiscord]:
-    with FakeDiscord(bot_id=DISCORD_BOT) as server:
-        server.add_guild("5000", "test-guild", channels=[{"id": "5001", "name": "general"}])
-        yield server
+DISCORD_OWNER = "111"  # conftest.py's Discord owner
 
 
 @pytest.fixture
 def discord_model_env(
-    model_env: dict[str, str], fake_discord: FakeDiscord, monkeypatch: pytest.MonkeyPatch
+    discord_model_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, str]:
-    values = {
-        "PINCLAW_CHANNELS__DISCORD__ENABLED": "true",
-        "PINCLAW_CHANNELS__DISCORD__BOT_TOKEN": fake_discord.token,
-        "PINCLAW_CHANNELS__DISCORD__ALLOWED_USERS": f'["{DISCORD_OWNER}"]',
-        "PINCLAW_CHANNELS__DISCORD__API_BASE": fake_discord.api_base,
-        "PINCLAW_CHANNELS__DISCORD__GATEWAY_URL": fake_discord.gateway_url,
-        "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "2",
-        "PINCLAW_SECURITY__APPROVAL_TIMEOUT_S": "30",
-    }
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    return {**model_env, **values}
-
-
-@contextlib.asynccontextmanager
-async def discord_daemon(
-    fake: FakeDiscord, caplog: pytest.LogCaptureFixture
-) -> AsyncIterator[Daemon]:
-    """The daemon, once it reports the Discord channel started."""
-    caplog.set_level(logging.INFO, logger="agent.daemon.serve")
-    async with Daemon() as running:
-        await fake.await_for(
-            lambda: any(r.getMessage() == "discord started" for r in caplog.records), 15
-        )
-        yield running
+    """conftest.py's (owner 111 on bot 1000's guild 5000), with 30 s to answer a question."""
+    answer_timeout(monkeypatch, 30)
+    return {**discord_model_env, "PINCLAW_SECURITY__APPROVAL_TIMEOUT_S": "30"}
 
 
 async def discord_question(fake: FakeDiscord) -> DiscordMessage:
@@ -368,7 +333,6 @@ async def test_discord_the_owner_answers_with_a_button(
     model: ScriptedModel,
     fake_discord: FakeDiscord,
     keep: Path,
-    caplog: pytest.LogCaptureFixture,
     label: str,
     outcome: str,
     deleted: bool,
@@ -376,7 +340,7 @@ async def test_discord_the_owner_answers_with_a_button(
 ) -> None:
     dm = fake_discord.dm_channel_id(DISCORD_OWNER)
     script_delete(model)
-    async with discord_daemon(fake_discord, caplog):
+    async with Daemon():  # from when the Discord channel has started
         fake_discord.inject_dm(DISCORD_OWNER, "delete keep.txt")
         question = await discord_question(fake_discord)
         assert question.channel_id == dm and content(keep) == "precious\n"

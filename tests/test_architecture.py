@@ -36,7 +36,14 @@ AGENT_FLOORS = (
     "agent.daemon",
     "agent.cli",
 )
-TOOLS_CORE = ("tools.base", "tools.config", "tools.paths", "tools.policy", "tools.files")
+TOOLS_CORE = (
+    "tools.base",
+    "tools.config",
+    "tools.paths",
+    "tools.policy",
+    "tools.files",
+    "tools.sqlite_thread",
+)
 TOOLS_CORE_ALL = (*TOOLS_CORE, "tools.boundaries")
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "channels": ("channels.base", "channels.capabilities", "channels.config", "channels.text"),
@@ -52,7 +59,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "tools.skills": ("tools.skills", "tools.shell", *TOOLS_CORE_ALL),
     "agent.home": (),
     "agent.config": ("agent.home", "channels.config", "tools.config"),
-    "agent.workspace": ("agent.home", "tools.paths"),
+    # tools.boundaries: the inbox/ folder init makes is the one it splits per chat
+    "agent.workspace": ("agent.home", "tools.paths", "tools.boundaries"),
     "agent.security": (),
     **{floor: (*AGENT_CORE, *AGENT_FLOORS[: i + 1]) for i, floor in enumerate(AGENT_FLOORS)},
     "agent.cli": ("agent", "channels", "tools"),  # the top floor

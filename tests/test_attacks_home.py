@@ -11,30 +11,21 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import daemon_process
 import pytest
 from fakes.llm_server import FakeLLM, error, text
 
-REPO = Path(__file__).resolve().parent.parent
 NOBODY = ("setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups")
 TIGHTENED = "pinclaw: tightened the modes of"
 
 
 def agent(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The real `agent` command under the usual umask (022), so modes come from the code."""
-    return subprocess.run(
-        [sys.executable, "-m", "agent", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        cwd=REPO,
-        timeout=120,
-        umask=0o022,
-    )
+    return daemon_process.agent(*args, env=env, umask=0o022)
 
 
 def mode(path: Path) -> int:

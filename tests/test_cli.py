@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+from daemon_process import agent
 from fakes.llm_server import FakeLLM, text, tool_calls
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def agent(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agent", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        cwd=REPO,
-        timeout=120,
-    )
 
 
 def test_one_shot_writes_a_file_then_reads_it_with_the_shell(

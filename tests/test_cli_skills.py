@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_cli import agent
+from daemon_process import agent
 
 
 def test_list_shows_origin_status_and_why_not(home: Path) -> None:

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import Daemon
 from fakes.discord_server import FakeDiscord, SentMessage
-from fakes.llm_server import FakeLLM
+from fakes.llm_server import FakeLLM, last_user_content
 from fakes.model_double import ScriptedModel, text
 from fakes.telegram_server import FakeTelegram
 
@@ -39,61 +38,22 @@ def fake_discord() -> Iterator[FakeDiscord]:
         yield server
 
 
-def enable_discord(fake: FakeDiscord, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """An enabled Discord channel on the fake; user 111 allowed."""
-    values = {
-        "PINCLAW_CHANNELS__DISCORD__ENABLED": "true",
-        "PINCLAW_CHANNELS__DISCORD__BOT_TOKEN": fake.token,
-        "PINCLAW_CHANNELS__DISCORD__ALLOWED_USERS": f'["{OWNER}"]',
-        "PINCLAW_CHANNELS__DISCORD__API_BASE": fake.api_base,
-        "PINCLAW_CHANNELS__DISCORD__GATEWAY_URL": fake.gateway_url,
-        "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "2",
-    }
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    return values
-
-
-@pytest.fixture
-def discord_model_env(
-    model_env: dict[str, str], fake_discord: FakeDiscord, monkeypatch: pytest.MonkeyPatch
-) -> dict[str, str]:
-    """The in-process model double (`model`) plus Discord on the fake."""
-    return {**model_env, **enable_discord(fake_discord, monkeypatch)}
-
-
-@pytest.fixture
-def discord_env(
-    llm_env: dict[str, str], fake_discord: FakeDiscord, monkeypatch: pytest.MonkeyPatch
-) -> dict[str, str]:
-    """The fake LLM (through LiteLLM) plus Discord on the fake."""
-    return {**llm_env, **enable_discord(fake_discord, monkeypatch)}
-
-
 Serving = Callable[[], contextlib.AbstractAsyncContextManager[Daemon]]
 
 
 @pytest.fixture
-def serving(
-    daemon: Callable[[], Daemon], fake_discord: FakeDiscord, caplog: pytest.LogCaptureFixture
-) -> Serving:
-    """The daemon, once it reports the Discord channel started (it takes messages from then)."""
-    caplog.set_level(logging.INFO, logger="agent.daemon.serve")
-
-    def started() -> bool:
-        return any(r.getMessage() == "discord started" for r in caplog.records)
-
-    @contextlib.asynccontextmanager
-    async def run() -> AsyncIterator[Daemon]:
-        async with daemon() as running:
-            await fake_discord.await_for(started, timeout=15)
-            yield running
-
-    return run
+def serving(daemon: Callable[[], Daemon]) -> Serving:
+    """The daemon, from when the Discord channel has started (`Daemon` waits for it)."""
+    return daemon
 
 
 def sent_in(fake: FakeDiscord, channel_id: str) -> list[SentMessage]:
     return [m for m in fake.messages if m.channel_id == channel_id]
+
+
+def answered(fake: FakeDiscord, interaction_id: str) -> bool:
+    """Whether the bot has answered the interaction (its callback)."""
+    return any(r["interaction_id"] == interaction_id for r in fake.interaction_responses)
 
 
 async def replies(fake: FakeDiscord, channel_id: str, count: int = 1) -> list[SentMessage]:
@@ -102,10 +62,6 @@ async def replies(fake: FakeDiscord, channel_id: str, count: int = 1) -> list[Se
         lambda: len(sent_in(fake, channel_id)) >= count and sent_in(fake, channel_id), 10.0
     )
     return found[:count]
-
-
-def user_content(request: dict[str, Any]) -> str:
-    return next(m["content"] for m in reversed(request["messages"]) if m["role"] == "user")
 
 
 def roles(request: dict[str, Any]) -> list[str]:
@@ -131,7 +87,7 @@ async def test_dm_is_answered_as_a_reply_once(
     assert reply.reply_to == asked
     assert len(sent_in(fake_discord, dm)) == 1
     [request] = model.requests
-    assert "| discord | from alice" in user_content(request)
+    assert "| discord | from alice" in last_user_content(request)
     intents = (fake_discord.last_identify or {})["intents"]
     for bit in (0, 9, 12, 15):  # guilds, guild messages, direct messages, message content
         assert intents & (1 << bit), f"intent bit {bit} missing from {intents:#x}"
@@ -213,7 +169,7 @@ async def test_other_bots_are_never_answered(
         await asyncio.sleep(0.5)
     assert sent_in(fake_discord, fake_discord.dm_channel_id("333")) == []
     assert sent_in(fake_discord, TEXT) == []
-    assert [user_content(r).rsplit("\n", 1)[-1] for r in model.requests] == ["ping"]
+    assert [last_user_content(r).rsplit("\n", 1)[-1] for r in model.requests] == ["ping"]
 
 
 # -- servers -----------------------------------------------------------------------------------
@@ -241,7 +197,7 @@ async def test_in_a_server_only_the_mention_or_reply_is_answered(
     assert second.reply_to == answer and second.content.endswith("and you?")
     assert len(sent_in(fake_discord, TEXT)) == 2
     assert len(model.requests) == 2
-    seen = user_content(model.requests[0])
+    seen = last_user_content(model.requests[0])
     assert seen.endswith("\nwhat time is it?") and f"<@{BOT}>" not in seen
     assert "discord group" in seen
 
@@ -348,7 +304,9 @@ async def test_long_reply_is_split_into_valid_messages(
         model.script(text(long_reply))
         asked = fake_discord.inject_dm(OWNER, "write a lot")
         await replies(fake_discord, dm, count=3)
-        await asyncio.sleep(0.5)
+        await fake_discord.await_for(
+            lambda: "\n\n".join(p.content for p in sent_in(fake_discord, dm)) == long_reply
+        )
     parts = sent_in(fake_discord, dm)
     assert len(parts) >= 3
     assert all(len(p.content) <= 2000 for p in parts)
@@ -370,7 +328,9 @@ async def test_long_code_block_is_closed_and_reopened(
         model.script(text(reply))
         fake_discord.inject_dm(OWNER, "a long listing please")
         await replies(fake_discord, dm, count=3)
-        await asyncio.sleep(0.5)
+        await fake_discord.await_for(  # the last line of the listing
+            lambda: [m for m in sent_in(fake_discord, dm) if "'line 099" in m.content]
+        )
     parts = [p.content for p in sent_in(fake_discord, dm)]
     assert all(len(p) <= 2000 for p in parts)
     for part in parts:
@@ -396,9 +356,12 @@ async def test_reply_with_image_marker_arrives_as_attachment(
         model.script(text("Here is the chart.\n[IMAGE:chart.png]"))
         asked = fake_discord.inject_dm(OWNER, "show me the chart")
         await fake_discord.await_for(
-            lambda: [m for m in sent_in(fake_discord, dm) if m.attachments], timeout=10
+            lambda: (
+                [m for m in sent_in(fake_discord, dm) if m.attachments]
+                and [m for m in sent_in(fake_discord, dm) if m.content == "Here is the chart."]
+            ),
+            timeout=10,
         )
-        await asyncio.sleep(0.3)
     sent = sent_in(fake_discord, dm)
     files = [f for m in sent for f in m.attachments]
     assert files == [("chart.png", b"\x89PNG fake chart")]
@@ -419,7 +382,7 @@ async def test_marker_outside_workspace_is_refused_and_text_still_arrives(
         model.script(text("Sure.\n[DOCUMENT:/etc/hostname]"))
         fake_discord.inject_dm(OWNER, "send the hostname file")
         [reply] = await replies(fake_discord, dm)
-        await asyncio.sleep(0.3)
+    # A file sent after it would be sent before the daemon stops: stopping lets sending finish.
     assert reply.content.startswith("Sure.")
     assert "Could not send /etc/hostname: it is outside the workspace" in reply.content
     assert not [m for m in fake_discord.messages if m.attachments]
@@ -438,10 +401,11 @@ async def test_file_over_the_upload_limit_is_reported_not_sent(
         (home / "workspace" / "big.bin").write_bytes(b"x" * 4096)
         model.script(text("The dump:\n[DOCUMENT:big.bin]"))
         fake_discord.inject_dm(OWNER, "send the dump")
-        await fake_discord.await_for(
-            lambda: [m for m in sent_in(fake_discord, dm) if "big.bin" in m.content], timeout=10
-        )
-        await asyncio.sleep(0.3)
+
+        def said() -> str:
+            return "\n".join(m.content for m in sent_in(fake_discord, dm))
+
+        await fake_discord.await_for(lambda: "big.bin" in said() and "The dump:" in said(), 10)
     sent = sent_in(fake_discord, dm)
     assert "The dump:" in "\n".join(m.content for m in sent)
     assert not [m for m in sent if m.attachments]
@@ -461,7 +425,7 @@ async def test_incoming_attachments_are_saved_and_referenced(
             attachments=[("photo.png", b"PNGDATA"), ("notes.txt", b"my notes")],
         )
         await replies(fake_discord, fake_discord.dm_channel_id(OWNER))
-    seen = user_content(model.requests[0])
+    seen = last_user_content(model.requests[0])
     assert "what are these?" in seen
     markers = {
         line.split(":", 1)[0][1:]: line.split(":", 1)[1][:-1]
@@ -490,7 +454,7 @@ async def test_streamed_reply_is_one_message_edited_then_finished(
         await fake_discord.await_for(
             lambda: [m for m in sent_in(fake_discord, dm) if m.content == final], timeout=10
         )
-        await asyncio.sleep(0.5)
+    # Anything more would be sent before the daemon stops: stopping lets sending finish.
     [message] = sent_in(fake_discord, dm)
     assert message.content == final and message.reply_to == asked
     # the pieces arrive within milliseconds: at most one throttled edit, then the final one
@@ -623,8 +587,10 @@ async def test_a_strangers_slash_command_is_refused_and_takes_no_later_reply(
     async with serving():
         fake_discord.inject_slash_command(STRANGER, "status")
         [refusal] = await replies(fake_discord, fake_discord.dm_channel_id(STRANGER))
-        fake_discord.inject_slash_command(STRANGER, "help", guild_id=GUILD, channel_id=TEXT)
-        await asyncio.sleep(0.5)
+        helped = fake_discord.inject_slash_command(
+            STRANGER, "help", guild_id=GUILD, channel_id=TEXT
+        )
+        await fake_discord.await_for(lambda: answered(fake_discord, helped))  # refused, privately
         asked = fake_discord.inject_guild_message(GUILD, TEXT, OWNER, "hello", mention_bot=True)
         [reply] = await fake_discord.await_for(
             lambda: [m for m in sent_in(fake_discord, TEXT) if m.content.endswith("hello")]
@@ -645,10 +611,12 @@ async def test_slash_commands_follow_the_channel_allowlist(
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__REGISTER_SLASH_COMMANDS", "true")
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__ALLOWED_CHANNELS", f'["{OTHER}"]')
     async with serving():
-        fake_discord.inject_slash_command(OWNER, "status", guild_id=GUILD, channel_id=TEXT)
+        refused = fake_discord.inject_slash_command(
+            OWNER, "status", guild_id=GUILD, channel_id=TEXT
+        )
         fake_discord.inject_slash_command(OWNER, "status", guild_id=GUILD, channel_id=OTHER)
         [allowed] = await replies(fake_discord, OTHER)
-        await asyncio.sleep(0.5)
+        await fake_discord.await_for(lambda: answered(fake_discord, refused))
     assert "Model: openai/test-model" in allowed.content
     assert not [m for m in sent_in(fake_discord, TEXT) if "Model:" in m.content]
 
@@ -718,7 +686,7 @@ async def test_a_discord_recording_is_transcribed_like_a_telegram_voice_note(
         await replies(fake_discord, fake_discord.dm_channel_id(OWNER))
     [(model, audio)] = fake_llm.transcriptions
     assert model == "whisper-1" and audio == b"OggS fake audio"
-    assert "(recording transcript: switch the fan off)" in user_content(fake_llm.requests[0])
+    assert "(recording transcript: switch the fan off)" in last_user_content(fake_llm.requests[0])
 
 
 async def test_a_fact_told_on_telegram_follows_the_person_but_not_into_groups_or_other_dms(
@@ -748,9 +716,9 @@ async def test_a_fact_told_on_telegram_follows_the_person_but_not_into_groups_or
         await fake_telegram.await_for(lambda m: m.chat_id == group)
         fake_telegram.inject_message(bob, bob, question)
         await fake_telegram.await_for(lambda m: m.chat_id == bob)
-    asked = {where: user_content(r) for r in fake_llm.requests[2:]
+    asked = {where: last_user_content(r) for r in fake_llm.requests[2:]
              for where in ("discord", "telegram group", "telegram")
-             if f"| {where} |" in user_content(r)}  # fmt: skip
+             if f"| {where} |" in last_user_content(r)}  # fmt: skip
     assert "Wavecrest" in asked["discord"]  # Alice on Discord: recalled before the turn
     assert "[Remembered" in asked["discord"]
     assert "Wavecrest" not in asked["telegram group"]  # a group never sees a private memory
@@ -760,4 +728,4 @@ async def test_a_fact_told_on_telegram_follows_the_person_but_not_into_groups_or
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert one_shot.returncode == 0, one_shot.stderr
-    assert "Wavecrest" in user_content(fake_llm.requests[-1])  # the terminal is the owner
+    assert "Wavecrest" in last_user_content(fake_llm.requests[-1])  # the terminal is the owner

@@ -73,7 +73,10 @@ def board(tmp_path: Path) -> Iterator[CountingBoard]:
 
 @pytest.fixture
 def daemons(
-    telegram_env: dict[str, str], board: CountingBoard, monkeypatch: pytest.MonkeyPatch
+    telegram_env: dict[str, str],
+    owner_is_42: None,
+    board: CountingBoard,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[list[DaemonProcess]]:
     board_env(monkeypatch, board.path, PINS)
     monkeypatch.setenv("PINCLAW_SECURITY__ALLOWED_COMMANDS", ALLOWED)

@@ -8,7 +8,6 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
@@ -16,6 +15,7 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 import httpx
 import litellm
 import pytest
+from conftest import eventually
 from fakes.llm_server import FakeLLM, error, text, tool_calls
 
 TOOLS = [
@@ -36,9 +36,9 @@ MESSAGES = [
 
 
 @pytest.fixture
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
+def llm(fake_llm: FakeLLM) -> FakeLLM:
+    """conftest.py's `fake_llm`, by a shorter name."""
+    return fake_llm
 
 
 async def ask(llm: FakeLLM, messages: list[dict[str, Any]] = MESSAGES, **kw: Any) -> Any:
@@ -209,7 +209,7 @@ async def test_a_hanging_outage_holds_requests_without_blocking_the_server(
     async with httpx.AsyncClient() as client:  # the server answers other routes meanwhile
         models = await client.get(llm.base_url + "/models")
     assert models.json()["data"][0]["id"] == "test-model"
-    await asyncio.sleep(0.1)
+    await eventually(lambda: outage.received == 2, what="the second request is held")
     assert loop.time() - started < 1.8 and not hung.done()
     with pytest.raises(litellm.InternalServerError, match="Connection error"):  # cut off at the end
         await hung
@@ -236,7 +236,7 @@ async def test_ending_a_hanging_outage_cuts_its_requests_off_at_once(llm: FakeLL
     outage = llm.outage(30, mode="hang")
     loop = asyncio.get_running_loop()
     hung = asyncio.create_task(ask(llm))
-    await asyncio.sleep(0.3)
+    await eventually(lambda: outage.received == 1, what="the request is held")
     assert not hung.done() and outage.received == 1
     ended = loop.time()
     outage.end()

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import datetime as dtm
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from conftest import eventually
 from fakes.telegram_server import BOT_USERNAME, FakeTelegram, SentMessage, generated_bytes
 from telegram import Bot, Update
 from telegram.error import BadRequest, Conflict, InvalidToken, NetworkError, RetryAfter
@@ -19,9 +20,10 @@ CHAT, USER = 4242, 77
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeTelegram]:
-    with FakeTelegram(TOKEN) as server:
-        yield server
+def fake(fake_telegram: FakeTelegram) -> FakeTelegram:
+    """conftest.py's `fake_telegram` (its token is TOKEN), by a shorter name."""
+    assert fake_telegram.token == TOKEN
+    return fake_telegram
 
 
 @pytest.fixture
@@ -210,7 +212,7 @@ async def test_a_second_poller_ends_the_first_with_conflict(fake: FakeTelegram) 
         Bot(TOKEN, base_url=fake.api_base) as second,
     ):
         waiting = asyncio.create_task(first.get_updates(timeout=5))
-        await asyncio.sleep(0.2)
+        await eventually(lambda: fake.polls_begun == 1, what="the first poll waits")
         assert await second.get_updates(timeout=0) == ()
         with pytest.raises(Conflict):
             await waiting
@@ -362,7 +364,7 @@ async def test_a_slow_download_leaves_the_api_responsive(bot: Bot, fake: FakeTel
     file = await bot.get_file(file_id)
     started = time.monotonic()
     download = asyncio.create_task(file.download_as_bytearray())
-    await asyncio.sleep(0.3)
+    await eventually(lambda: fake.downloads and fake.downloads[0].sent, what="a first chunk")
     assert not download.done()
     sent_at = time.monotonic()
     await bot.send_message(CHAT, "meanwhile")
@@ -384,7 +386,7 @@ async def test_lifting_the_limit_speeds_up_a_running_download(bot: Bot, fake: Fa
     download = asyncio.create_task(
         (await update.message.document.get_file()).download_as_bytearray()
     )
-    await asyncio.sleep(0.3)
+    await eventually(lambda: fake.downloads and fake.downloads[0].sent, what="a first chunk")
     fake.slow_downloads(None)
     assert bytes(await download) == b"x" * 5000
     assert time.monotonic() - started < 2
@@ -413,7 +415,7 @@ async def test_an_abandoned_download_is_recorded_as_broken(bot: Bot, fake: FakeT
     assert update.message is not None
     file = await update.message.photo[-1].get_file()
     download = asyncio.create_task(file.download_as_bytearray())
-    await asyncio.sleep(0.3)
+    await eventually(lambda: fake.downloads and fake.downloads[0].sent, what="a first chunk")
     download.cancel()
     for _ in range(60):  # the fake's thread notices when it next writes
         if fake.downloads[0].broken:

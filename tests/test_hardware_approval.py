@@ -12,15 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from attack_world import Owner
 from conftest import Daemon
 from fakes.firmata_board import FirmataBoard
 from fakes.model_double import ScriptedModel, text, tool_calls
-from fakes.telegram_server import FakeTelegram, SentMessage
+from fakes.telegram_server import FakeTelegram, buttons
 from hardware_calls import board_env
 
 from agent.app import build_tools, make_board
 from agent.config import load_settings
-from tools.base import ApprovalRequest, ToolCallContext, ToolRegistry
+from tools.base import ToolCallContext, ToolRegistry
 from tools.board.board import Board
 from tools.policy import SecurityPolicy
 
@@ -39,18 +40,6 @@ WRITES = {
     "servo_write": ({"pin": "door", "angle": 90}, 10, ("servo", 90)),
     "gpio_pattern": (BLINK, 13, ("output", 0)),
 }
-
-
-class Owner:
-    """The person asked: answers every question with `yes`, and remembers each one."""
-
-    def __init__(self, yes: bool) -> None:
-        self.yes = yes
-        self.asked: list[ApprovalRequest] = []
-
-    async def __call__(self, request: ApprovalRequest) -> bool:
-        self.asked.append(request)
-        return self.yes
 
 
 @pytest.fixture
@@ -184,11 +173,6 @@ async def test_read_only_refuses_every_write_without_asking(
 
 
 # -- from the chat -----------------------------------------------------------------------------
-
-
-def buttons(message: SentMessage) -> dict[str, str]:
-    rows = (message.reply_markup or {}).get("inline_keyboard", [])
-    return {button["text"]: button["callback_data"] for row in rows for button in row}
 
 
 @pytest.mark.parametrize(("label", "state"), [("Approve", ("pwm", 128)), ("Deny", None)])

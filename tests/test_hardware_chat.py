@@ -3,20 +3,17 @@ Arduino, a one-shot waits for its pattern, doctor describes the board or says wh
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import Daemon
+from daemon_process import agent
 from fakes.firmata_board import FirmataBoard
 from fakes.llm_server import FakeLLM, text, tool_calls
 from fakes.telegram_server import FakeTelegram
 from hardware_calls import board_env
 
-REPO = Path(__file__).resolve().parent.parent
 PINS = {
     "fan": {"pin": 9, "mode": "pwm", "description": "ceiling fan"},
     "light": {"pin": "A0", "mode": "analog", "description": "light sensor"},
@@ -50,11 +47,6 @@ async def test_turn_on_the_fan_at_half_speed(
     assert "## Hardware Access" in system and "ceiling fan" in system
     tool_result = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
     assert tool_result[0]["content"] == "fan (pin 9): PWM duty 50%."
-
-
-def agent(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True,
-                          env={**os.environ, **env}, cwd=REPO, timeout=60)  # fmt: skip
 
 
 def test_a_one_shot_waits_for_its_pattern_to_end(
@@ -101,20 +93,12 @@ def test_doctor_tells_a_board_without_firmata_what_to_do(
 
 def test_doctor_reports_a_missing_board(telegram_env: dict[str, str], tmp_path: Path) -> None:
     env = {
-        **os.environ,
         **telegram_env,
         "PINCLAW_HARDWARE__ENABLED": "true",
         "PINCLAW_HARDWARE__PORT": str(tmp_path / "nothing-here"),
         "PINCLAW_HARDWARE__CONNECT_TIMEOUT_S": "1",
     }
-    result = subprocess.run(
-        [sys.executable, "-m", "agent", "doctor"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=Path(__file__).resolve().parent.parent,
-        timeout=60,
-    )
+    result = agent("doctor", env=env)
     assert result.returncode == 1
     assert "FAIL board:" in result.stdout
 

@@ -5,13 +5,12 @@ Telegram and the in-process model double."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Daemon
+from conftest import Daemon, eventually
 from daemon_process import rows
 from fakes.model_double import ScriptedModel, text
 from fakes.telegram_server import FakeTelegram
@@ -49,9 +48,10 @@ async def test_a_silent_heartbeat_sends_nothing_and_a_worrying_one_reaches_the_o
 ) -> None:  # fmt: skip
     model.script(text("NO_REPLY"), text(ALERT))
     model.responder = lambda body: text("NO_REPLY")
+    db = home / "state.db"
     async with daemon():  # the alert is the second heartbeat's answer
         [alert] = await fake_telegram.await_for(lambda m: m.chat_id == OWNER, timeout=5)
-        await asyncio.sleep(0.3)
+        await eventually(lambda: rows(db, "SELECT 1 FROM schedules WHERE runs >= 2"))
     assert alert.plain == ALERT and alert.reply_to_message_id is None
     assert [m.plain for m in fake_telegram.sent] == [ALERT]  # the silent one sent nothing
     assert fake_telegram.chat_actions == []  # and no "typing…" every half hour either
@@ -62,7 +62,6 @@ async def test_a_silent_heartbeat_sends_nothing_and_a_worrying_one_reaches_the_o
     assert user.splitlines()[0].endswith("| telegram | heartbeat]")
     assert "go through the checklist in HEARTBEAT.md" in user
     assert len(messages_of(second, "user")) == 1  # the silent heartbeat left no history
-    db = home / "state.db"
     [(kind, status, chat, runs)] = rows(db, "SELECT kind, status, chat_key, runs FROM schedules")
     assert (kind, status, chat) == ("heartbeat", "active", f"telegram:{OWNER}:") and runs >= 2
     assert rows(db, "SELECT message FROM messages WHERE role = 'assistant'") == [

@@ -26,9 +26,7 @@ def client(fake: FakeLLM, **overrides: object) -> LLMClient:
     return LLMClient(LLMSettings(**options))  # type: ignore[arg-type]
 
 
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real-0000")
+pytestmark = pytest.mark.usefixtures("_key")  # conftest.py
 
 
 async def test_retries_429_and_500_then_succeeds(fake_llm: FakeLLM) -> None:

@@ -20,9 +20,7 @@ def client(fake: FakeLLM) -> LLMClient:
     return LLMClient(settings)
 
 
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real-0000")
+pytestmark = pytest.mark.usefixtures("_key")  # conftest.py
 
 
 async def test_a_reply_with_no_choice_is_retried_quietly(fake_llm: FakeLLM) -> None:

@@ -34,11 +34,13 @@ from agent.home import settings_fingerprint
 REPO = Path(__file__).resolve().parent.parent
 NOBODY = 65534
 # `agent ARGS` in a process that reports, last on stderr, which heavy modules it loaded.
+# The command itself, not main(): main() leaves a cold one-shot with os._exit, and this
+# wrapper must print what was loaded afterwards.
 CLIENT = """\
 import sys
-from agent.cli.main import main
+from agent.cli.main import cli
 try:
-    main(sys.argv[1:])
+    cli.main(args=sys.argv[1:], prog_name="agent")
 except SystemExit as exc:
     code = exc.code
 heavy = [m for m in ("litellm", "pydantic", "pydantic_settings", "asyncio") if m in sys.modules]

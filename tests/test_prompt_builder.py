@@ -29,11 +29,6 @@ DEFAULT_NAMES = [
 ]  # fmt: skip
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return fresh_workspace(tmp_path)
-
-
 class Schedule:
     name = "schedule"
 

@@ -1,7 +1,9 @@
-"""`agent prompt show` end to end, as a subprocess with PINCLAW_HOME in a temporary folder."""
+"""`agent prompt show` with PINCLAW_HOME in a temporary folder: the click command called in
+this process (click's CliRunner), and once the installed `agent` as a subprocess."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
@@ -10,17 +12,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 from test_prompt_kit import count
 
 from agent.app import build_tools, prompt_source
-from agent.cli.prompt_show import inspect_prompt
+from agent.cli.main import cli
 from agent.config import load_settings
 from agent.prompt.context import IDENTITY_LINE
 from agent.workspace import ensure_workspace
 from channels.capabilities import TELEGRAM
 from tools.policy import SecurityPolicy
 
-REPO = Path(__file__).resolve().parent.parent
 MODEL = "openai/gpt-4o-mini"  # LiteLLM knows it: a 128,000-token window, so a 32,000 budget
 
 
@@ -30,16 +32,22 @@ def env(home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
 
-def show(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agent", "prompt", "show", *args],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def show(*args: str) -> Result:
+    """`agent prompt show ARGS` through click in this process, with this environment. The
+    command sets up logging as `agent` does; the loggers are put back as they were after."""
+    loggers = logging.Logger.manager.loggerDict
+    levels = {name: log.level for name, log in loggers.items() if isinstance(log, logging.Logger)}
+    root = logging.getLogger()
+    root_level, root_handlers = root.level, root.handlers[:]
+    try:
+        argv = ["prompt", "show", *args]
+        return CliRunner().invoke(cli, argv, prog_name="agent", obj={}, catch_exceptions=False)
+    finally:
+        root.setLevel(root_level)
+        root.handlers[:] = root_handlers
+        for name, log in list(loggers.items()):
+            if isinstance(log, logging.Logger):
+                log.setLevel(levels.get(name, logging.NOTSET))
 
 
 def in_process_prompt() -> str:
@@ -52,9 +60,28 @@ def in_process_prompt() -> str:
     return source.build(source.context("telegram", TELEGRAM)).text
 
 
-def test_prompt_show_prints_exactly_the_prompt(env: dict[str, str]) -> None:
-    result = show(env, "--channel", "telegram")
+def test_the_installed_agent_prompt_show_prints_exactly_the_prompt(
+    env: dict[str, str], home: Path
+) -> None:
+    """The one subprocess: the `agent` script pip installed, end to end, from elsewhere."""
+    installed = Path(sys.executable).with_name("agent")
+    assert installed.exists(), f"no {installed}: `pip install -e .` installs it"
+    result = subprocess.run(
+        [str(installed), "prompt", "show", "--channel", "telegram"],
+        env=env,
+        cwd=home.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
+    assert result.stdout == in_process_prompt()
+
+
+def test_prompt_show_prints_exactly_the_prompt(env: dict[str, str]) -> None:
+    result = show("--channel", "telegram")
+    assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith("## Tools\n")
     capabilities = result.stdout[result.stdout.index("## Channel Capabilities") :]
     assert "You are running as the Telegram bot" in capabilities
@@ -62,17 +89,18 @@ def test_prompt_show_prints_exactly_the_prompt(env: dict[str, str]) -> None:
 
 
 def test_prompt_show_mode_none_prints_the_identity_line(env: dict[str, str]) -> None:
-    result = show(env, "--channel", "discord", "--mode", "none")
-    assert result.returncode == 0, result.stderr
+    result = show("--channel", "discord", "--mode", "none")
+    assert result.exit_code == 0, result.stderr
     assert result.stdout == IDENTITY_LINE
 
 
 def test_prompt_show_mode_none_with_the_xml_dispatcher_keeps_the_tool_protocol(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # In process: the text `agent prompt show --mode none` writes, without a second start.
     monkeypatch.setenv("PINCLAW_AGENT__TOOL_DISPATCHER", "xml")
-    shown = inspect_prompt(load_settings(), "cli", "none").text
+    result = show("--channel", "cli", "--mode", "none")
+    assert result.exit_code == 0, result.stderr
+    shown = result.stdout
     assert shown.startswith(f"{IDENTITY_LINE}\n\n## Tools\n")
     assert "- **file_read**: " in shown
     protocol = shown[shown.index("## Tool Use Protocol") :]
@@ -85,8 +113,8 @@ def test_prompt_show_mode_none_with_the_xml_dispatcher_keeps_the_tool_protocol(
 def test_prompt_show_stats_prints_a_row_per_section_a_total_and_the_budget(
     env: dict[str, str],
 ) -> None:
-    result = show(env, "--channel", "telegram", "--stats")
-    assert result.returncode == 0, result.stderr
+    result = show("--channel", "telegram", "--stats")
+    assert result.exit_code == 0, result.stderr
     rows = {}
     for line in result.stdout.splitlines()[1:]:
         match = re.fullmatch(r"(\w+)\s+([\d,]*)\s+([\d,]+)", line)

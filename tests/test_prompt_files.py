@@ -15,7 +15,6 @@ from test_prompt_kit import (
     build,
     count,
     file_block,
-    fresh_workspace,
     make_ctx,
     section,
 )
@@ -30,11 +29,6 @@ from tools.base import ToolRegistry
 from tools.paths import PathRules
 
 FULL_FILES = ["AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md", "MEMORY.md"]
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return fresh_workspace(tmp_path)
 
 
 def injected(prompt: str) -> list[str]:

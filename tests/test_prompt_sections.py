@@ -13,7 +13,6 @@ from test_prompt_kit import (
     ZONE,
     FrozenClock,
     build,
-    fresh_workspace,
     make_ctx,
     real_tools,
     section,
@@ -22,11 +21,6 @@ from test_prompt_kit import (
 from agent.prompt.context import GROUP_CHANNELS, SILENT_REPLY, ToolInfo
 from agent.prompt.sections import HARDWARE_TOOLS
 from agent.workspace import BUNDLED_SKILLS_DIR
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    return fresh_workspace(tmp_path)
 
 
 def test_default_sections_come_in_the_issue_order(workspace: Path) -> None:

@@ -219,8 +219,7 @@ async def test_one_shots_through_the_daemon_keep_the_board_as_the_last_one_left_
         assert proc.returncode == 0, err.decode()
         return out.decode().strip()
 
-    async with daemon():
-        await asyncio.sleep(0.5)  # the socket is up
+    async with daemon():  # serving: the local socket is up
         assert await one_shot("switch the LED on") == "LED on."
         after_first = simboard.stats()
         assert await one_shot("is the LED still on?") == "It is on."

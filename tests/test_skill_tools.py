@@ -8,14 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from attack_world import Owner
+from daemon_process import agent
 from fakes.llm_server import FakeLLM, text, tool_calls
-from test_cli import agent
 
 from agent.app import build_tools
 from agent.config import Settings
 from agent.prompt.skill_format import SkillError, parse_skill
 from agent.prompt.skills import SkillCatalog
-from tools.base import ApprovalRequest, ToolCallContext, ToolResult
+from tools.base import ToolCallContext, ToolResult
 from tools.config import SecuritySettings, ShellSettings
 from tools.policy import SecurityPolicy
 from tools.sandbox.sandboxes import choose_sandbox
@@ -70,18 +71,6 @@ def tool_for(
     )
     skill = parse_skill(workspace / "skills" / "echo" / "SKILL.md", "workspace")
     return SkillTool(skill.tools[index], shell, policy)
-
-
-class Owner:
-    """Answers approval requests and remembers what it was asked."""
-
-    def __init__(self, answer: bool) -> None:
-        self.answer = answer
-        self.asked: list[ApprovalRequest] = []
-
-    async def __call__(self, request: ApprovalRequest) -> bool:
-        self.asked.append(request)
-        return self.answer
 
 
 async def call(
@@ -292,8 +281,10 @@ async def test_read_only_refuses_a_tool_declared_as_writing(tmp_path: Path) -> N
 async def test_read_only_runs_a_script_only_where_the_sandbox_holds_it(tmp_path: Path) -> None:
     make_skill(tmp_path, script="#!/bin/sh\necho trying\ntouch w.txt\n")
     result = await call(tool_for(tmp_path, "read_only"), tmp_path, {"text": "x"})
+    # The effect, not the wording: bubblewrap says "Read-only file system", Landlock
+    # "Permission denied"; either way touch fails and nothing is written.
     assert not result.ok and result.output.startswith("exit code: 1\ntrying\n")
-    assert "Read-only file system" in result.output and not (tmp_path / "w.txt").exists()
+    assert not (tmp_path / "w.txt").exists()
     unsandboxed = await call(
         tool_for(tmp_path, "read_only", sandbox="off"), tmp_path, {"text": "x"}
     )

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import Daemon
-from fakes.llm_server import FakeLLM, Reply
+from conftest import Daemon, eventually
+from fakes.llm_server import FakeLLM, Reply, last_user_content
 from fakes.model_double import ScriptedModel, text
 from fakes.telegram_server import BOT_USERNAME, FakeTelegram, SentMessage
 
@@ -21,10 +21,6 @@ OWNER = 42
 
 def texts(fake: FakeTelegram, chat_id: int = OWNER) -> list[str]:
     return [m.plain or "" for m in fake.sent if m.method == "sendMessage" and m.chat_id == chat_id]
-
-
-def last_user_content(request: dict[str, Any]) -> str:
-    return next(m["content"] for m in reversed(request["messages"]) if m["role"] == "user")
 
 
 async def test_reply_with_image_marker_arrives_as_photo_and_text(
@@ -78,7 +74,7 @@ async def test_long_reply_is_split_into_valid_messages(
         model.script(text(long_reply))
         fake_telegram.inject_message(OWNER, OWNER, "write a lot")
         parts = await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=3)
-        await asyncio.sleep(0.2)
+    # A 4th part would be sent before the daemon stops: stopping lets sending finish.
     assert len(texts(fake_telegram)) == 3
     assert all(len(p) <= 4096 for p in texts(fake_telegram))
     assert "\n\n".join(p.plain or "" for p in parts) == long_reply
@@ -127,8 +123,8 @@ async def test_in_a_group_only_the_mention_or_reply_is_answered(
             group, OWNER, f"@{BOT_USERNAME} what time is it?", chat_type="group", first_name="Ann"
         )
         fake_telegram.inject_message(group, OWNER, "and you?", chat_type="group", reply_to_bot=True)
+        # Taken in order, answered in order: a turn for the first would have come first.
         await fake_telegram.await_for(lambda m: m.chat_id == group, count=2)
-        await asyncio.sleep(0.3)
     assert len(model.requests) == 2
     first = last_user_content(model.requests[0])
     assert "telegram group | from Ann" in first
@@ -247,7 +243,7 @@ async def test_stop_cancels_a_slow_turn(
     async with daemon():
         model.script(text("too late", delay_s=10))
         fake_telegram.inject_message(OWNER, OWNER, "think hard")
-        await asyncio.sleep(0.5)
+        await eventually(lambda: model.requests, what="the slow turn asked the model")
         fake_telegram.inject_message(OWNER, OWNER, "/stop")
         replies = await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=2)
     assert {r.plain for r in replies} == {"Stopping.", "Stopped."}
@@ -324,9 +320,8 @@ async def test_polling_survives_server_errors(
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
 ) -> None:
+    fake_telegram.fail_next("getUpdates", status=502, times=2)  # the first two polls
     async with daemon():
-        fake_telegram.fail_next("getUpdates", status=502, times=2)
-        await asyncio.sleep(0.2)
         fake_telegram.inject_message(OWNER, OWNER, "still there?")
         [reply] = await fake_telegram.await_for(lambda m: m.method == "sendMessage", timeout=15)
     assert reply.plain and reply.plain.endswith("still there?")

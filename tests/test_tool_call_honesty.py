@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from daemon_process import agent as run_agent
 from fakes.llm_server import FakeLLM
 from fakes.model_double import ScriptedModel, text
-from test_cli import agent as run_agent
 from test_tool_call_text import FENCE, World, make_world, run
 
 from agent.turns.dispatch import XmlDispatcher

@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-from fakes.llm_server import FakeLLM
+from fakes.llm_server import FakeLLM, tool_results
 from fakes.model_double import ScriptedModel, text
 
 from agent.app import build_tools
@@ -78,10 +77,6 @@ async def run(
         options=LoopOptions(max_iterations=max_iterations, tool_timeout_s=30),
         on_text=on_text,
     )
-
-
-def tool_results(request: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
 
 
 FENCE = (

@@ -5,7 +5,6 @@ the in-process model double, and Anthropic's cache marks over the wire to the fa
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
 import sqlite3
@@ -14,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Daemon
-from fakes.llm_server import FakeLLM
+from conftest import Daemon, eventually
+from fakes.llm_server import FakeLLM, last_user_content
 from fakes.model_double import ScriptedModel, echo, error, text
 from fakes.telegram_server import FakeTelegram
 from PIL import Image
@@ -27,10 +26,6 @@ def jpeg(width: int, height: int) -> bytes:
     buffer = io.BytesIO()
     Image.new("RGB", (width, height), (200, 30, 30)).save(buffer, "JPEG")
     return buffer.getvalue()
-
-
-def user_parts(request: dict[str, Any]) -> Any:
-    return next(m["content"] for m in reversed(request["messages"]) if m["role"] == "user")
 
 
 def images_in(content: Any) -> list[Image.Image]:
@@ -60,7 +55,7 @@ async def test_a_photo_reaches_a_vision_model_as_an_image_downsized_and_only_onc
         fake_telegram.inject_message(OWNER, OWNER, "and now?")
         await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=2)
     first, second = model.requests
-    content = user_parts(first)
+    content = last_user_content(first)
     [image] = images_in(content)
     assert image.size == (1568, 523)  # the long side cut to vision_max_px
     assert (
@@ -80,7 +75,7 @@ async def test_an_image_document_counts_as_a_photo_and_auto_vision_asks_litellm(
         fake_telegram.inject_document(OWNER, OWNER, jpeg(40, 30), filename="wiring.jpg",
                                       mime_type="image/jpeg", caption="look")  # fmt: skip
         await fake_telegram.await_for(lambda m: m.method == "sendMessage")
-    content = user_parts(model.requests[0])
+    content = last_user_content(model.requests[0])
     assert isinstance(content, str) and "[IMAGE:inbox/telegram-" in content
 
 
@@ -113,7 +108,7 @@ async def test_a_strict_template_is_answered_after_one_refusal_and_remembered(
         replies = await fake_telegram.await_for(lambda m: m.method == "sendMessage", count=2)
     assert "]\nsecond" in (replies[1].plain or "")  # the echo of the second message
     assert len(model.requests) == 3  # one refusal, then both answered at once
-    asked = user_parts(model.requests[-1])
+    asked = last_user_content(model.requests[-1])
     assert "Operator note, not from the user" in asked and "Telegram" in asked
     with sqlite3.connect(home / "state.db") as db:
         assert db.execute("SELECT quirk, value FROM provider_quirks").fetchall() == [
@@ -153,7 +148,8 @@ async def test_a_silent_reply_in_a_group_sends_nothing_and_the_group_goes_on(
     async with daemon():
         fake_telegram.inject_message(group, OWNER, "@pinclaw_test_bot thanks all",
                                      chat_type="group")  # fmt: skip
-        await asyncio.sleep(2.0)  # the turn ran, and a streamed preview would have shown
+        # The turn ran (a preview would show at its first piece); the next waits for it.
+        await eventually(lambda: model.requests, what="the first turn asked the model")
         fake_telegram.inject_message(group, OWNER, "@pinclaw_test_bot and you?",
                                      chat_type="group")  # fmt: skip
         await fake_telegram.await_for(

@@ -284,32 +284,23 @@ def _daemon_line(home: Path) -> str:
 
 def _note_queues(state_db: Path) -> None:
     """What a stopped daemon left for its next start (read-only; the daemon may be running)."""
+    from agent.durable.inbox import count_waiting
+    from agent.durable.outbox import count_replies, part_fates
+
     if not state_db.exists():
         return
     try:
         with sqlite3.connect(f"file:{state_db}?mode=ro", uri=True, timeout=2) as db:
-            waiting = db.execute("SELECT COUNT(*) FROM inbox WHERE status = 'pending'").fetchone()
-            queued = db.execute("SELECT COUNT(*) FROM outbox WHERE status = 'pending'").fetchone()
-            expired = db.execute("SELECT COUNT(*) FROM outbox WHERE status = 'expired'").fetchone()
-            fates = dict(_part_fates(db))
+            waiting = count_waiting(db)
+            queued, expired = count_replies(db, "pending"), count_replies(db, "expired")
+            fates = part_fates(db)
     except sqlite3.Error:
         return  # an older state.db without the queues
     print(
-        f"note queues: {waiting[0]} message(s) waiting for an answer, {queued[0]} repl(ies) "
-        f"waiting to be sent, {expired[0]} never delivered"
+        f"note queues: {waiting} message(s) waiting for an answer, {queued} repl(ies) "
+        f"waiting to be sent, {expired} never delivered"
     )
     print(
         f"note delivery: {fates.get('refused', 0)} part(s) refused by the platform (blocked, "
         f"chat gone), {fates.get('unknown', 0)} possibly lost (sent, no answer, no way to ask)"
     )
-
-
-def _part_fates(db: sqlite3.Connection) -> list[tuple[str, int]]:
-    """Parts refused or of unknown fate (agent/durable/outbox.py); none in an older state.db."""
-    try:
-        return db.execute(
-            "SELECT status, COUNT(*) FROM outbox_parts WHERE status IN ('refused', 'unknown')"
-            " GROUP BY status"
-        ).fetchall()
-    except sqlite3.OperationalError:  # no outbox_parts table yet
-        return []

@@ -217,21 +217,47 @@ def _through_daemon(ctx: click.Context, message: str, session: str | None) -> in
 
 
 @cli.command()
+@click.option("--session", help="Resume the stored conversation NAME (default: a new one).")
+@click.option("--no-daemon", is_flag=True, help="Answer in this process even if a daemon runs.")
 @click.pass_context
-def init(ctx: click.Context) -> None:
-    """Create the home folder, a commented config.toml and the workspace (keeps existing files)."""
-    from agent.home import default_home, find_config_file
-    from agent.workspace import init_home
+def chat(ctx: click.Context, session: str | None, no_daemon: bool) -> None:
+    """Talk with the agent in this terminal, turn after turn.
 
-    home = default_home(os.environ)
-    config_file = find_config_file(ctx.obj["config"], os.environ)
-    workspace = _load(ctx).workspace_dir if config_file.exists() else home / "workspace"
-    report = init_home(home, workspace, config_file)
-    _say(report.tightened)
-    for path in report.created:
-        click.echo(f"created  {path}")
-    for path in report.kept:
-        click.echo(f"kept     {path} (already there)")
+    The running daemon answers when there is one, else this process does."""
+    from agent.cli.chat import run_chat
+
+    sys.exit(run_chat(ctx, session, no_daemon=no_daemon))
+
+
+@cli.command()
+@click.option("--defaults", is_flag=True, help="Ask nothing (as without a terminal).")
+@click.option("--model", help="LiteLLM model name, e.g. openai/gpt-4o-mini, ollama_chat/llama3.1.")
+@click.option("--api-base", help="The model's server, e.g. http://localhost:8080/v1.")
+@click.option("--key", help="The model's API key (others see it in `ps`: prefer --key-env).")
+@click.option("--key-env", metavar="NAME", help="Read the model's API key from $NAME.")
+@click.option("--telegram-token", metavar="TOKEN", help="Telegram bot token (from @BotFather).")
+@click.option("--discord-token", metavar="TOKEN", help="Discord bot token.")
+@click.option(
+    "--owner-id",
+    "owner_ids",
+    multiple=True,
+    metavar="[CHANNEL:]ID",
+    help="Your user id, the one the bots answer (telegram:ID, discord:ID; repeatable).",
+)
+@click.option("--board-port", metavar="PORT", help='Arduino serial port, "auto" or "none".')
+@click.option("--skip-check", is_flag=True, help="Check neither the model nor the tokens.")
+@click.option("--replace-config", is_flag=True, help="Replace an existing config.toml (.bak).")
+@click.pass_context
+def init(ctx: click.Context, /, **answers: Any) -> None:
+    """Create the home folder, a commented config.toml and the workspace (keeps existing files).
+
+    On a terminal it first asks for the model and its key (checked with one tiny request),
+    the Telegram and Discord bot tokens (checked), your user id and the Arduino's port. The
+    key and tokens go to <home>/agent.env (0600), never to config.toml. Each question has a
+    flag; without a terminal, or with --defaults, only the flags given are used."""
+    from agent.cli.setup_wizard import InitOptions, run_init
+
+    sys.exit(run_init(ctx, InitOptions(**answers)))
 
 
 @cli.command()

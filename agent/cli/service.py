@@ -3,7 +3,8 @@ is always there — a systemd user unit on Linux, a launchd agent on macOS.
 
 The file is written, never the service manager run: the command prints the next steps. A
 service does not see the shell's environment, so both read `<home>/agent.env` (NAME=value
-lines: API keys, PINCLAW_ settings), created empty (0600) when missing.
+lines: API keys, PINCLAW_ settings; every command reads it too, under what the shell
+exports), created empty (0600) when missing.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from agent.home import ENV_FILE_NAME, LOG_NAME, create_private_file, default_hom
 UNIT_NAME = "pinclaw.service"
 LAUNCHD_LABEL = "dev.pinclaw.agent"
 ENV_FILE_HEAD = """\
-# NAME=value lines for `agent run` as a service (it does not see your shell's variables):
-# API keys and PINCLAW_ settings, e.g.
+# NAME=value lines every `agent` command reads (variables your shell exports win), and the
+# only ones `agent run` as a service sees: API keys and PINCLAW_ settings, e.g.
 #   OPENAI_API_KEY=sk-...
 #   PINCLAW_CHANNELS__TELEGRAM__BOT_TOKEN=123456:ABC...
 # Keep non-secret PINCLAW_ settings the same as in your shell (or in config.toml): a

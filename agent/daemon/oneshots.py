@@ -1,5 +1,6 @@
-"""The daemon's "one-shot" op: a turn asked by `agent run -m` over the local socket, its tool
-lines, questions and reply carried back over that connection.
+"""The daemon's "one-shot" op: a turn asked by `agent run -m` (or a line of `agent chat`) over
+the local socket, its tool lines, questions and reply carried back over that connection; with
+`"stream": true` also the reply's text as it streams (`text` events), for the chat to show.
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ class OneShots:
         self._fingerprint = fingerprint
 
     async def run(self, request: Request, conn: Connection) -> None:
-        """The "run" op: `{"op": "run", "message", "session", "settings", "tty"}`."""
+        """The "run" op: `{"op": "run", "message", "session", "settings", "tty", "stream"}`
+        ("stream" may be left out: a one-shot prints only the whole reply)."""
         if request.get("settings") != self._fingerprint:
             reason = _differences(self._fingerprint, str(request.get("settings")))
             conn.send({"event": "declined", "reason": f"it runs with other settings: {reason}"})
@@ -84,6 +86,10 @@ class OneShots:
             return
         log.info("one-shot from the local socket%s", f", session {session}" if session else "")
         _ASKER.set(_Asker(conn, tty=request.get("tty") is True))
+
+        def stream(delta: str) -> None:
+            conn.send({"event": "text", "text": delta})
+
         ended = await answer(
             self.runtime,
             self._scrub,
@@ -91,6 +97,7 @@ class OneShots:
             session,
             terminal=TerminalChannel(out=_ReplyOut(conn)),
             say=lambda line: conn.send({"event": "tool", "line": line}),
+            on_text=stream if request.get("stream") is True else None,
         )
         if ended.error is not None:
             conn.send({"event": "error", "message": ended.error, "code": 1})

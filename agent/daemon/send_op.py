@@ -93,13 +93,8 @@ async def resolve(runtime: ChannelRuntime, to: str) -> tuple[ChatRef | None, str
 async def may_send(runtime: ChannelRuntime, chat_id: str) -> bool:
     if runtime.access.open_to_all or runtime.is_allowed_sender(chat_id):
         return True
-    senders = await runtime.store.db.fetchall(
-        "SELECT DISTINCT json_extract(message, '$.sender_id'),"
-        " json_extract(message, '$.sender_username') FROM inbox"
-        " WHERE channel = ? AND json_extract(message, '$.chat.chat_id') = ? AND trigger = ''",
-        (runtime.channel.name, chat_id),
-    )
-    return any(runtime.is_allowed_sender(str(i), str(u or "")) for i, u in senders)
+    senders = await runtime.store.inbox.senders(runtime.channel.name, chat_id)
+    return any(runtime.is_allowed_sender(sender, username) for sender, username in senders)
 
 
 async def delivered(runtime: ChannelRuntime, outgoing_id: int, wait_s: float) -> tuple[str, str]:
@@ -107,10 +102,7 @@ async def delivered(runtime: ChannelRuntime, outgoing_id: int, wait_s: float) ->
     final or `wait_s` has passed."""
     deadline = time.monotonic() + wait_s
     while True:
-        row = await runtime.store.db.fetchone(
-            "SELECT status, last_error FROM outbox WHERE id = ?", (outgoing_id,)
-        )
-        status, error = (str(row[0]), str(row[1])) if row else ("pending", "")
+        status, error = await runtime.store.outbox.fate(outgoing_id) or ("pending", "")
         if status != "pending" or time.monotonic() >= deadline:
             return status, error
         await asyncio.sleep(POLL_S)

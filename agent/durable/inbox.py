@@ -140,14 +140,29 @@ class Inbox:
         return Pending(row[0], decode(row[1]), row[2], row[3], row[4], bool(row[5]), trigger)
 
     async def waiting(self, chat_key: str | None = None) -> int:
-        if chat_key is None:
-            row = await self._db.fetchone("SELECT COUNT(*) FROM inbox WHERE status = 'pending'")
-        else:
-            row = await self._db.fetchone(
-                "SELECT COUNT(*) FROM inbox WHERE status = 'pending' AND chat_key = ?",
-                (chat_key,),
-            )
-        return int(row[0]) if row else 0
+        return await self._db.read(lambda conn: count_waiting(conn, chat_key))
+
+    async def last_private_chat(self, channel: str, user_id: str) -> str | None:
+        """The key of the private chat `user_id` last wrote in on `channel` (their own
+        message, not a trigger's); None before they have."""
+        row = await self._db.fetchone(
+            "SELECT chat_key FROM inbox WHERE channel = ? AND trigger = ''"
+            " AND json_extract(message, '$.sender_id') = ?"
+            " AND json_extract(message, '$.is_group') = 0 ORDER BY id DESC LIMIT 1",
+            (channel, user_id),
+        )
+        return str(row[0]) if row else None
+
+    async def senders(self, channel: str, chat_id: str) -> list[tuple[str, str]]:
+        """Everyone who has written in chat `chat_id` of `channel` (triggers aside): their
+        id and username ("" when none)."""
+        rows = await self._db.fetchall(
+            "SELECT DISTINCT json_extract(message, '$.sender_id'),"
+            " json_extract(message, '$.sender_username') FROM inbox"
+            " WHERE channel = ? AND json_extract(message, '$.chat.chat_id') = ? AND trigger = ''",
+            (channel, chat_id),
+        )
+        return [(str(sender), str(username or "")) for sender, username in rows]
 
     def finish(self, conn: sqlite3.Connection, inbox_id: int, status: str) -> None:
         """Mark the message answered ("done") or given up on ("failed"), inside the
@@ -168,6 +183,18 @@ class Inbox:
                 (retry_at, failing_since, int(notified), inbox_id),
             )
         )
+
+
+def count_waiting(conn: sqlite3.Connection, chat_key: str | None = None) -> int:
+    """Messages waiting for an answer, in `chat_key` or in every chat; on any connection
+    (`agent doctor` reads with one of its own)."""
+    if chat_key is None:
+        row = conn.execute("SELECT COUNT(*) FROM inbox WHERE status = 'pending'").fetchone()
+    else:
+        row = conn.execute(
+            "SELECT COUNT(*) FROM inbox WHERE status = 'pending' AND chat_key = ?", (chat_key,)
+        ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def _migrate(conn: sqlite3.Connection) -> None:

@@ -213,8 +213,35 @@ class Outbox:
         return await self._db.write(write)
 
     async def waiting(self) -> int:
-        row = await self._db.fetchone("SELECT COUNT(*) FROM outbox WHERE status = 'pending'")
-        return int(row[0]) if row else 0
+        return await self._db.read(lambda conn: count_replies(conn, "pending"))
+
+    async def fate(self, outgoing_id: int) -> tuple[str, str] | None:
+        """The reply's status ("pending", "sent", "refused", "expired") and its last error;
+        None for no such reply."""
+        row = await self._db.fetchone(
+            "SELECT status, last_error FROM outbox WHERE id = ?", (outgoing_id,)
+        )
+        return (str(row[0]), str(row[1])) if row else None
+
+
+def count_replies(conn: sqlite3.Connection, status: str) -> int:
+    """Replies of `status` ("pending": waiting to be sent; "expired": never delivered); on
+    any connection (`agent doctor` reads with one of its own)."""
+    row = conn.execute("SELECT COUNT(*) FROM outbox WHERE status = ?", (status,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def part_fates(conn: sqlite3.Connection) -> dict[str, int]:
+    """How many parts were refused, and how many are of unknown fate, by status; none in an
+    older state.db (no outbox_parts yet)."""
+    try:
+        rows = conn.execute(
+            "SELECT status, COUNT(*) FROM outbox_parts WHERE status IN ('refused', 'unknown')"
+            " GROUP BY status"
+        ).fetchall()
+    except sqlite3.OperationalError:  # no outbox_parts table yet
+        return {}
+    return {str(status): int(count) for status, count in rows}
 
 
 def _oldest(conn: sqlite3.Connection, chat_key: str) -> Outgoing | None:

@@ -4,11 +4,11 @@ One connection so a turn's record, its reply and "this message is answered" land
 transaction: after a crash either all three are there or none is. WAL with
 synchronous=FULL, so a committed row survives kill -9 and a power cut alike.
 
-The connection lives on a thread of its own, off the event loop, and each operation is one
-plain function run there whole: `read` for queries, `write` for a transaction (BEGIN
-IMMEDIATE, the function, COMMIT). A turn's reads are one such trip and its writes another,
-instead of a trip per statement, cursor and COMMIT. The thread runs one function at a time,
-in the order they were asked for, so operations never interleave.
+The connection lives on a thread of its own, off the event loop (tools/sqlite_thread.py),
+and each operation is one plain function run there whole: `read` for queries, `write` for a
+transaction (BEGIN IMMEDIATE, the function, COMMIT). A turn's reads are one such trip and its
+writes another, instead of a trip per statement, cursor and COMMIT. The thread runs one
+function at a time, in the order they were asked for, so operations never interleave.
 
 Opening refuses a file that cannot be used — a folder, not a database, damaged, read-only,
 locked by another process for longer than LOCK_WAIT_S, another program's or a newer
@@ -19,19 +19,18 @@ the problem and what to do. A write that fails for space marks `health` full
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 from agent.durable.storage_health import StorageHealth
 from agent.home import PRIVATE_DIR_MODE, create_private_file
+from tools.sqlite_thread import SQLiteThread
 
 T = TypeVar("T")
 
@@ -60,8 +59,7 @@ def restore_advice(path: Path) -> str:
 class StateDB:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._conn: sqlite3.Connection | None = None
-        self._thread: ThreadPoolExecutor | None = None
+        self._thread: SQLiteThread | None = None  # the connection, once open
         self.health = StorageHealth(path.parent, probe=self._probe)
 
     async def open(
@@ -70,27 +68,20 @@ class StateDB:
         """Every chat and memory is in here: the file is made 0600 before SQLite opens it,
         and SQLite gives its -wal and -shm the same mode. `migrate` brings an older file up
         to date (or refuses it) before `schemas` run. StateDBUnusable when it cannot be used."""
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="state.db")
-        try:
-            self._conn = await self._run(_connect, self.path, schemas, migrate, wait_s)
-        except BaseException:
-            self._thread.shutdown(wait=False)
-            self._thread = None
-            raise
+        connect = partial(_connect, self.path, schemas, migrate, wait_s)
+        self._thread = await SQLiteThread(connect, name="state.db").open()
         return self
 
     async def close(self) -> None:
         """Close once what was asked before has run."""
         await self.health.close()
-        if self._conn is not None and self._thread is not None:
-            conn, self._conn = self._conn, None
-            await self._run(conn.close)
-            self._thread.shutdown(wait=False)
-            self._thread = None
+        if self._thread is not None:
+            thread, self._thread = self._thread, None
+            await thread.close()
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """`fn(connection)` on the database's thread: any number of queries, one trip."""
-        return await self._run(fn, self._open())
+        return await self._open().read(fn)
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """`fn(connection)` inside one transaction on the database's thread: everything it
@@ -98,7 +89,7 @@ class StateDB:
         end even when the caller is cancelled meanwhile. A failure for space marks the disk
         full (`health`) before it is raised."""
         try:
-            return await self._run(_transaction, self._open(), fn)
+            return await self._open().write(fn)
         except Exception as exc:
             self.health.failed(exc)
             raise
@@ -115,15 +106,10 @@ class StateDB:
         state.db be written again?"""
         await self.write(_rewrite_version)
 
-    def _open(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise RuntimeError("state.db is closed")
-        return self._conn
-
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+    def _open(self) -> SQLiteThread:
         if self._thread is None:
             raise RuntimeError("state.db is closed")
-        return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
+        return self._thread
 
 
 def _connect(
@@ -297,22 +283,6 @@ def lock_holder(path: Path) -> str:
 def _rewrite_version(conn: sqlite3.Connection) -> None:
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     conn.execute(f"PRAGMA user_version = {version}")
-
-
-def _transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
-    """A COMMIT that fails (a full disk, a deferred constraint) leaves SQLite inside the
-    transaction: it is rolled back too, or every later BEGIN on this shared connection would
-    fail ("cannot start a transaction within a transaction")."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        result = fn(conn)
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:  # SQLite may have rolled back itself; the first error counts
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-        raise
-    return result
 
 
 def _fetchall(sql: str, params: tuple[Any, ...], conn: sqlite3.Connection) -> list[Any]:

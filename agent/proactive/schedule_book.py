@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from agent.config import Settings
+from agent.durable.inbox import Inbox
 from agent.durable.schedules import NewSchedule, Schedules
 from agent.durable.state_db import StateDB
 from channels.base import ChatRef
@@ -95,13 +96,8 @@ async def private_chat(db: StateDB, channel: str, user_id: str) -> ChatRef | Non
     the DM they last wrote in (None before they have)."""
     if channel == "telegram":
         return ChatRef("telegram", user_id)
-    row = await db.fetchone(
-        "SELECT chat_key FROM inbox WHERE channel = ? AND trigger = ''"
-        " AND json_extract(message, '$.sender_id') = ?"
-        " AND json_extract(message, '$.is_group') = 0 ORDER BY id DESC LIMIT 1",
-        (channel, user_id),
-    )
-    return ChatRef.parse(row[0]) if row else None
+    key = await Inbox(db).last_private_chat(channel, user_id)
+    return ChatRef.parse(key) if key is not None else None
 
 
 def enabled_channels(settings: Settings) -> list[str]:

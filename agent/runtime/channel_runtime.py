@@ -355,15 +355,18 @@ class ChannelRuntime:
         self,
         msg: IncomingMessage,
         on_event: Callable[[ToolEvent], None] | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> Reply:
-        """Answer one message now, without the inbox or outbox: the terminal's one-shot,
-        where the person waits for the answer and nothing needs redelivering."""
+        """Answer one message now, without the inbox or outbox: the terminal's one-shot or
+        chat, where the person waits for the answer (`on_text`: as it streams) and nothing
+        needs redelivering."""
         msg = self.entered(msg)
         command = await run_command(msg.text, self._command_context(msg.chat.key))
         if command is not None:
             return Reply(command)
         async with self._slots:
-            outcome = await self._turn(await self._downloads.fetch(msg), on_event=on_event)
+            fetched = await self._downloads.fetch(msg)
+            outcome = await self._turn(fetched, on_event=on_event, on_text=on_text)
         await self.sessions.append_turn(msg.chat.key, outcome.messages)
         files = reply_files(self._policy, msg, self.settings.people)
         return resolve_reply(outcome.text, files, reply_to=msg.message_id)

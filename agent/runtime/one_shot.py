@@ -1,5 +1,6 @@
-"""One turn asked from the terminal (`agent run -m`), in this process or through the local
-daemon: what the person sees — tool lines, the reply, how the turn ended — made once for both.
+"""One turn asked from the terminal (`agent run -m`, each line of `agent chat`), in this
+process or through the local daemon: what the person sees — tool lines, the reply, how the
+turn ended — made once for both.
 """
 
 from __future__ import annotations
@@ -50,15 +51,17 @@ async def answer(
     *,
     terminal: TerminalChannel,
     say: Callable[[str], None],
+    on_text: Callable[[str], None] | None = None,
 ) -> Ended:
     """Run the one-shot's turn: each tool call goes to `say` (stderr) as it finishes, the
-    reply to `terminal` (stdout). A fresh chat unless `session` names a stored one."""
+    reply to `terminal` (stdout); with `on_text` the reply's text is also handed over as it
+    streams (`agent chat` shows it live). A fresh chat unless `session` names a stored one."""
     chat = ChatRef("cli", f"session:{session}" if session else f"oneshot:{uuid.uuid4().hex}")
     message = IncomingMessage(chat=chat, sender_id="owner", sender_name="owner", text=text)
     earlier = runtime.last_turns.get(chat.key)
     try:
         reply = await runtime.handle(
-            message, on_event=lambda event: say(scrub(describe_event(event)))
+            message, on_event=lambda event: say(scrub(describe_event(event))), on_text=on_text
         )
         record = runtime.last_turns.get(chat.key)
     finally:

@@ -40,7 +40,7 @@ from channels.config import TelegramSettings
 from channels.stream import PacedStream
 from channels.telegram.approvals import TelegramApprovals
 from channels.telegram.incoming import addressed_to_bot, remote_files, to_incoming
-from channels.telegram.polling import UpdatePoller
+from channels.telegram.polling import UpdatePoller, retry_seconds
 from channels.text import markdown_to_telegram_html, split_message
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ async def with_retries(call: Callable[[], Awaitable[T]]) -> T:
         try:
             return await call()
         except RetryAfter as exc:
-            seconds = _seconds(exc.retry_after)
+            seconds = retry_seconds(exc.retry_after)
             log.warning("telegram: rate limited; waiting %.0f s", seconds)
             await asyncio.sleep(seconds)
         except BadRequest:
@@ -84,10 +84,6 @@ async def with_retries(call: Callable[[], Awaitable[T]]) -> T:
     return await call()
 
 
-def _seconds(wait: Any) -> float:
-    return float(wait.total_seconds()) if hasattr(wait, "total_seconds") else float(wait)
-
-
 async def as_send_failed(call: Callable[[], Awaitable[Any]]) -> Any:
     """One attempt; what went wrong said in the outbox's terms. A 403 (the user blocked the
     bot) and a 400 (chat not found) are refusals; a request written with no answer (a read
@@ -95,7 +91,7 @@ async def as_send_failed(call: Callable[[], Awaitable[Any]]) -> Any:
     try:
         return await call()
     except RetryAfter as exc:
-        raise SendFailed(str(exc), retry_after=_seconds(exc.retry_after)) from exc
+        raise SendFailed(str(exc), retry_after=retry_seconds(exc.retry_after)) from exc
     except (BadRequest, Forbidden) as exc:
         raise SendFailed(str(exc), permanent=True) from exc
     except NetworkError as exc:  # timeouts, 5xx, connection errors

@@ -48,7 +48,7 @@ class UpdatePoller:
                 log.error("telegram: polling refused (%s); stopping intake", exc)
                 return
             except RetryAfter as exc:
-                await asyncio.sleep(_seconds(exc.retry_after))
+                await asyncio.sleep(retry_seconds(exc.retry_after))
                 continue
             except NetworkError as exc:  # includes TimedOut and 5xx answers
                 log.warning("telegram: polling error (%s); again in %.1f s", exc, pause)
@@ -92,5 +92,7 @@ class UpdatePoller:
         return True
 
 
-def _seconds(wait: Any) -> float:
+def retry_seconds(wait: Any) -> float:
+    """RetryAfter.retry_after in seconds: python-telegram-bot gives an int or a timedelta,
+    depending on its version and settings; polling and sending both wait it out."""
     return float(wait.total_seconds()) if hasattr(wait, "total_seconds") else float(wait)

@@ -26,6 +26,7 @@ from typing import Any
 from aiohttp import web
 from fakes.llm_embeddings import embed_text
 from fakes.llm_faults import Outage, OutageMode
+from fakes.llm_requests import last_user_content, tool_results
 
 __all__ = [
     "Error",
@@ -37,9 +38,11 @@ __all__ = [
     "delay",
     "echo",
     "error",
+    "last_user_content",
     "no_choices",
     "text",
     "tool_calls",
+    "tool_results",
 ]
 
 SYSTEM_NOT_FIRST = "System message must be at the beginning."

@@ -29,6 +29,7 @@ __all__ = [
     "ChatAction",
     "SentMessage",
     "Upload",
+    "buttons",
     "chat_id_param",
     "int_param",
     "json_param",
@@ -84,6 +85,12 @@ class SentMessage:
     at: float = field(default_factory=time.monotonic)  # when it arrived, for benchmarks
     deleted: bool = False
     params: dict[str, Any] = field(default_factory=dict)
+
+
+def buttons(message: SentMessage) -> dict[str, str]:
+    """The inline buttons the message shows: label -> callback data."""
+    rows = (message.reply_markup or {}).get("inline_keyboard", [])
+    return {button["text"]: button["callback_data"] for row in rows for button in row}
 
 
 @dataclass(frozen=True)

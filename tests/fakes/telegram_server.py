@@ -38,6 +38,7 @@ from fakes.telegram_models import (
     ChatAction,
     SentMessage,
     Upload,
+    buttons,
 )
 from fakes.telegram_state import TelegramState
 from fakes.telegram_updates import InjectUpdates, UpdateQueue
@@ -56,6 +57,7 @@ __all__ = [
     "Gate",
     "SentMessage",
     "Upload",
+    "buttons",
     "generated_bytes",
 ]
 
@@ -182,6 +184,12 @@ class FakeTelegram(InjectUpdates, InjectFaults, InjectGates):
     def pending_updates(self) -> list[dict[str, Any]]:
         """Updates not yet confirmed by a getUpdates offset."""
         return self._queue.pending()
+
+    @property
+    def polls_begun(self) -> int:
+        """getUpdates calls the fake began to serve, a long poll while it still waits (in
+        ``calls`` and ``poll_offsets`` only once answered)."""
+        return self._queue.polls()
 
     def wait_for(
         self,

@@ -63,6 +63,11 @@ class UpdateQueue:
         with self._lock:
             return list(self._updates)
 
+    def polls(self) -> int:
+        """getUpdates calls begun so far (a long poll counts from when it starts waiting)."""
+        with self._lock:
+            return self._poll_gen
+
     def drop_pending(self) -> None:
         with self._lock:
             self._updates.clear()

@@ -1,4 +1,4 @@
-"""The memory store's one SQLite connection, kept on a thread of its own.
+"""The memory store's one SQLite connection, kept on a thread of its own (tools/sqlite_thread.py).
 
 Opening a connection per call cost more than a recall (the connect, the pragmas, the schema
 read again): the connection is opened at the first call and kept. Every call is one trip to
@@ -10,54 +10,28 @@ open between calls, and a connection that failed is dropped so the next call ope
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
 
 from tools.memory import schema
+from tools.sqlite_thread import SQLiteThread
 
-T = TypeVar("T")
 
-
-class MemoryDB:
+class MemoryDB(SQLiteThread):
     def __init__(self, path: Path, prepare: Callable[[sqlite3.Connection], None]) -> None:
         self.path = path
         self._prepare = prepare  # run once, on the first connection: create, migrate
         self._prepared = False
-        self._db: sqlite3.Connection | None = None  # used only on self._thread
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory")
+        super().__init__(self._open_db, name="memory", reopen=True)
 
-    async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """`work(connection)` on the store's thread."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._thread, self._with_db, work)
-
-    async def close(self) -> None:
-        """Close the connection once what was asked before has run; a later call opens a
-        new one."""
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._thread, self._close)
-
-    def _with_db(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        if self._db is None:
-            self._db = schema.connect(self.path)
-        db = self._db
-        try:
-            if not self._prepared:
+    def _open_db(self) -> sqlite3.Connection:
+        db = schema.connect(self.path)
+        if not self._prepared:
+            try:
                 self._prepare(db)
-                self._prepared = True
-            return work(db)
-        except sqlite3.Error:
-            self._close()  # whatever went wrong, the next call starts on a fresh connection
-            raise
-        finally:
-            if self._db is not None and db.in_transaction:  # never left open between calls
-                db.execute("ROLLBACK")
-
-    def _close(self) -> None:
-        db, self._db = self._db, None
-        if db is not None:
-            db.close()
+            except BaseException:
+                db.close()  # the next call connects and prepares again
+                raise
+            self._prepared = True
+        return db

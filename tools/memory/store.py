@@ -6,10 +6,10 @@ may see. Search ranks by words (memory_search.py: SQLite FTS5, English, Korean, 
 and emoji alike) and, when an embedder is given, also by meaning (cosine similarity of
 embeddings), the two orders merged by reciprocal-rank fusion.
 
-Calls run on the store's one connection, kept on a thread of its own (memory_db.py), so
-scoring and the vector scan stay off the event loop; the state.db that other code writes
-at the same time is shared through SQLite's own locking (WAL, busy_timeout, BEGIN
-IMMEDIATE).
+Calls run on the store's one connection, kept on a thread of its own (db.py), so scoring
+and the vector scan stay off the event loop; each change is one transaction there (BEGIN
+IMMEDIATE), and the state.db that other code writes at the same time is shared through
+SQLite's own locking (WAL, busy_timeout).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -100,11 +99,10 @@ class MemoryStore:
             blob = pack(vectors[0]) if vectors else None
 
         def add(db: sqlite3.Connection) -> tuple[Memory, bool]:
-            with _transaction(db):  # the twin check and the write under one lock
-                new = (scope, content, clean_tags, source)
-                return _write(db, twin(db, scope, content), new, blob, time.time())
+            new = (scope, content, clean_tags, source)  # the twin check and the write: one lock
+            return _write(db, twin(db, scope, content), new, blob, time.time())
 
-        return await self._run(add)
+        return await self._db.write(add)
 
     async def forget(
         self, scopes: Sequence[str] | None, *, id: int | None = None, query: str | None = None
@@ -120,29 +118,28 @@ class MemoryStore:
         scope_list = None if scopes is None else tuple(scopes)
 
         def forget(db: sqlite3.Connection) -> ForgetResult:
-            with _transaction(db):
-                if id is not None:
-                    found = _get(db, id)
-                    if found is None or (scope_list is not None and found.scope not in scope_list):
-                        return ForgetResult()
-                    _delete(db, found.id)
-                    return ForgetResult(deleted=found)
-                assert query is not None
-                hits = lexical(db, scope_list, query, k=5)
-                matches = [
-                    replace(m, score=h.score)
-                    for h in hits
-                    if h.score >= RECALL_THRESHOLD and (m := _get(db, h.id)) is not None
-                ]
-                exact = [m for m in matches if normalise(m.content) == normalise(query)]
-                lone = matches if len(matches) == 1 and matches[0].score >= FORGET_THRESHOLD else []
-                chosen = exact if len(exact) == 1 else lone
-                if chosen:
-                    _delete(db, chosen[0].id)
-                    return ForgetResult(deleted=chosen[0])
-                return ForgetResult(candidates=tuple(matches))
+            if id is not None:
+                found = _get(db, id)
+                if found is None or (scope_list is not None and found.scope not in scope_list):
+                    return ForgetResult()
+                _delete(db, found.id)
+                return ForgetResult(deleted=found)
+            assert query is not None
+            hits = lexical(db, scope_list, query, k=5)
+            matches = [
+                replace(m, score=h.score)
+                for h in hits
+                if h.score >= RECALL_THRESHOLD and (m := _get(db, h.id)) is not None
+            ]
+            exact = [m for m in matches if normalise(m.content) == normalise(query)]
+            lone = matches if len(matches) == 1 and matches[0].score >= FORGET_THRESHOLD else []
+            chosen = exact if len(exact) == 1 else lone
+            if chosen:
+                _delete(db, chosen[0].id)
+                return ForgetResult(deleted=chosen[0])
+            return ForgetResult(candidates=tuple(matches))
 
-        return await self._run(forget)
+        return await self._db.write(forget)
 
     async def import_rows(self, rows: Iterable[Mapping[str, Any]]) -> int:
         """Add exported rows (see export()); returns how many became new memories.
@@ -162,25 +159,22 @@ class MemoryStore:
             # at each query, and interleaving them makes a large import crawl.
             first: dict[tuple[str, str], int] = {}
             twins: dict[int, Memory | None] = {}
-            with _transaction(db):
-                for i, row in enumerate(parsed):
-                    key = (row.scope, normalise(row.content))
-                    if key not in first:
-                        first[key] = i
-                        twins[i] = twin(db, row.scope, row.content)
-                written: dict[int, Memory] = {}
-                added = 0
-                for i, row in enumerate(parsed):
-                    j = first[(row.scope, normalise(row.content))]
-                    earlier = twins[i] if i == j else written[j]  # a repeat within the file
-                    new: New = (row.scope, row.content, _clean_tags(row.tags), "import")
-                    written[j], updated = _write(
-                        db, earlier, new, None, row.updated_at, row.created_at
-                    )
-                    added += not updated
+            for i, row in enumerate(parsed):
+                key = (row.scope, normalise(row.content))
+                if key not in first:
+                    first[key] = i
+                    twins[i] = twin(db, row.scope, row.content)
+            written: dict[int, Memory] = {}
+            added = 0
+            for i, row in enumerate(parsed):
+                j = first[(row.scope, normalise(row.content))]
+                earlier = twins[i] if i == j else written[j]  # a repeat within the file
+                new: New = (row.scope, row.content, _clean_tags(row.tags), "import")
+                written[j], updated = _write(db, earlier, new, None, row.updated_at, row.created_at)
+                added += not updated
             return added
 
-        return await self._run(import_all) if parsed else 0
+        return await self._db.write(import_all) if parsed else 0
 
     # ---- reading ----
 
@@ -275,33 +269,22 @@ class MemoryStore:
             filled = [(pack(v), i, text) for (i, text), v in zip(missing, vectors[1:], strict=True)]
 
             def store(db: sqlite3.Connection) -> None:
-                with _transaction(db):
-                    db.executemany(
-                        "UPDATE memories SET embedding = ? WHERE id = ? AND content = ?", filled
-                    )
+                db.executemany(
+                    "UPDATE memories SET embedding = ? WHERE id = ? AND content = ?", filled
+                )
 
-            await self._run(store)
+            await self._db.write(store)
         return unit(vectors[0])
 
     # ---- plumbing ----
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await self._db.run(work)
+        """`work(connection)` on the store's thread, outside a transaction (reads)."""
+        return await self._db.read(work)
 
     async def close(self) -> None:
         """Let go of the file; a later call opens it again."""
         await self._db.close()
-
-
-@contextmanager
-def _transaction(db: sqlite3.Connection) -> Iterator[None]:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
 
 
 def _clean_tags(tags: Iterable[str]) -> tuple[str, ...]:

@@ -15,10 +15,8 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from tools.base import FunctionTool, ToolCallContext, ToolResult
+from tools.proactive.kept_tasks import BookRefused, ended_note, listing, task_refusal
 from tools.proactive.schedule_times import When, WhenError, format_time, parse_when, zone_named
-
-MAX_TASK_CHARS = 2_000
-ENDED_SHOWN = 5  # list_schedules shows this many finished ones after the active ones
 
 
 @dataclass(frozen=True)
@@ -37,8 +35,8 @@ class ScheduleEntry:
     note: str = ""  # why it was skipped, when it was
 
 
-class ScheduleRefused(Exception):
-    """The book will not take or change it; the message says why, for the model."""
+class ScheduleRefused(BookRefused):
+    """The schedule book's refusal."""
 
 
 class ScheduleBook(Protocol):
@@ -66,7 +64,7 @@ def describe(entry: ScheduleEntry, zone: ZoneInfo) -> str:
     if entry.status == "active" and entry.next_due is not None:
         what += f", next {format_time(entry.next_due, zone)}"
     elif entry.status != "active":
-        what += f" ({entry.status}{': ' + entry.note if entry.note else ''})"
+        what += ended_note(entry.status, entry.note)
     return f"#{entry.id} {what}: {entry.task}"
 
 
@@ -110,12 +108,8 @@ class ScheduleTools:
         if self._book is None:
             return ToolResult.error("Schedules are not kept here; nothing was scheduled.")
         task = self._scrub(task.strip())
-        if not task:
-            return ToolResult.error("task is empty; say what to do when it is due")
-        if len(task) > MAX_TASK_CHARS:
-            return ToolResult.error(
-                f"task is {len(task)} characters; keep it under {MAX_TASK_CHARS}"
-            )
+        if (refused := task_refusal(task, "when it is due")) is not None:
+            return refused
         try:
             parsed = parse_when(when, self.zone, self._clock())
             entry = await self._book.add(call, parsed, task)
@@ -132,14 +126,7 @@ class ScheduleTools:
         if self._book is None:
             return ToolResult.success("No schedules are kept here.")
         found = await self._book.entries(call)
-        active = [e for e in found if e.status == "active"]
-        ended = [e for e in found if e.status != "active"][:ENDED_SHOWN]
-        if not active and not ended:
-            return ToolResult.success("No schedules.")
-        lines = [describe(e, self.zone) for e in active] or ["No active schedules."]
-        if ended:
-            lines += ["Ended:", *(describe(e, self.zone) for e in ended)]
-        return ToolResult.success("\n".join(lines))
+        return listing(found, lambda entry: describe(entry, self.zone), "schedules")
 
     async def cancel_schedule(self, call: ToolCallContext, id: int) -> ToolResult:
         """Cancel an active schedule of this chat so it never runs again.

@@ -19,12 +19,11 @@ from zoneinfo import ZoneInfo
 from tools.base import FunctionTool, ToolCallContext, ToolResult
 from tools.board.pin_policy import PinError, PinPolicy, PinRef
 from tools.config import HardwareSettings
+from tools.proactive.kept_tasks import BookRefused, ended_note, listing, task_refusal
 from tools.proactive.schedule_times import format_time, zone_named
-from tools.proactive.schedule_tools import MAX_TASK_CHARS
 
 FULL_SCALE = 1023  # StandardFirmata's analog readings are 10-bit: 0 to 1023
 MAX_INTERVAL_S = 7 * 24 * 3600.0
-ENDED_SHOWN = 5
 
 
 @dataclass(frozen=True)
@@ -84,8 +83,8 @@ class WatchEntry:
     paused: str = ""  # why it hears nothing now (the board is gone), while active
 
 
-class WatchRefused(Exception):
-    """The book will not take or change it; the message says why, for the model."""
+class WatchRefused(BookRefused):
+    """The watch book's refusal, and plan_watch's."""
 
 
 class WatchBook(Protocol):
@@ -109,7 +108,7 @@ def describe_watch(entry: WatchEntry, zone: ZoneInfo) -> str:
         last = f", last {format_time(entry.last_run, zone)}" if entry.last_run else ""
         what += f", fired {entry.runs} time{'s' if entry.runs != 1 else ''}{last}"
     if entry.status != "active":
-        what += f" ({entry.status}{': ' + entry.note if entry.note else ''})"
+        what += ended_note(entry.status, entry.note)
     elif entry.paused:
         what += f" (paused: {entry.paused})"
     return f"#{entry.id} watch {what}: {entry.task}"
@@ -263,12 +262,8 @@ class WatchTools:
         if self._book is None:
             return ToolResult.error("Pin watches are not kept here; nothing is watched.")
         task = self._scrub(task.strip())
-        if not task:
-            return ToolResult.error("task is empty; say what to do when the watch fires")
-        if len(task) > MAX_TASK_CHARS:
-            return ToolResult.error(
-                f"task is {len(task)} characters; keep it under {MAX_TASK_CHARS}"
-            )
+        if (refused := task_refusal(task, "when the watch fires")) is not None:
+            return refused
         try:
             spec = plan_watch(
                 self.policy, self.defaults, pin, above, below, changes, hysteresis, min_interval_s
@@ -289,14 +284,7 @@ class WatchTools:
         if self._book is None:
             return ToolResult.success("No pin watches are kept here.")
         found = await self._book.entries(call)
-        active = [e for e in found if e.status == "active"]
-        ended = [e for e in found if e.status != "active"][:ENDED_SHOWN]
-        if not active and not ended:
-            return ToolResult.success("No pin watches.")
-        lines = [describe_watch(e, self.zone) for e in active] or ["No active pin watches."]
-        if ended:
-            lines += ["Ended:", *(describe_watch(e, self.zone) for e in ended)]
-        return ToolResult.success("\n".join(lines))
+        return listing(found, lambda entry: describe_watch(entry, self.zone), "pin watches")
 
     async def cancel_watch(self, call: ToolCallContext, id: int) -> ToolResult:
         """Stop a pin watch of this chat so it never fires again.

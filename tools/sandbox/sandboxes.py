@@ -243,18 +243,13 @@ class Landlock(Sandbox):
 
 
 def choose_sandbox(setting: SandboxSetting) -> Sandbox:
-    """The sandbox for `setting`, probed once per process (and per PATH). "auto" takes
-    bubblewrap if a probe run works, else Landlock, else none; an explicit kind that
-    cannot run raises SandboxUnavailable. The bubblewrap probe runs a process: call
-    this at start-up (or from a thread), not on every command from the event loop."""
-    key = (setting, os.environ.get("PATH", os.defpath))
-    if key not in _chosen:
-        _chosen[key] = _choose(setting)
-        reaper.cgroup_base()  # probed now, not on the first command
-    return _chosen[key]
-
-
-_chosen: dict[tuple[str, str], Sandbox] = {}
+    """The sandbox for `setting`, probed on each call: "auto" takes bubblewrap if a probe
+    run works, else Landlock, else none; an explicit kind that cannot run raises
+    SandboxUnavailable. The probe runs a process, so the caller keeps what it gets
+    (agent/app.py's App.sandbox, chosen once at start-up), nothing here does."""
+    chosen = _choose(setting)
+    reaper.cgroup_base()  # probed now, not on the first command
+    return chosen
 
 
 def _choose(setting: SandboxSetting) -> Sandbox:
