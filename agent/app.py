@@ -21,8 +21,10 @@ from agent.durable.quirks import ProviderQuirks
 from agent.durable.schedules import Schedules
 from agent.durable.sessions import SessionStore
 from agent.durable.state_db import StateDB
+from agent.home import ENV_FILE_NAME
 from agent.model.client import LLMClient
 from agent.model.facts import context_window, count_tokens
+from agent.model.keys import check_model
 from agent.model.responses import ModelClient
 from agent.model.side_calls import embed, transcribe
 from agent.proactive.schedule_book import ChatSchedules
@@ -339,7 +341,9 @@ def _discord(app: App) -> Channel:
 
 async def build_app(settings: Settings, *, model: ModelClient | None = None) -> App:
     """Everything `settings` asks for; `model`: the model to call (tests pass a double),
-    else LLMClient on `settings.llm`."""
+    else LLMClient on `settings.llm`, whose name and key are checked first (ModelUnusable)."""
+    if model is None:
+        check_model(settings.llm, str(settings.home / ENV_FILE_NAME))
     workspace = settings.workspace_dir
     ensure_workspace(workspace)
     policy = SecurityPolicy.from_settings(settings.security, workspace, home=settings.home)

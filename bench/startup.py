@@ -10,9 +10,12 @@
 Run it with an installed (not editable) pinclaw for the figures a user gets: an editable
 install adds an import hook to every start.
 
-Medians over N runs (default 7 cold, 20 through the daemon).
+Medians over N runs (default 7 cold, 20 through the daemon). With `--nanobot PATH` (the
+`nanobot` command of a nanobot-ai install), the cold one-shot is also run in pairs with
+`nanobot agent -m` against the same fake server, alternating, and the ratio of the medians
+printed: the peer's one-shot does the same job (one message, one reply, exit).
 
-    .venv/bin/python bench/startup.py [--runs 7] [--daemon-runs 20]
+    .venv/bin/python bench/startup.py [--runs 7] [--daemon-runs 20] [--nanobot PATH]
 """
 
 from __future__ import annotations
@@ -123,10 +126,48 @@ def through_daemon(agent: str, env: dict[str, str], home: Path, runs: int) -> No
     print(f"agent run -m (daemon)      {wall:7.0f} ms   client peak RSS {rss:.0f} MiB   ({runs})")
 
 
+def nanobot_home(nanobot: str, base_url: str, folder: Path) -> dict[str, str]:
+    """A nanobot home (its `onboard`) whose model is the fake server's, through its
+    OpenAI-compatible "custom" provider; the environment that uses it."""
+    env = {**os.environ, "HOME": str(folder)}
+    subprocess.run(
+        [nanobot, "onboard"], env=env, check=True, capture_output=True, stdin=subprocess.DEVNULL
+    )
+    config_file = folder / ".nanobot" / "config.json"
+    config = json.loads(config_file.read_text())
+    config["agents"]["defaults"].update(model="bench", provider="custom")
+    config["providers"]["custom"].update(apiKey="sk-bench-not-real", apiBase=base_url)
+    config_file.write_text(json.dumps(config))
+    return env
+
+
+def against_nanobot(
+    agent: str, env: dict[str, str], nanobot: str, base_url: str, runs: int
+) -> None:
+    """The cold one-shot and nanobot's, in alternating pairs (so both see the same load)."""
+    with tempfile.TemporaryDirectory() as folder:
+        peer_env = nanobot_home(nanobot, base_url, Path(folder))
+        peer = [nanobot, "agent", "-m", "hello", "--no-markdown"]
+        timed(peer, peer_env)  # compiles its .pyc files
+        ours: list[tuple[float, float]] = []
+        theirs: list[tuple[float, float]] = []
+        for _ in range(runs):
+            ours += timed([agent, "run", "-m", "hello", "--no-daemon"], env)
+            theirs += timed(peer, peer_env)
+    our_ms, our_rss = medians(ours)
+    their_ms, their_rss = medians(theirs)
+    print(f"agent run -m (cold, paired) {our_ms:6.0f} ms   peak RSS {our_rss:.0f} MiB   ({runs})")
+    print(
+        f"nanobot agent -m            {their_ms:6.0f} ms   peak RSS {their_rss:.0f} MiB   ({runs})"
+    )
+    print(f"pinclaw / nanobot           {our_ms / their_ms:6.2f} x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--daemon-runs", type=int, default=20)
+    parser.add_argument("--nanobot", help="nanobot's command, to run the cold one-shot against")
     options = parser.parse_args()
     runs = options.runs
     agent = str(Path(sys.executable).parent / "agent")
@@ -151,6 +192,8 @@ def main() -> None:
         print(
             f"agent run -m (cold)        {cold_ms:7.0f} ms   peak RSS {cold_rss:.0f} MiB   ({runs})"
         )
+        if options.nanobot:
+            against_nanobot(agent, env, options.nanobot, llm.base_url, runs)
         through_daemon(agent, env, home, options.daemon_runs)
 
 

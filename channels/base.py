@@ -215,6 +215,9 @@ class Channel(Protocol):
     capabilities: ChannelCapabilities
     delivery_instructions: str | None
 
+    @property
+    def account(self) -> str: ...  # the bot as the platform named it at start ("@x_bot"), or ""
+
     # `allowed`: the runtime's one allow-list (a stranger's files are not even listed).
     async def start(self, submit: Submit, allowed: MayAnswer) -> None: ...
 

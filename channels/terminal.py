@@ -32,6 +32,7 @@ class TerminalChannel:
     name = "cli"
     capabilities = TERMINAL
     delivery_instructions: str | None = None
+    account = ""
 
     def __init__(self, out: TextIO | None = None, ask_in: TextIO | None = None) -> None:
         self._out = out or sys.stdout

@@ -18,15 +18,17 @@ READY = "local socket ready"  # logged (with -v) once one-shots can reach the da
 
 
 class DaemonProcess:
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+    def __init__(self, env: dict[str, str], log: Path, flags: tuple[str, ...] = ("-v",)) -> None:
+        """`flags`: the group's options (-v: the log `wait_ready` waits on)."""
         self._env = {**env, "PYTHONUNBUFFERED": "1"}
         self._log_path = log
+        self._flags = flags
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> DaemonProcess:
         log = self._log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agent", "-v", "run"],
+            [sys.executable, "-m", "agent", *self._flags, "run"],
             cwd=REPO,
             env=self._env,
             stdout=log,

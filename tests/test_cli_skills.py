@@ -26,8 +26,7 @@ def test_list_shows_origin_status_and_why_not(home: Path) -> None:
         "NAME         ORIGIN     STATUS",
         "arduino      bundled    not offered: requires the hardware, and [hardware] enabled is "
         "false",
-        "broken       workspace  not offered: front matter: description is required (what it "
-        "does, when to use it)",
+        "broken       workspace  not offered: no description",
         "daily-notes  workspace  active",
         "daily-notes  bundled    not offered: replaced by the workspace skill of the same name",
         "needs-tool   workspace  not offered: requires `no-such-program-x1` on PATH",
@@ -53,6 +52,25 @@ def test_new_scaffolds_a_skill_that_list_and_show_then_read(home: Path) -> None:
     assert again.returncode == 1 and "already exists" in again.stderr
     bad = agent("skills", "new", "Green House")
     assert bad.returncode == 2 and "cannot name a skill" in bad.stderr
+
+
+def test_new_without_a_description_is_not_offered_until_it_has_one(home: Path) -> None:
+    assert agent("init").returncode == 0
+    made = agent("skills", "new", "greenhouse")
+    assert made.returncode == 0, made.stderr
+    assert "not offered to the model until it has one" in made.stdout
+    path = home / "workspace" / "skills" / "greenhouse" / "SKILL.md"
+    assert path.read_text().startswith('---\nname: greenhouse\ndescription: ""  # what it does')
+    assert "greenhouse   workspace  not offered: no description" in agent("skills", "list").stdout
+    shown = agent("skills", "show", "greenhouse").stdout
+    assert "status:       not offered: no description" in shown
+    assert "description:  (none: not offered until it has one)" in shown
+    prompt = agent("prompt", "show", "--channel", "cli").stdout
+    assert "daily-notes" in prompt and "greenhouse" not in prompt
+    text = path.read_text().replace('description: ""', "description: How the greenhouse is wired.")
+    path.write_text(text)
+    assert "greenhouse   workspace  active" in agent("skills", "list").stdout
+    assert "<name>greenhouse</name>" in agent("prompt", "show", "--channel", "cli").stdout
 
 
 def test_new_over_a_bundled_name_says_it_replaces_it(home: Path) -> None:

@@ -86,7 +86,7 @@ def test_arduino_is_offered_only_with_the_hardware_enabled() -> None:
         ("# No front matter\n", "no front matter"),
         ("---\nname: bad\ndescription: [unclosed\n---\nx\n", "not valid YAML at line 3"),
         ("---\n- a list\n---\nx\n", "must be a mapping"),
-        ("---\nname: bad\n---\nx\n", "description is required"),
+        ("---\nname: bad\ndescription: [a, list]\n---\nx\n", "description is text"),
         ("---\nname: other\ndescription: d\n---\nx\n", "differs from its folder 'bad'"),
         ("---\nname: Bad_Name\ndescription: d\n---\nx\n", "lowercase letters"),
         ("---\nname: bad\ndescription: d\nalways: yes please\n---\n", "always is true or false"),
@@ -114,6 +114,38 @@ def test_broken_front_matter_skips_the_skill_with_one_line(
     [line] = skipped(caplog)
     assert line.startswith(f"skill {path} skipped: ") and reason in line
     assert caplog.records[0].levelno == logging.WARNING
+
+
+@pytest.mark.parametrize(
+    "front",
+    [
+        "name: todo\n",  # no description key at all
+        "name: todo\ndescription:\n",  # the key with nothing after it
+        'name: todo\ndescription: ""  # fill in\n',  # what `agent skills new` without -d writes
+        "name: todo\ndescription: '   '\n",  # only blanks
+    ],
+)
+def test_a_skill_without_a_description_is_not_offered_until_it_has_one(
+    roots: tuple[Path, Path], caplog: pytest.LogCaptureFixture, tmp_path: Path, front: str
+) -> None:
+    ws, _ = roots
+    path = write_skill(ws, "todo", front, "# Todo\n\nSECRET-STEPS of the todo skill.\n")
+    write_skill(ws, "good", "name: good\ndescription: Fine.\n")
+    skills = catalog(roots)
+    with caplog.at_level(logging.INFO, logger="agent.prompt.skills"):
+        assert [s.name for s in skills.active()] == ["good"]
+        skills.active()
+    assert skipped(caplog) == [f"skill {path} skipped: no description"]
+    assert caplog.records[0].levelno == logging.WARNING  # the owner's to fix
+    todo = next(s for s in skills.statuses() if s.name == "todo")
+    assert (todo.active, todo.problem) == (False, "no description")
+    assert todo.skill is not None and "SECRET-STEPS" in todo.skill.info.instructions  # parsed
+    for mode in ("compact", "full"):
+        text = section(build(make_ctx(tmp_path, skills=skills.infos(), skills_mode=mode)), "Skills")
+        assert "<name>good</name>" in text
+        assert "todo" not in text and "SECRET-STEPS" not in text
+    path.write_text("---\nname: todo\ndescription: Keep the to-do list.\n---\nSteps.\n")
+    assert [s.name for s in skills.active()] == ["good", "todo"]  # offered once it has one
 
 
 def test_unmet_requirements_name_what_is_missing(

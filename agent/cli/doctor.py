@@ -1,6 +1,8 @@
-"""`agent doctor`: is this installation ready? Config, workspace, model, key — no network
-call unless asked. Everything it prints passes the runtime's secret scrubber: a provider's
-error (a 401 that echoes the key) is shown like any other text the runtime shows."""
+"""`agent doctor`: is this installation ready? Config, workspace, model, key, home, sandbox,
+board — no model call unless asked (only a GET of llm.api_base's /models, when one is set;
+the checks of what a person sets by hand are in doctor_setup.py). Everything it prints passes
+the runtime's secret scrubber: a provider's error (a 401 that echoes the key) is shown like
+any other text the runtime shows."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import asyncio
 import contextlib
 import io
 import json
-import os
 import sqlite3
 import sys
 import time
@@ -17,41 +18,14 @@ from pathlib import Path
 from typing import TextIO
 
 from agent.app import make_scrubber
+from agent.cli.doctor_setup import report_channels, report_home, report_model
+from agent.cli.user_errors import missing_package_line
 from agent.config import Settings
 from agent.durable.quirks import ProviderQuirks
 from agent.prompt.profiles import FACT_FIRST_TOKEN, FACT_SERVER, FACT_TOOLS, FACT_WINDOW
 from agent.security import Scrubber
 from agent.workspace import BOOTSTRAP_FILES
 from tools.board.firmata_types import BoardInfo, pin_runs
-
-# The environment variable LiteLLM reads for each provider prefix of a model name.
-PROVIDER_KEYS = {
-    "openai": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "gemini": "GEMINI_API_KEY",
-    "groq": "GROQ_API_KEY",
-    "mistral": "MISTRAL_API_KEY",
-    "openrouter": "OPENROUTER_API_KEY",
-    "deepseek": "DEEPSEEK_API_KEY",
-    "xai": "XAI_API_KEY",
-    "together_ai": "TOGETHERAI_API_KEY",
-    "cohere": "COHERE_API_KEY",
-}
-KEYLESS = ("ollama", "ollama_chat", "lm_studio", "hosted_vllm")
-
-
-def key_problem(settings: Settings) -> str | None:
-    """None when a key is present (or not needed) for the model's provider."""
-    model = settings.llm.model
-    provider = model.split("/", 1)[0] if "/" in model else "openai"
-    if settings.llm.api_key is not None or provider in KEYLESS:
-        return None
-    env = PROVIDER_KEYS.get(provider)
-    if env is None:
-        return None if settings.llm.api_base else f"unknown provider {provider!r}: check its key"
-    if os.environ.get(env):
-        return None
-    return f"no API key: set {env} (or PINCLAW_LLM__API_KEY)"
 
 
 class ScrubbedLines(io.TextIOBase):
@@ -105,19 +79,9 @@ async def _checks(settings: Settings, check_model: bool) -> int:
         else f"{workspace} does not exist; run `agent init`",
     )
     model = settings.llm.model
-    report(bool(model), "model", model or "not set; set PINCLAW_LLM__MODEL")
-    if model:
-        problem = key_problem(settings)
-        report(problem is None, "api key", problem or "present")
-    for name in ("telegram", "discord"):
-        channel = getattr(settings.channels, name)
-        if channel.enabled:
-            token = channel.bot_token is not None
-            env = f"PINCLAW_CHANNELS__{name.upper()}__BOT_TOKEN"
-            report(token, name, "enabled, token present" if token else f"enabled; set {env}")
-            if not channel.allowed_users:
-                print(f"note {name}: allowed_users is empty, so nobody can talk to the bot")
-    state_problem = _report_state(settings.state_db, report)
+    await report_model(settings, report)
+    report_channels(settings, report)
+    state_problem = _report_state(settings.state_db, report) or report_home(settings.home, report)
     _report_sandbox(settings, report, approvals=state_problem is None)
     print(_daemon_line(settings.home))
     if state_problem is None:
@@ -125,17 +89,8 @@ async def _checks(settings: Settings, check_model: bool) -> int:
         for line in ProviderQuirks.read(settings.state_db).lines():
             print(f"note provider: {line}")
     if settings.hardware.enabled:
-        from tools.board.board import Board
-
-        board = Board(settings.hardware)
-        info = await board.describe()
-        await board.close()
-        if info is None:
-            report(False, "board", board.last_error or "not found")
-        else:
-            report(True, "board", _board_line(info))
-            print(f"note board: {_timer_line(info)}")
-    if check_model and model:
+        await _report_board(settings, report)
+    if check_model and model and state_problem is None:
         await _check_model(settings, report)
     return 2 if state_problem is not None else 1 if problems else 0
 
@@ -201,6 +156,29 @@ async def _ask_model(
     )
 
 
+async def _report_board(settings: Settings, report: Callable[[bool, str, str], None]) -> None:
+    """What the board's own reports say, or why there are none (not found, its port in use,
+    pyserial missing)."""
+    from tools.board.board import Board
+
+    board = Board(settings.hardware)
+    try:
+        info = await board.describe()
+    except ModuleNotFoundError as exc:
+        line = missing_package_line(exc)
+        if line is None:
+            raise
+        report(False, "board", line.removeprefix("error: "))
+        return
+    finally:
+        await board.close()
+    if info is None:
+        report(False, "board", board.last_error or "not found")
+    else:
+        report(True, "board", _board_line(info))
+        print(f"note board: {_timer_line(info)}")
+
+
 def _board_line(info: BoardInfo) -> str:
     """Firmware, port and what the pins can do, from the board's own reports."""
     usable = [pin for pin in info.pins if pin.capabilities]
@@ -257,7 +235,7 @@ def _report_sandbox(
     try:
         sandbox = choose_sandbox(security.sandbox)
     except SandboxUnavailable as exc:
-        report(False, "sandbox", str(exc))
+        report(False, "sandbox", f'{exc}, or set sandbox = "auto" under [security]')
         return
     unconfined_full = sandbox.kind == "none" and security.autonomy == "full"
     refused = unconfined_full and security.sandbox != "off"

@@ -2,9 +2,10 @@
 `<home>/agent.sock` (protocol in `agent/daemon/local_server.py`).
 
 Standard library only — no asyncio, no pydantic, no LiteLLM: while a daemon runs, this and
-click are the whole cost of `agent run -m`. Without a daemon (no socket, or a stale one
-nobody listens on), or when the daemon runs with other settings, the caller runs the
-one-shot in-process as before.
+click are the whole cost of `agent run -m` (on a terminal: a stdlib spinner while the daemon
+works, tool lines coloured as a cold one-shot's, from agent/cli/oneshot_screen.py). Without a
+daemon (no socket, or a stale one nobody listens on), or when the daemon runs with other
+settings, the caller runs the one-shot in-process as before.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import os
 import select
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from agent.cli.oneshot_screen import TextSpinner, on_terminal, paint, paint_note
 from agent.home import LOCK_NAME, socket_path
 
 # connect() errors that mean "no daemon here": run in-process instead.
@@ -28,6 +31,7 @@ GONE = (
 )
 EXIT_GONE = 1  # like a turn that failed: the question is not answered
 EXIT_REFUSED = 2  # like a config error: a setup problem, not a turn's
+TICK_S = 0.08  # the spinner's frame, while nothing comes from the daemon
 
 
 class Unreachable(Exception):
@@ -74,9 +78,12 @@ class _Lines:
     def buffered(self) -> bool:
         return b"\n" in self._buffer
 
-    def next(self) -> dict[str, Any] | None:
-        """The next event; None when the daemon hung up first."""
+    def next(self, idle: Callable[[], None] | None = None) -> dict[str, Any] | None:
+        """The next event; None when the daemon hung up first. `idle` is called every
+        TICK_S while nothing comes (a spinner's frame)."""
         while b"\n" not in self._buffer:
+            while idle is not None and not select.select([self.sock], [], [], TICK_S)[0]:
+                idle()
             try:
                 chunk = self.sock.recv(65536)
             except ConnectionError:
@@ -128,11 +135,14 @@ def run_one_shot(
         "settings": fingerprint,
         "tty": sys.stdin.isatty(),
     }
-    return call(home, request, verbose=verbose)
+    return call(home, request, verbose=verbose, spin=True)
 
 
-def call(home: Path, request: dict[str, Any], *, verbose: bool = False) -> int | None:
-    """Send one request and print its events (notes on stderr, a reply on stdout). The exit
+def call(
+    home: Path, request: dict[str, Any], *, verbose: bool = False, spin: bool = False
+) -> int | None:
+    """Send one request and print its events (notes on stderr, a reply on stdout; on a
+    terminal tool lines in colour and, with `spin`, a spinner while it waits). The exit
     status, or None when no daemon takes it."""
     try:
         sock = connect(home)
@@ -148,22 +158,30 @@ def call(home: Path, request: dict[str, Any], *, verbose: bool = False) -> int |
             lines.request(request)
         except ConnectionError:  # it hung up first; it may have said why (a refusal)
             taken = False
+        spinner = TextSpinner(sys.stderr) if spin and on_terminal(sys.stderr) else None
         try:
-            return _follow(lines, verbose, taken)
+            return _follow(lines, verbose, taken, spinner)
         except ConnectionError:
             pass  # it went away while a question was answered
+        finally:
+            if spinner is not None:
+                spinner.clear()
     print(GONE, file=sys.stderr)
     return EXIT_GONE
 
 
-def _follow(lines: _Lines, verbose: bool, taken: bool) -> int | None:
+def _follow(
+    lines: _Lines, verbose: bool, taken: bool, spinner: TextSpinner | None = None
+) -> int | None:
     """Print the events until the last one. Exit status; None when the daemon declined, or
     hung up without a word before taking the request (then it is answered here)."""
     out, err = sys.stdout, sys.stderr
-    while (event := lines.next()) is not None:
+    while (event := lines.next(spinner.tick if spinner else None)) is not None:
+        if spinner is not None:
+            spinner.clear()
         kind = event.get("event")
         if kind in ("tool", "note"):
-            print(event.get("line", ""), file=err, flush=True)
+            _say(err, str(event.get("line", "")), tool=kind == "tool")
         elif kind == "reply":
             out.write(str(event.get("text", "")))
             out.flush()
@@ -171,10 +189,10 @@ def _follow(lines: _Lines, verbose: bool, taken: bool) -> int | None:
             _ask(event, lines, err)
         elif kind == "done":
             if event.get("stderr"):
-                print(event["stderr"], file=err)
+                _say(err, str(event["stderr"]))
             return int(event.get("code", 0))
         elif kind == "error":
-            print(f"error: {event.get('message', '')}", file=err)
+            _say(err, f"error: {event.get('message', '')}")
             return int(event.get("code", 1))
         elif kind == "declined":
             if verbose:
@@ -184,6 +202,13 @@ def _follow(lines: _Lines, verbose: bool, taken: bool) -> int | None:
         return None
     print(GONE, file=err)
     return EXIT_GONE
+
+
+def _say(err: TextIO, line: str, *, tool: bool = False) -> None:
+    """A line on stderr, coloured on a terminal as a cold one-shot colours it."""
+    if on_terminal(err):
+        line = paint(line) if tool else paint_note(line)
+    print(line, file=err, flush=True)
 
 
 def _ask(event: dict[str, Any], lines: _Lines, err: TextIO) -> None:

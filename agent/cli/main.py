@@ -36,7 +36,9 @@ def _load(ctx: click.Context) -> Settings:
     from agent.app import make_scrubber
     from agent.home import secure_home
 
-    _setup_logging(ctx.obj["verbose"], ScrubbingFilter(make_scrubber(settings)))
+    _setup_logging(
+        ctx.obj["verbose"], ScrubbingFilter(make_scrubber(settings)), ctx.obj.get("quiet", False)
+    )
     ctx.obj["state_db"] = settings.state_db  # an SQLite error is then checked against it
     # Every command that reads the settings opens the home: it is made the owner's alone
     # first, and an older home's fix is said once, on stderr (a service's log).
@@ -44,38 +46,15 @@ def _load(ctx: click.Context) -> Settings:
     return settings
 
 
-def _state_db_line(ctx: click.Context, exc: Exception) -> str | None:
-    """The one line for a state.db that cannot be used: said by the store when it opened
-    it, or found now for an SQLite error a command met (None: not state.db's problem)."""
-    if type(exc).__name__ == "StateDBUnusable":
-        return str(exc)
-    state_db = (ctx.obj or {}).get("state_db")
-    if type(exc).__module__ != "sqlite3" or state_db is None:
-        return None
-    from agent.durable.migrations import diagnose
-
-    problem = diagnose(state_db)
-    return None if problem is None else str(problem)
-
-
 def _say(line: str | None) -> None:
     if line:
         click.echo(line, err=True)
 
 
-def _setup_logging(verbose: int, scrub_filter: logging.Filter) -> None:
-    import logging
+def _setup_logging(verbose: int, scrub_filter: logging.Filter, quiet: bool = False) -> None:
+    from agent.cli.logs import setup_logging
 
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
-    )
-    handler.addFilter(scrub_filter)
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING)
-    for noisy in ("httpx", "LiteLLM", "litellm", "telegram", "discord", "asyncio"):
-        logging.getLogger(noisy).setLevel(logging.WARNING if verbose < 2 else logging.INFO)
+    setup_logging(verbose, quiet, scrub_filter)
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -120,13 +99,21 @@ class _Commands(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
-        """A state.db that cannot be used stops any command with one line and exit 2."""
+        """What a person can fix (a home or state.db that cannot be used, a model's key, a
+        missing package: agent/cli/user_errors.py) stops any command with one line and exit
+        2; -v adds the traceback."""
         try:
             return super().invoke(ctx)
         except Exception as exc:
-            line = _state_db_line(ctx, exc)
+            from agent.cli.user_errors import user_line, with_traceback
+            from agent.home import default_home
+
+            obj = ctx.obj or {}
+            line = user_line(exc, home=default_home(os.environ), state_db=obj.get("state_db"))
             if line is None:
                 raise
+            if obj.get("verbose"):
+                with_traceback(exc)
             _fail(line, 2)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -153,19 +140,26 @@ class _Commands(click.Group):
     help="Config file (default: $PINCLAW_CONFIG, else ~/.pinclaw/config.toml).",
 )
 @click.option("-v", "--verbose", count=True, help="More log output on stderr (-vv: debug).")
+@click.option(
+    "-q", "--quiet", is_flag=True, help="On stderr only errors (not what `agent run` starts)."
+)
 @click.version_option(__version__, prog_name="pinclaw")
 @click.pass_context
-def cli(ctx: click.Context, config: Path | None, verbose: int) -> None:
+def cli(ctx: click.Context, config: Path | None, verbose: int, quiet: bool) -> None:
     """pinclaw: a chat agent with shell, file, memory and Arduino tools.
 
     Talk to it on Telegram, Discord or here in the terminal.
     """
+    if quiet and verbose:
+        raise click.UsageError("-q and -v go one at a time")
     # `ctx.obj` may come from main(), which reads "leave_at_once" after the command.
-    ctx.ensure_object(dict).update(config=config, verbose=verbose, load=_load)
+    ctx.ensure_object(dict).update(config=config, verbose=verbose, quiet=quiet, load=_load)
 
 
 @cli.command()
-@click.option("-m", "--message", help="Send one message, print the reply and exit.")
+@click.option(
+    "-m", "--message", help="Send one message, print the reply and exit (-: read it from stdin)."
+)
 @click.option("--session", help="Continue the stored one-shot conversation NAME.")
 @click.option(
     "--no-daemon", is_flag=True, help="With -m: answer in this process even if a daemon runs."
@@ -173,15 +167,29 @@ def cli(ctx: click.Context, config: Path | None, verbose: int) -> None:
 @click.pass_context
 def run(ctx: click.Context, message: str | None, session: str | None, no_daemon: bool) -> None:
     """Answer one message (-m), or serve the local daemon and every enabled channel until
-    stopped. A one-shot goes to the running daemon when there is one."""
+    stopped, saying on stderr what it starts (`agent -q run`: only errors). A one-shot goes to
+    the running daemon when there is one."""
     if no_daemon and message is None:
         raise click.UsageError("--no-daemon goes with -m")
+    if message == "-":
+        message = sys.stdin.read()
+    if message is not None and not message.strip():
+        _fail("error: the message is empty", 2)
     if message is not None and not no_daemon:
         code = _through_daemon(ctx, message, session)
         if code is not None:
             sys.exit(code)
+    if message is not None:
+        sys.exit(_cold_one_shot(ctx, message, session))
     import asyncio
 
+    settings = _load_with_model(ctx)
+    from agent.daemon.serve import serve
+
+    sys.exit(asyncio.run(serve(settings)))
+
+
+def _load_with_model(ctx: click.Context) -> Settings:
     settings = _load(ctx)
     if not settings.llm.model:
         _fail(
@@ -189,15 +197,26 @@ def run(ctx: click.Context, message: str | None, session: str | None, no_daemon:
             "(e.g. openai/gpt-4o-mini) or [llm] model in the config file",
             2,
         )
-    if message is None:
-        from agent.daemon.serve import serve
+    return settings
 
-        sys.exit(asyncio.run(serve(settings)))
-    from agent.cli.oneshot import run_once
 
-    code = asyncio.run(run_once(settings, message, session=session))
+def _cold_one_shot(ctx: click.Context, message: str, session: str | None) -> int:
+    """The one-shot in this process; on a terminal a spinner on stderr once the settings are
+    read (what they say goes to stderr first) while LiteLLM loads, seconds, and until the
+    reply. Its exit status."""
+    import asyncio
+
+    from agent.cli.logs import quiet_for_one_shot
+    from agent.cli.oneshot_screen import open_screen
+
+    settings = _load_with_model(ctx)
+    quiet_for_one_shot(ctx.obj["verbose"])
+    with open_screen() as screen:
+        from agent.cli.oneshot import run_once
+
+        code = asyncio.run(run_once(settings, message, session=session, screen=screen))
     ctx.obj["leave_at_once"] = True  # everything is written: main() skips the teardown
-    sys.exit(code)
+    return code
 
 
 def _through_daemon(ctx: click.Context, message: str, session: str | None) -> int | None:

@@ -126,9 +126,14 @@ def export_memories(ctx: click.Context, scope: tuple[str, ...], output: Path | N
     text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if output is None:
         sys.stdout.write(text)
-    else:
+        return
+    try:
         output.write_text(text, encoding="utf-8")
-        click.echo(f"Exported {len(rows)} memories to {output}.", err=True)
+    except OSError as exc:  # a folder that is not there, or not ours: said, not a traceback
+        why = (exc.strerror or type(exc).__name__).lower()
+        click.echo(f"error: cannot write {output}: {why}; nothing exported", err=True)
+        sys.exit(1)
+    click.echo(f"Exported {len(rows)} memories to {output}.", err=True)
 
 
 @memory.command("import")

@@ -10,37 +10,60 @@ import sys
 from typing import NoReturn
 
 from agent.app import build_app
+from agent.cli.oneshot_screen import PlainScreen, Screen
 from agent.config import Settings
 from agent.runtime.one_shot import answer
 from agent.turns.state import Access
+from channels.base import ApprovalAnswer, ApprovalQuestion, ChatRef, MayAnswer, OutgoingPart
 from channels.terminal import TerminalChannel
 
 
-async def run_once(settings: Settings, text: str, *, session: str | None = None) -> int:
-    """Answer `text` in this process: reply on stdout, tool activity on stderr. Exit status."""
-    channel = TerminalChannel()
+class OneShotTerminal(TerminalChannel):
+    """The terminal channel with the screen's spinner put away before the reply and a
+    question, which share the terminal with it."""
+
+    def __init__(self, screen: Screen) -> None:
+        super().__init__()
+        self._screen = screen
+
+    async def send_part(self, chat: ChatRef, part: OutgoingPart) -> None:
+        self._screen.idle()
+        await super().send_part(chat, part)
+
+    async def ask_approval(
+        self, chat: ChatRef, question: ApprovalQuestion, may_answer: MayAnswer
+    ) -> ApprovalAnswer:
+        self._screen.idle()
+        try:
+            return await super().ask_approval(chat, question, may_answer)
+        finally:
+            self._screen.busy("thinking")
+
+
+async def run_once(
+    settings: Settings, text: str, *, session: str | None = None, screen: Screen | None = None
+) -> int:
+    """Answer `text` in this process: reply on stdout, tool activity on stderr (`screen`: a
+    terminal's spinner and colours, or plain lines). Exit status."""
+    screen = screen or PlainScreen()
+    channel = OneShotTerminal(screen)
     app = await build_app(settings)
     try:
         runtime = app.runtime(channel, Access(open_to_all=True))
-        ended = await answer(
-            runtime,
-            app.scrub,
-            text,
-            session,
-            terminal=channel,
-            say=lambda line: print(line, file=sys.stderr, flush=True),
-        )
+        screen.busy("thinking")
+        ended = await answer(runtime, app.scrub, text, session, terminal=channel, say=screen.tool)
     finally:
+        screen.idle()
         if app.board is not None and app.board.finite_patterns:
             pins = ", ".join(map(str, app.board.finite_patterns))
             wait = f"at most {app.board.pattern_grace_s:g} s"
-            print(f"waiting for the pattern on pin {pins} to end ({wait})", file=sys.stderr)
+            screen.note(f"waiting for the pattern on pin {pins} to end ({wait})")
         await app.close()
     if ended.error is not None:
-        print(f"error: {ended.error}", file=sys.stderr)
+        screen.note(f"error: {ended.error}")
         return 1
     if ended.summary:
-        print(ended.summary, file=sys.stderr)
+        screen.note(ended.summary)
     return 0
 
 

@@ -195,7 +195,7 @@ def key_variable(model: str, api_base: str) -> str | None:
     own PINCLAW_LLM__API_KEY for a server at an api_base (a local one's dummy key then never
     reaches the provider's real API, nor the tools that use the provider's variable); else
     the provider's variable, as LiteLLM and `agent doctor` read it."""
-    from agent.cli.doctor import KEYLESS, PROVIDER_KEYS
+    from agent.model.keys import KEYLESS, PROVIDER_KEYS
 
     provider = model.split("/", 1)[0] if "/" in model else "openai"
     if provider in KEYLESS:

@@ -67,8 +67,15 @@ class InitOptions:
 
     @property
     def answers_given(self) -> bool:
-        given = (self.model, self.api_base, self.key, self.key_env, self.telegram_token,
-                 self.discord_token, self.board_port)  # fmt: skip
+        given = (
+            self.model,
+            self.api_base,
+            self.key,
+            self.key_env,
+            self.telegram_token,
+            self.discord_token,
+            self.board_port,
+        )
         return any(v is not None for v in given) or bool(self.owner_ids) or self.replace_config
 
 

@@ -1,5 +1,6 @@
 """`agent skills list | show NAME | new NAME`: which skills there are, which are offered and
-why not, and a scaffold for a new one.
+why not, and a scaffold for a new one (without `-d`, its description is left empty, and it is
+not offered until one is written).
 
 Only click is imported at the top: `agent --help` loads this module.
 """
@@ -79,8 +80,9 @@ def show_skill(ctx: click.Context, name: str) -> None:
     if skill is not None:
         needs = skill.requires
         wanted = (["hardware"] if needs.hardware else []) + [*needs.bins, *needs.env]
+        described = skill.info.description or "(none: not offered until it has one)"
         lines += [
-            f"description:  {skill.info.description}",
+            f"description:  {described}",
             f"requires:     {', '.join(wanted) or 'nothing'}",
             f"always:       {'yes' if skill.info.always else 'no'}",
         ]
@@ -101,7 +103,7 @@ def _signature(spec: SkillToolSpec) -> str:
 
 _TEMPLATE = """---
 name: {name}
-description: {description}
+description: {description}{description_note}
 # Optional, see README.md (Skills):
 # requires: {{hardware: false, bins: [git], env: [SOME_TOKEN]}}
 # always: false
@@ -116,11 +118,17 @@ description: {description}
 
 Write the steps the agent should follow, in order, in plain words.
 """
+_NO_DESCRIPTION_NOTE = "  # what it does and when to use it; not offered to the model without one"
 
 
 @skills.command("new")
 @click.argument("name")
-@click.option("-d", "--description", default="", help="What it does and when to use it.")
+@click.option(
+    "-d",
+    "--description",
+    default="",
+    help="What it does and when to use it (without it: not offered until written in).",
+)
 @click.pass_context
 def new_skill(ctx: click.Context, name: str, description: str) -> None:
     """Create skills/NAME/SKILL.md in the workspace, to fill in."""
@@ -140,11 +148,11 @@ def new_skill(ctx: click.Context, name: str, description: str) -> None:
         click.echo(f"{folder} already exists; edit its {SKILL_FILE}", err=True)
         sys.exit(1)
     folder.mkdir(parents=True)
+    description = description.strip()
     text = _TEMPLATE.format(
         name=name,
-        description=json.dumps(
-            description or f"TODO: what {name} is for and when to use it.", ensure_ascii=False
-        ),
+        description=json.dumps(description, ensure_ascii=False),
+        description_note="" if description else _NO_DESCRIPTION_NOTE,
         tool=name.replace("-", "_"),
         title=name.replace("-", " ").capitalize(),
     )
@@ -152,4 +160,6 @@ def new_skill(ctx: click.Context, name: str, description: str) -> None:
     click.echo(f"created  {folder / SKILL_FILE}")
     if (BUNDLED_SKILLS_DIR / name / SKILL_FILE).is_file():
         click.echo(f"it replaces the bundled skill {name}")
+    if not description:
+        click.echo("it has no description yet: not offered to the model until it has one")
     click.echo(f"check it with: agent skills show {name}")

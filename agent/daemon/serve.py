@@ -10,6 +10,7 @@ cancel what is left (a channel's message stays pending in state.db for the next 
 then close the store and exit 0. A channel that cannot start is reported and the others
 keep running; when every enabled channel fails, the daemon exits 2. A state.db that cannot
 be used stops it before anything starts, with one line (StateDBUnusable, said by main.py).
+What it starts and its stop are said in a line each (`agent/daemon/status.py`).
 
 Beside the channels: a daily backup of state.db (`[state] backups_kept`, agent/cli/state.py)
 and, when the disk fills, one message to the owner's private chat, sent directly (the outbox
@@ -28,10 +29,12 @@ from pathlib import Path
 
 from agent.app import App, build_app, build_channels, start_scheduler, start_watcher
 from agent.config import Settings
-from agent.daemon.local_server import DaemonRunning, Handler, LocalServer
+from agent.daemon.local_server import Handler, LocalServer
 from agent.daemon.oneshots import OneShots, SocketChannel
 from agent.daemon.send_op import SendOp
+from agent.daemon.status import Proactive, board_line, lazy_board_line, say
 from agent.daemon.warmup import warm_up
+from agent.durable.schedules import Schedules
 from agent.durable.storage_health import Listener, StorageHealth
 from agent.home import settings_fingerprint
 from agent.proactive.schedule_book import owner_chat
@@ -51,9 +54,9 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
     chat_runtimes: dict[str, ChannelRuntime] = {}
     local = local_server(app, chat_runtimes)
     app.store.db.health.listen(tell_owner(app, chat_runtimes))  # the disk fills, or has room
+    stopped = False
     try:
-        if not await _listen(local):
-            return 2
+        await _listen(local)  # DaemonRunning: one line and exit 2, from agent/cli/main.py
         await _connect_board(app)
         runtimes = await start_channels(app)
         chat_runtimes.update((runtime.channel.name, runtime) for runtime in runtimes)
@@ -68,9 +71,11 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         # as the process: out of the collector's sight, full collections stay short.
         gc.freeze()
         if not enabled:
-            log.info("no chat channel is enabled: serving one-shots on %s", local.path)
+            say("no chat channel is enabled")
         scheduler = await start_scheduler(app, runtimes)  # schedules and the heartbeat
         watcher = await start_watcher(app, runtimes)  # pin watches
+        if scheduler is not None or watcher is not None:
+            say((await proactive(app, runtimes, watching=watcher is not None)).line())
         backups = start_backups(settings, app.store.db.health)
         await stop.wait()
         log.info("stopping: no new messages; letting running turns finish")
@@ -81,12 +86,15 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         if watcher is not None:
             await watcher.stop()
         await shutdown(runtimes, settings.agent.shutdown_grace_s, local)
+        stopped = True
         return 0
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         await local.close()
         await app.close(board_grace_s=settings.agent.shutdown_grace_s)
+        if stopped:
+            say("stopped")
 
 
 def local_server(app: App, chat_runtimes: Mapping[str, ChannelRuntime]) -> LocalServer:
@@ -100,30 +108,47 @@ def local_server(app: App, chat_runtimes: Mapping[str, ChannelRuntime]) -> Local
     return LocalServer(app.settings.home, ops)
 
 
-async def _listen(local: LocalServer) -> bool:
-    """Serve the socket; False when another daemon runs for this home. A socket that cannot
-    be made (a home path too long for one) leaves one-shots cold, not the channels down."""
+async def _listen(local: LocalServer) -> None:
+    """Serve the socket (DaemonRunning when another daemon runs for this home). A socket that
+    cannot be made (a home path too long for one) leaves one-shots cold, not the channels down."""
     try:
         await local.start()
-    except DaemonRunning as exc:
-        log.error("%s; stop it first (or point PINCLAW_HOME elsewhere)", exc)
-        return False
     except OSError as exc:
         log.warning("no local socket at %s: %s; one-shots start cold", local.path, exc)
-    return True
+    else:
+        say(f"serving one-shots on {local.path}")
 
 
 async def _connect_board(app: App) -> None:
     """With `connect_on_start`, a missing board is reported now, not at the first request."""
-    if app.board is None or not app.settings.hardware.connect_on_start:
+    if app.board is None:
+        return
+    if not app.settings.hardware.connect_on_start:
+        say(lazy_board_line(app.settings.hardware.port))
         return
     from tools.board.board import BoardError
 
     try:
         await app.board.connect()
-        log.info("board connected on %s", app.settings.hardware.port)
+        info = await app.board.info()
     except BoardError as exc:
         log.warning("board not connected: %s", exc)
+        return
+    say(board_line(info.port, info.model, info.firmware, info.firmware_version))
+
+
+async def proactive(app: App, runtimes: list[ChannelRuntime], *, watching: bool) -> Proactive:
+    """What the scheduler and the watcher took on, for the line `agent run` says of them
+    (the rows of the channels that started; the heartbeat's own row counted apart)."""
+    schedules = Schedules(app.store.db)
+    channels = [runtime.channel.name for runtime in runtimes]
+    active = await schedules.active(channels)
+    heartbeat = any(row.kind == "heartbeat" for row in active)
+    return Proactive(
+        schedules=sum(row.kind in ("once", "cron") for row in active),
+        watches=len(await schedules.watches(channels)) if watching else None,
+        heartbeat_minutes=app.settings.heartbeat.interval_minutes if heartbeat else None,
+    )
 
 
 def tell_owner(app: App, by_name: Mapping[str, ChannelRuntime]) -> Listener:
@@ -180,7 +205,9 @@ async def start_channels(app: App) -> list[ChannelRuntime]:
             log.error("%s did not start: %s: %s", channel.name, type(exc).__name__, exc)
             await _quietly_stop(runtime)
             continue
-        log.info("%s started", channel.name)
+        log.info("%s started", channel.name)  # with -v (tests wait for it), beside the line
+        account = channel.account
+        say(f"{channel.name} connected as {account}" if account else f"{channel.name} started")
         await runtime.resume()  # what an earlier run left pending
         runtimes.append(runtime)
     return runtimes

@@ -2,9 +2,10 @@
 fallback models, streaming with a first-token limit, usage and cost.
 
 A call is tried again after a 429, a 5xx, a timeout, a dropped connection or a 200 that
-carries no choice; the caller hears of the first such failure (`on_retry`) so the person
-waiting is told early. A stream cut and tried again shows only what goes beyond the text
-already shown, so the preview is not written twice.
+carries no choice (never after a key missing or refused: agent/model/failures.py); the caller
+hears of the first such failure (`on_retry`) so the person waiting is told early. A stream cut
+and tried again shows only what goes beyond the text already shown, so the preview is not
+written twice.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from agent.config import LLMSettings
 from agent.model.facts import explicit_cache_control, load_litellm, price_of
+from agent.model.failures import failure_line, is_auth
 from agent.model.responses import (
     LLMError,
     LLMRequestRejected,
@@ -142,6 +144,7 @@ class LLMClient:
     ) -> LLMResponse:
         litellm = load_litellm()
         errors: list[str] = []
+        failed: dict[str, Exception] = {}  # each model's last failure, said once at the end
         status: int | None = None  # the last HTTP status seen
         shown = ShownOnce(on_text) if on_text is not None else None
         for model in [self.settings.model, *self.settings.fallback_models]:
@@ -155,6 +158,7 @@ class LLMClient:
                     code = getattr(exc, "status_code", None)
                     status = code if isinstance(code, int) else status
                     errors.append(f"{model}: {_short(exc)}")
+                    failed[model] = exc
                     if _is_rejection(litellm, exc):
                         raise LLMRequestRejected(_short(exc), status=status) from exc
                     if not _is_transient(litellm, exc):
@@ -168,7 +172,8 @@ class LLMClient:
                         )
                         await self._sleep(delay)
             log.warning("model %s gave up: %s", model, errors[-1])
-        raise LLMError("no model answered: " + "; ".join(errors[-3:]), status=status)
+        said = (failure_line(litellm, self.settings, m, exc) for m, exc in failed.items())
+        raise LLMError("no model answered: " + "; ".join(said), status=status)
 
     async def _call(
         self, litellm: ModuleType, kwargs: dict[str, Any], on_text: OnText
@@ -232,6 +237,9 @@ def _to_response(litellm: ModuleType, response: Any, model: str) -> LLMResponse:
 
 
 def _is_transient(litellm: ModuleType, exc: Exception) -> bool:
+    """Worth another try; never a key missing or refused, however LiteLLM wraps it."""
+    if is_auth(litellm, exc):
+        return False
     transient: tuple[type[Exception], ...] = (TimeoutError, EmptyReply, litellm.RateLimitError)
     transient += (litellm.Timeout, litellm.APIConnectionError, litellm.InternalServerError)
     transient += (litellm.ServiceUnavailableError,)

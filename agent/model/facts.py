@@ -105,3 +105,40 @@ def supports_vision(model: str) -> bool:
         return bool(litellm.supports_vision(model=model))
     except Exception:
         return False
+
+
+# Where a provider's models answer when llm.api_base is not set and LiteLLM does not say.
+DEFAULT_BASES = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com",
+    "ollama_chat": "http://localhost:11434",
+    "openrouter": "https://openrouter.ai/api/v1",
+    "cohere": "https://api.cohere.ai",
+}
+
+
+class Unroutable(ValueError):
+    """LiteLLM cannot tell which provider serves a model name: every call would fail."""
+
+
+def route(model: str, api_base: str = "") -> tuple[str, str]:
+    """The provider LiteLLM sends `model` to and the address it calls (`api_base`, else the
+    provider's own); Unroutable when the name names no provider LiteLLM knows."""
+    litellm = load_litellm()
+    try:
+        _, provider, _, found = litellm.get_llm_provider(model, api_base=api_base or None)
+    except Exception as exc:
+        raise Unroutable(" ".join(str(exc).split())[:200]) from None
+    address = api_base or found or DEFAULT_BASES.get(provider, "its provider's default address")
+    return str(provider), str(address)
+
+
+def missing_keys(model: str) -> list[str]:
+    """The variables LiteLLM expects for `model`'s provider and does not find set (for the
+    providers pinclaw keeps no table of: Bedrock, Azure, Vertex...)."""
+    try:
+        found = load_litellm().validate_environment(model=model)
+    except Exception:
+        return []
+    return [str(name) for name in found.get("missing_keys", [])]

@@ -13,7 +13,9 @@ skill, holding SKILL.md (`name`, `description`, and the optional `license`,
     tools: [...]         # command templates with typed parameters (tools/skills/spec.py)
 
 A file that breaks these rules raises SkillError, whose message is the one line the log
-and `agent skills list` show.
+and `agent skills list` show. A missing or empty `description` is not an error here: the
+skill parses (`agent skills show` reads it) with an empty one, and the catalog does not
+offer it until it has one (skills.py).
 """
 
 from __future__ import annotations
@@ -93,9 +95,11 @@ def parse_skill(path: Path, origin: SkillOrigin, files: PathRules | None = None)
         raise SkillError(f"cannot read it: {exc.strerror}") from None
     meta, body = split_front_matter(raw)
     name = _name(meta, path.parent.name)
-    description = meta.get("description")
-    if not isinstance(description, str) or not description.strip():
-        raise SkillError("front matter: description is required (what it does, when to use it)")
+    description = meta.get("description", "")
+    if description is None:  # `description:` with nothing after it
+        description = ""  # none yet: parsed, but not offered (skills.py)
+    if not isinstance(description, str):
+        raise SkillError("front matter: description is text (what it does, when to use it)")
     if len(description) > MAX_DESCRIPTION:
         raise SkillError(f"front matter: description is over {MAX_DESCRIPTION} characters")
     always = meta.get("always", False)

@@ -2,10 +2,11 @@
 
 Two places hold skills, each a folder `NAME/SKILL.md` (the format: skill_format.py): the
 workspace's `skills/` and the bundled `skills/` shipped with pinclaw. A workspace folder
-named like a bundled skill replaces it. A skill is offered when its file parses and its
-requirements hold; otherwise one log line names the file and the reason, once per
-catalog (a warning for a broken file, info for an unmet requirement), and
-`agent skills list` shows it.
+named like a bundled skill replaces it. A skill is offered when its file parses, it has a
+description (the model picks a skill by it: one just made by `agent skills new` without
+`-d` waits for it) and its requirements hold; otherwise one log line names the file and
+the reason, once per catalog (a warning for a broken file or no description, info for an
+unmet requirement), and `agent skills list` shows it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from agent.config import Settings
 
 log = logging.getLogger(__name__)
+
+NO_DESCRIPTION = "no description"
 
 
 @dataclass(frozen=True)
@@ -112,8 +115,10 @@ class SkillCatalog:
                 offered.append(status.skill)
             elif not status.overridden and (status.path, status.problem) not in self._reported:
                 self._reported.add((status.path, status.problem))
-                # A broken file is the owner's to fix; an unmet requirement is expected.
-                level = logging.WARNING if status.skill is None else logging.INFO
+                # A broken or undescribed file is the owner's to fix; an unmet
+                # requirement is expected.
+                expected = status.skill is not None and status.problem != NO_DESCRIPTION
+                level = logging.INFO if expected else logging.WARNING
                 log.log(level, "skill %s skipped: %s", status.path, status.problem)
         return tuple(offered)
 
@@ -129,7 +134,8 @@ class SkillCatalog:
         parsed = self._parse(path, origin)
         if isinstance(parsed, SkillError):
             return SkillStatus(folder.name, origin, path, None, str(parsed))
-        return SkillStatus(folder.name, origin, path, parsed, self._unmet(parsed))
+        problem = NO_DESCRIPTION if not parsed.info.description else self._unmet(parsed)
+        return SkillStatus(folder.name, origin, path, parsed, problem)
 
     def _parse(self, path: Path, origin: SkillOrigin) -> SkillFile | SkillError:
         try:

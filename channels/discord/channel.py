@@ -138,6 +138,12 @@ class DiscordChannel:
         user = self._client.user
         log.info("discord: connected as %s", user.name if user else "?")
 
+    @property
+    def account(self) -> str:
+        """The bot's user name, as the gateway's ready event gave it ("" before)."""
+        user = self._client.user
+        return f"@{user.name}" if user is not None else ""
+
     async def stop_intake(self) -> None:
         self._accepting = False
 

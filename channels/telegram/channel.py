@@ -142,6 +142,11 @@ class TelegramChannel:
         self._polling = asyncio.create_task(self._poller.run(), name="telegram polling")
         log.info("telegram: polling as @%s", self.bot.username)
 
+    @property
+    def account(self) -> str:
+        """The bot's @username, as getMe said it at start ("" before)."""
+        return self.bot.name if self._initialized else ""
+
     async def stop_intake(self) -> None:
         """Stop polling: what was not stored yet is not acknowledged, so Telegram keeps it."""
         if self._polling is not None:

@@ -11,7 +11,9 @@ resets (nothing can prevent that edge), later ones do not. Windows has no such f
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+from pathlib import Path
 from typing import Any
 
 from tools.board.firmata_types import SETUP_HELP, BoardError
@@ -45,11 +47,36 @@ def open_port(port: str, *, baud: int, timeout: float) -> tuple[CountingPort, st
         keep_dtr_on_close(sp.fd if os.name == "posix" else None)
         sp.reset_input_buffer()  # whatever the board said before we listened is stale
     except (OSError, ValueError) as exc:
+        if getattr(exc, "errno", None) in (errno.EBUSY, errno.EAGAIN):
+            raise BoardError(busy_line(path)) from None
         raise BoardError(
             f"No Arduino board is connected (could not open {path}: {exc or type(exc).__name__})."
             f" {SETUP_HELP}"
         ) from None
     return CountingPort(sp), path
+
+
+def busy_line(path: str) -> str:
+    """The port is there but another program holds it (a serial monitor, a second daemon)."""
+    holders = ", ".join(f"pid {pid} {name}" for pid, name in holders_of(path))
+    return (
+        f"The board's port {path} is in use by another program{f' ({holders})' if holders else ''};"
+        " close it (the Arduino IDE's serial monitor, another `agent run`) and try again."
+    )
+
+
+def holders_of(path: str) -> list[tuple[int, str]]:
+    """The processes (of those this user may see) with `path` open, from /proc."""
+    target = os.path.realpath(path)
+    found = []
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        if fd_dir.parent.name == str(os.getpid()):
+            continue  # this process's own failed open is closed already
+        with contextlib.suppress(OSError):
+            if any(os.path.realpath(fd) == target for fd in fd_dir.iterdir()):
+                comm = (fd_dir.parent / "comm").read_text().strip()
+                found.append((int(fd_dir.parent.name), comm))
+    return sorted(found)[:3]
 
 
 def keep_dtr_on_close(fd: int | None) -> bool:
