@@ -243,7 +243,7 @@ def chat(ctx: click.Context, session: str | None, no_daemon: bool) -> None:
     """Talk with the agent in this terminal, turn after turn.
 
     The running daemon answers when there is one, else this process does."""
-    from agent.cli.chat import run_chat
+    from agent.cli.chat.loop import run_chat
 
     sys.exit(run_chat(ctx, session, no_daemon=no_daemon))
 
@@ -274,7 +274,7 @@ def init(ctx: click.Context, /, **answers: Any) -> None:
     the Telegram and Discord bot tokens (checked), your user id and the Arduino's port. The
     key and tokens go to <home>/agent.env (0600), never to config.toml. Each question has a
     flag; without a terminal, or with --defaults, only the flags given are used."""
-    from agent.cli.setup_wizard import InitOptions, run_init
+    from agent.cli.setup.wizard import InitOptions, run_init
 
     sys.exit(run_init(ctx, InitOptions(**answers)))
 

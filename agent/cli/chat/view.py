@@ -1,7 +1,7 @@
 """What `agent chat` needs of a screen and of whoever answers, and the plain screen for a
 stdin that is not a terminal (scripts, tests): one turn per line, no colour, no spinner.
 
-Standard library only: the terminal's screen (`agent/cli/chat_tty.py`, rich and
+Standard library only: the terminal's screen (`agent/cli/chat/terminal_view.py`, rich and
 prompt_toolkit) is imported only when there is a terminal, and whoever answers (the daemon's
 socket or this process) only once it is chosen.
 """

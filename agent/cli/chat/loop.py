@@ -1,11 +1,11 @@
 """`agent chat`: a conversation in the terminal, one turn of the terminal ("cli") channel per
 line, in one session (`--session` resumes a stored one; by default a fresh name, said so it
 can be resumed). Served by the running daemon when there is one, as one-shots are
-(`agent/cli/chat_daemon.py`), else in this process (`agent/cli/chat_local.py`).
+(`agent/cli/chat/through_daemon.py`), else in this process (`agent/cli/chat/in_process.py`).
 
 On a terminal the lines are edited with prompt_toolkit and the turns drawn with rich
-(`agent/cli/chat_tty.py`); otherwise each line of stdin is one turn and the output is plain
-(`agent/cli/chat_view.py`). Ctrl-C stops the answer being worked on (the runtime's /stop);
+(`agent/cli/chat/terminal_view.py`); otherwise each line of stdin is one turn and the output
+is plain (`agent/cli/chat/view.py`). Ctrl-C stops the answer being worked on (the runtime's /stop);
 a second Ctrl-C, or Ctrl-C or Ctrl-D at an empty prompt, leaves.
 """
 
@@ -21,8 +21,8 @@ from typing import Any
 
 import click
 
-from agent.cli.chat_daemon import NoDaemon, ThroughDaemon
-from agent.cli.chat_view import PlainScreen, Screen, Turns
+from agent.cli.chat.through_daemon import NoDaemon, ThroughDaemon
+from agent.cli.chat.view import PlainScreen, Screen, Turns
 from agent.cli.local_client import Unreachable
 from agent.home import (
     CHAT_HISTORY_NAME,
@@ -149,7 +149,7 @@ class Chat:
         return settings_fingerprint(config_file, env)
 
     async def _local(self) -> Turns | int:
-        from agent.cli.chat_local import InProcess
+        from agent.cli.chat.in_process import InProcess
 
         settings = self._ctx.obj["load"](self._ctx)
         if not settings.llm.model:
@@ -161,7 +161,7 @@ class Chat:
     def _make_screen(self, interactive: bool) -> Screen:
         if not interactive:
             return PlainScreen()
-        from agent.cli.chat_tty import TtyScreen
+        from agent.cli.chat.terminal_view import TtyScreen
 
         return TtyScreen(history_file(default_home(os.environ)))
 

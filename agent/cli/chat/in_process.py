@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable
 
 from agent.app import App, build_app
-from agent.cli.chat_view import STOPPED, PlainView, View
+from agent.cli.chat.view import STOPPED, PlainView, View
 from agent.config import Settings
 from agent.runtime.one_shot import Ended, answer
 from agent.turns.state import Access

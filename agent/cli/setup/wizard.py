@@ -17,8 +17,8 @@ from pathlib import Path
 
 import click
 
-from agent.cli import setup_questions as q
-from agent.cli.setup_checks import (
+from agent.cli.setup import questions as q
+from agent.cli.setup.checks import (
     HOSTED_CHECK_S,
     LOCAL_CHECK_S,
     Check,
@@ -28,7 +28,7 @@ from agent.cli.setup_checks import (
     serial_ports,
     served_models,
 )
-from agent.cli.setup_files import (
+from agent.cli.setup.files import (
     DISCORD_TOKEN_ENV,
     TELEGRAM_TOKEN_ENV,
     Answers,

@@ -25,7 +25,7 @@ from rich.markdown import Markdown
 from rich.spinner import Spinner
 from rich.text import Text
 
-from agent.cli.chat_view import STOPPED, STOPPING, View
+from agent.cli.chat.view import STOPPED, STOPPING, View
 
 PROMPT = "› "
 CONTINUATION = "… "

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent.cli.chat_view import STOPPED, View
+from agent.cli.chat.view import STOPPED, View
 from agent.cli.local_client import GONE, Unreachable, connect, token
 from agent.daemon.local_server import MAX_LINE
 
