@@ -147,7 +147,7 @@ class KillPoint:
     writes: int = 1  # pin 13's writes in the end
 
 
-SLOW_BEFORE = "sleep 8 && echo fed >> feed.log"  # time for the kill on a loaded machine
+SLOW_BEFORE = "sleep 4 && echo fed >> feed.log"
 SLOW_AFTER = "echo fed >> feed.log && sleep 4"
 FAST = "echo fed >> feed.log"
 POINTS = [
