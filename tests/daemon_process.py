@@ -86,6 +86,17 @@ def rows(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ..
         return list(conn.execute(sql, params).fetchall())
 
 
+def without_pyserial(folder: Path) -> str:
+    """A PYTHONPATH entry under `folder` where `import serial` fails as if pyserial were not
+    installed: a feature's missing package, as a user meets it."""
+    shadow = folder / "shadow" / "serial"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'serial'\", name='serial')\n"
+    )
+    return str(shadow.parent)
+
+
 def env_of(**extra: str) -> dict[str, str]:
     return {**os.environ, **extra}
 

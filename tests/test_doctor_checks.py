@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from daemon_process import agent
+from daemon_process import agent, without_pyserial
 from fakes.firmata_board import FirmataBoard
 from fakes.llm_server import FakeLLM
 
@@ -162,14 +162,9 @@ def test_a_sandbox_required_but_missing_says_how_to_get_one(
 def test_a_board_without_pyserial_says_what_to_install(
     llm_env: dict[str, str], emulator: FirmataBoard, tmp_path: Path
 ) -> None:
-    shadow = tmp_path / "shadow" / "serial"
-    shadow.mkdir(parents=True)
-    (shadow / "__init__.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'serial'\", name='serial')\n"
-    )
     env = {
         **llm_env,
-        "PYTHONPATH": str(shadow.parent),
+        "PYTHONPATH": without_pyserial(tmp_path),
         "PINCLAW_HARDWARE__ENABLED": "true",
         "PINCLAW_HARDWARE__PORT": str(emulator.path),
     }

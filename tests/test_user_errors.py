@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from daemon_process import DaemonProcess, agent
+from daemon_process import DaemonProcess, agent, without_pyserial
 from fakes.firmata_board import FirmataBoard
 from fakes.llm_server import FakeLLM, error
 
@@ -259,14 +259,9 @@ def test_a_missing_package_of_a_feature_is_one_line(
     llm_env: dict[str, str], emulator: FirmataBoard, tmp_path: Path
 ) -> None:
     """pyserial as if it were not installed: its import fails when the board connects."""
-    shadow = tmp_path / "shadow" / "serial"
-    shadow.mkdir(parents=True)
-    (shadow / "__init__.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'serial'\", name='serial')\n"
-    )
     env = {
         **llm_env,
-        "PYTHONPATH": str(shadow.parent),
+        "PYTHONPATH": without_pyserial(tmp_path),
         "PINCLAW_HARDWARE__ENABLED": "true",
         "PINCLAW_HARDWARE__PORT": str(emulator.path),
         "PINCLAW_HARDWARE__CONNECT_ON_START": "true",
