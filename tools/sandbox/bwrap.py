@@ -48,6 +48,10 @@ def bwrap_args(
         args += _system(view, fds)
         # /tmp before the workspace: the workspace may live under /tmp.
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        for path in view.reads:  # before the workspace, which must not be covered
+            args += ["--ro-bind", str(path), str(path)]
+        for path in view.writes:
+            args += ["--bind", str(path), str(path)]
         args += ["--bind" if writable else "--ro-bind", workspace, workspace]
         rebuilt = _list_only(view, writable, args, fds)
         args += _masks(view)

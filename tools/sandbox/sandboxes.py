@@ -82,6 +82,11 @@ class SandboxSpec:
     # exist (yet) cannot be created: its folder becomes list-only (tools/sandbox/view.py).
     masked: tuple[Path, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    # A long-running server's: trees exposed besides (its program read-only, its own folder
+    # read-write; those that do not exist are left out), and its HOME (default: workspace).
+    reads: tuple[Path, ...] = ()
+    writes: tuple[Path, ...] = ()
+    home: Path | None = None
 
 
 class Descriptors:
@@ -147,7 +152,7 @@ class NoSandbox(Sandbox):
         command, preexec = _started(list(argv), rlimit_plan(spec.limits), keeper)
         return Launch(
             command,
-            _child_env(env, workspace, tmpdir),
+            _child_env(env, spec.home or workspace, tmpdir),
             workspace,
             preexec,
             cleanup=keeper.close if keeper else None,
@@ -164,7 +169,7 @@ class Bubblewrap(Sandbox):
 
     def launch(self, argv: Sequence[str], spec: SandboxSpec, env: Mapping[str, str]) -> Launch:
         workspace = _workspace(spec)
-        seen = view(workspace, spec.masked)
+        seen = view(workspace, spec.masked, spec.reads, spec.writes)
         args, fds = bwrap_args(self.bwrap, seen, argv, writable=spec.writable, network=spec.network)
         descriptors = Descriptors(fds)
         try:
@@ -181,7 +186,7 @@ class Bubblewrap(Sandbox):
 
         return Launch(
             command,
-            _child_env(env, workspace, "/tmp"),
+            _child_env(env, spec.home or workspace, "/tmp"),
             workspace,
             preexec,
             cleanup=cleanup,
@@ -205,7 +210,7 @@ class Landlock(Sandbox):
                 f"network is off but Landlock ABI {self.abi} cannot restrict it (needs 4)"
             )
         workspace = _workspace(spec)
-        seen = view(workspace, spec.masked)
+        seen = view(workspace, spec.masked, spec.reads, spec.writes)
         hidden = seen.hidden | seen.absent
         read = ll.EXECUTE | ll.READ_FILE | ll.READ_DIR
         write = ll.fs_rights(self.abi) & ~(ll.MAKE_CHAR | ll.MAKE_BLOCK | ll.IOCTL_DEV)
@@ -224,6 +229,10 @@ class Landlock(Sandbox):
             for name in ("/dev/random", "/dev/urandom"):
                 ruleset.allow(name, ll.READ_FILE)
             ruleset.allow("/dev/tty", device | ll.IOCTL_DEV)
+            for tree in seen.reads:
+                ruleset.allow_tree(tree, read, hidden)
+            for tree in seen.writes:
+                ruleset.allow_tree(tree, write, hidden)
             ruleset.allow_tree(workspace, write if spec.writable else read, hidden)
             ruleset.allow(tmpdir, write, follow=False)
             confine = ll.Confinement(ruleset, drop_capabilities=os.geteuid() == 0)
@@ -234,7 +243,7 @@ class Landlock(Sandbox):
             raise
         return Launch(
             argv=command,
-            env=_child_env(env, workspace, str(tmpdir)),
+            env=_child_env(env, spec.home or workspace, str(tmpdir)),
             cwd=workspace,
             preexec_fn=preexec,
             cleanup=lambda: _remove(keeper, ruleset, tmpdir),

@@ -51,6 +51,9 @@ class View:
     etc: EtcView
     hidden: frozenset[Path]  # existing masked paths inside something exposed, resolved
     absent: frozenset[Path]  # missing masked paths inside the workspace, resolved
+    # Further trees exposed (a long-running server's program and own folder), resolved.
+    reads: tuple[Path, ...] = ()
+    writes: tuple[Path, ...] = ()
 
     @property
     def trees(self) -> tuple[Path, ...]:
@@ -69,21 +72,33 @@ class View:
         return sorted(folders, key=lambda p: (len(p.parts), str(p)))
 
 
-def view(workspace: Path, masked: tuple[Path, ...]) -> View:
+def view(
+    workspace: Path,
+    masked: tuple[Path, ...],
+    reads: tuple[Path, ...] = (),
+    writes: tuple[Path, ...] = (),
+) -> View:
+    """`reads`, `writes`: further trees exposed read-only or read-write (those that exist)."""
     roots = system_roots()
     etc = etc_view(roots)
-    trees = [str(tree) for tree in (workspace, *roots, *etc.reads)]
+    reads, writes = _existing(reads), _existing(writes)
+    own = [str(tree) for tree in (workspace, *reads, *writes)]
+    trees = [*own, *(str(tree) for tree in (*roots, *etc.reads))]
     hidden, absent = set(), set()
     for raw in (*masked, *_always_masked()):
         path = Path(raw).resolve()
-        if _within(str(workspace), str(path)):
-            continue  # holds the workspace: out of reach but for it already
+        if any(_within(tree, str(path)) for tree in own):
+            continue  # holds the workspace (or a tree exposed): out of reach but for it
         if os.path.lexists(path):
             if any(_within(str(path), tree) for tree in trees):
                 hidden.add(path)
         elif _within(str(path), str(workspace)) and path != workspace:
             absent.add(path)
-    return View(workspace, tuple(roots), etc, frozenset(hidden), frozenset(absent))
+    return View(workspace, tuple(roots), etc, frozenset(hidden), frozenset(absent), reads, writes)
+
+
+def _existing(paths: tuple[Path, ...]) -> tuple[Path, ...]:
+    return tuple(dict.fromkeys(p.resolve() for p in paths if p.exists()))
 
 
 def _within(path: str, tree: str) -> bool:
