@@ -7,9 +7,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, cast
 
-from agent.app import build_tools, make_board, prompt_source
+from agent.app import build_tools, prompt_source
 from agent.config import Settings
 from agent.durable.quirks import ProviderQuirks
+from agent.proactive.hardware import make_boards
 from agent.prompt.context import Dispatch, PromptMode, SectionText
 from agent.prompt.profiles import LOCAL_WINDOW, ModeChoice, ModelProfile
 from agent.prompt.skills import SkillCatalog
@@ -64,7 +65,7 @@ def inspect_prompt(
         settings.security, settings.workspace_dir, home=settings.home
     )
     skills = SkillCatalog.from_settings(settings)  # one catalog: each skipped skill logged once
-    tools = build_tools(settings, policy, make_board(settings), skills)
+    tools = build_tools(settings, policy, make_boards(settings), skills)
     source = prompt_source(settings, tools, policy, skills=skills)
     dispatcher = dispatcher_for(settings)
     ctx = source.context(channel, BY_NAME[channel], dispatcher=dispatcher, mode=_mode(mode))
@@ -74,7 +75,7 @@ def inspect_prompt(
     if delivery and settings.agent.delivery_instructions == "system_prompt":
         sections = (*sections, SectionText("delivery_instructions", delivery))
         text = f"{text}\n\n{delivery}"
-    schemas = source.tools.schemas() if dispatcher == "native" else []
+    schemas = source.turn_tools().schemas() if dispatcher == "native" else []  # as a turn sends
     if ctx.mode != source.choice.mode:  # --mode: the schemas follow the mode asked for
         choice = ModeChoice(ctx.mode, "--mode", source.choice.window)
         schemas = _schemas(tools, ctx.mode) if schemas else []

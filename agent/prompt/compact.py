@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from agent.prompt.context import HARDWARE_TOOLS, SILENT_REPLY, PromptContext, ToolInfo
-from tools.base import ToolRegistry
+from tools.base import Tool, ToolRegistry
 
 COMPACT_SKILLS_CHARS = 1_200
 # Examples: an aside with a quote in it ("in 10 minutes", 3 for "#3"), and ", e.g. …" up to
@@ -85,7 +86,7 @@ def _parameter(name: str, schema: Any, required: bool) -> Any:
     return found
 
 
-def compact_tool_infos(tools: ToolRegistry) -> tuple[ToolInfo, ...]:
+def compact_tool_infos(tools: Iterable[Tool]) -> tuple[ToolInfo, ...]:
     return tuple(
         ToolInfo(t.name, short_text(t.description), _json(compact_schema(t.parameters)))
         for t in tools
@@ -132,12 +133,13 @@ def tools(ctx: PromptContext) -> str:
     if not ctx.tools:
         return ""
     if ctx.dispatcher == "native":  # the names and schemas come with the request
-        return f"## Tools\n\n{_ACT}"
+        return "\n".join([f"## Tools\n\n{_ACT}", *_load_first(ctx)])
     lines = ["## Tools", ""]
     for info in ctx.tools:
         lines.append(f"- {info.name}: {info.description}")
         if info.parameters_json:
             lines.append(f"  Parameters: {info.parameters_json}")
+    lines += _load_first(ctx)
     lines += [
         "",
         "## Tool Use Protocol",
@@ -149,10 +151,27 @@ def tools(ctx: PromptContext) -> str:
     return "\n".join(lines)
 
 
+def _load_first(ctx: PromptContext) -> list[str]:
+    """The tools whose schemas wait to be loaded, a line each (none: nothing)."""
+    if not ctx.deferred_tools:
+        return []
+    lines = ["", "Load before use (load_tool with the name; find_tools searches):"]
+    if ctx.deferred_by_server:
+        lines[1] += " `server__: a, b` is server__a, server__b."
+    return lines + [f"- {info.name}: {info.description}" for info in ctx.deferred_tools]
+
+
 def hardware(ctx: PromptContext) -> str:
     present = sorted(HARDWARE_TOOLS & {info.name for info in ctx.tools})
     if not present:
         return ""
+    if ctx.boards:
+        lines = "\n".join(f"- {line}" for line in ctx.boards)
+        return (
+            f"## Hardware Access\n\nBoards are connected; their owner authorised "
+            f"{', '.join(present)}. Use them when asked: do not refuse. Write board.pin when a "
+            f"name is on several boards.\n{lines}"
+        )
     return (
         f"## Hardware Access\n\nA board is connected; its owner authorised {', '.join(present)}. "
         "Use them when asked to switch, read, dim, move or blink something: do not refuse."

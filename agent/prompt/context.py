@@ -39,6 +39,8 @@ HARDWARE_TOOLS = frozenset(
         "gpio_pattern",
         "hardware_board_info",
         "hardware_capabilities",
+        "hardware_log",
+        "plot_pin",
     }
 )
 
@@ -92,6 +94,11 @@ class PromptContext:
     host: HostInfo
     timezone: str
     tools: tuple[ToolInfo, ...] = ()
+    # Tools whose schemas wait to be loaded (agent/prompt/deferred_tools.py), listed under
+    # the tools shown whole: a name and one line each, or (`deferred_by_server`) a server's
+    # prefix and its tools' names ("github__", "create_issue, list_issues").
+    deferred_tools: tuple[ToolInfo, ...] = ()
+    deferred_by_server: bool = False
     skills: tuple[SkillInfo, ...] = ()
     skills_mode: SkillsMode = "compact"
     skills_max_chars: int = 8_000
@@ -113,6 +120,8 @@ class PromptContext:
     # Compact mode: the pins the hardware tools may use, said once in the Hardware section
     # instead of in each tool's description.
     pin_guide: str = ""
+    # Several boards: a line each, its name and pins, for the Hardware section.
+    boards: tuple[str, ...] = ()
 
     @property
     def workspace_files(self) -> PathRules:

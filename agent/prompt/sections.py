@@ -47,6 +47,12 @@ def _tools(ctx: PromptContext) -> str:
         lines.append(f"- **{info.name}**: {info.description}")
         if ctx.dispatcher == "xml" and info.parameters_json:
             lines.append(f"  Parameters: {info.parameters_json}")
+    if ctx.deferred_tools:
+        by_server = (
+            " `server__: a, b` names server__a and server__b." if ctx.deferred_by_server else ""
+        )
+        lines += ["", "### Tools to Load First", "", _LOAD_FIRST + by_server]
+        lines += [f"- {info.name}: {info.description}" for info in ctx.deferred_tools]
     if ctx.dispatcher == "xml":
         lines += [
             "",
@@ -61,10 +67,25 @@ def _tools(ctx: PromptContext) -> str:
     return "\n".join(lines)
 
 
+_LOAD_FIRST = (
+    "Their parameters are not shown yet: call load_tool with a name to get them, then call "
+    "that tool. find_tools finds one by what it does."
+)
+
+
 def _hardware(ctx: PromptContext) -> str:
     present = sorted(HARDWARE_TOOLS & {info.name for info in ctx.tools})
     if not present:
         return ""
+    if ctx.boards:
+        return (
+            "## Hardware Access\n\n"
+            "Microcontroller boards are connected to this machine, each by its name. The user "
+            f"owns them and has authorised these tools for them: {', '.join(present)}. When "
+            "asked to switch, read, dim, move or blink something on a board, use them — do not "
+            "refuse. A pin name on several boards is written board.pin (garage.door), or give "
+            "board. The boards and their pins:\n" + "\n".join(f"- {line}" for line in ctx.boards)
+        )
     return (
         "## Hardware Access\n\n"
         "A microcontroller board is connected to this machine. The user owns it and has "

@@ -23,6 +23,7 @@ from xml.sax.saxutils import escape
 from agent.prompt.context import SkillInfo, SkillOrigin, SkillsMode
 from agent.prompt.skill_format import SKILL_FILE, SkillError, SkillFile, parse_skill
 from agent.workspace import BUNDLED_SKILLS_DIR, SKILLS
+from tools.config import configured_boards
 from tools.paths import PathRules
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class SkillCatalog:
         """The workspace's and the bundled skills, as `[skills]` and `[hardware]` say."""
         return cls(
             settings.workspace_dir / SKILLS,
-            hardware=settings.hardware.enabled,
+            hardware=bool(configured_boards(settings.hardware, settings.boards)),
             enabled=settings.skills.enabled,
         )
 

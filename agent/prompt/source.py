@@ -29,11 +29,14 @@ from agent.prompt.context import (
     TokenCounter,
     ToolInfo,
 )
+from agent.prompt.deferred_tools import NO_DEFERRAL, Deferral, TurnTools, plan_deferral
 from agent.prompt.profiles import ModeChoice, ModelProfile, choose_mode, learned_facts, profile_for
 from agent.prompt.skills import SkillCatalog
 from agent.workspace import BOOTSTRAP_FILES, SKILLS
 from channels.base import ChannelCapabilities
 from tools.base import Tool, ToolRegistry
+from tools.board.pin_names import PinNames
+from tools.config import configured_boards
 from tools.paths import PathRules
 from tools.policy import SecurityPolicy
 
@@ -83,6 +86,8 @@ class PromptSource:
     _watched: tuple[str, ...] = field(init=False, repr=False)  # the files whose stat counts
     _skill_folders: SkillFolders = field(init=False, repr=False)
     _host_zone: tuple[str | None, str] | None = field(default=None, init=False, repr=False)
+    # The deferral planned for a tool set: (the registry, its names) it was planned for.
+    _deferral: tuple[object, Deferral] = field(default=((), NO_DEFERRAL), init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.skills is None:
@@ -108,6 +113,21 @@ class PromptSource:
         self.choice = choose_mode(self.settings, self.profile)
         full = self.tools.full if isinstance(self.tools, CompactTools) else self.tools
         self.tools = CompactTools(full) if self.choice.mode == "compact" else full
+
+    def deferral(self) -> Deferral:
+        """The tools whose schemas wait to be loaded (agent/prompt/deferred_tools.py),
+        planned again only when the tool set changes."""
+        key = (self.tools, tuple(self.tools.names()))  # a registry equals only itself
+        if self._deferral[0] != key:
+            budget = self.settings.agent.tool_schema_budget_tokens
+            self._deferral = (key, plan_deferral(self.tools, budget, self.count_tokens))
+        return self._deferral[1]
+
+    def turn_tools(self) -> ToolRegistry:
+        """The tools one turn offers: the registry itself, or when some schemas wait to be
+        loaded a fresh view that remembers what this turn loads."""
+        deferral = self.deferral()
+        return TurnTools(self.tools, deferral) if deferral.tools else self.tools
 
     def budget_for(self, ctx: PromptContext) -> int:
         """The budget; a compact prompt's is capped by the window the requests must fit (a
@@ -147,6 +167,8 @@ class PromptSource:
         identity = self.settings.identity
         skills = self.skills.infos() if self.skills is not None else ()
         skills_chars = self.settings.skills.max_prompt_chars
+        offered = self.turn_tools()
+        shown = offered.offered() if isinstance(offered, TurnTools) else list(offered)
         return PromptContext(
             workspace_dir=self.workspace,
             model_name=self.settings.llm.model,
@@ -154,7 +176,9 @@ class PromptSource:
             capabilities=capabilities,
             host=self.host,
             timezone=self.timezone,
-            tools=compact_tool_infos(self.tools) if compact else tool_infos(self.tools),
+            tools=compact_tool_infos(shown) if compact else tool_infos(shown),
+            deferred_tools=self.deferral().listing(),
+            deferred_by_server=self.deferral().by_server,
             skills=skills,
             skills_mode=self.settings.skills.mode,
             skills_max_chars=min(skills_chars, COMPACT_SKILLS_CHARS) if compact else skills_chars,
@@ -169,6 +193,7 @@ class PromptSource:
             private=private,
             files=self.files,
             pin_guide=pin_guide(self.tools) if compact else "",
+            boards=board_lines(self.settings),
         )
 
     def build(self, ctx: PromptContext) -> BuiltPrompt:
@@ -222,6 +247,13 @@ def _stat(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return (info.st_mtime_ns, info.st_size)
+
+
+def board_lines(settings: Settings) -> tuple[str, ...]:
+    """With several boards, a line each for the Hardware section (none with one board:
+    the tools' descriptions name its pins)."""
+    boards = configured_boards(settings.hardware, settings.boards)
+    return PinNames(boards).board_lines() if len(boards) > 1 else ()
 
 
 def tool_infos(tools: Iterable[Tool]) -> tuple[ToolInfo, ...]:
