@@ -12,12 +12,12 @@ from conftest import eventually as eventually  # waiting for a pin while the loo
 
 from tools.base import ToolCallContext, ToolResult
 from tools.board.board import Board
-from tools.board.pin_tools import hardware_tools
+from tools.board.board_tools import hardware_tools
 
 
 async def call(board: Board, name: str, **args: Any) -> ToolResult:
     """Hardware tool `name` of `board`, run with `args`."""
-    tools = {tool.name: tool for tool in hardware_tools(board._settings, board)}
+    tools = {tool.name: tool for tool in hardware_tools(board)}
     return await tools[name].run(args, ToolCallContext(workspace=Path.cwd()))
 
 

@@ -19,10 +19,11 @@ from fakes.model_double import ScriptedModel, text, tool_calls
 from fakes.telegram_server import FakeTelegram, buttons
 from hardware_calls import board_env
 
-from agent.app import build_tools, make_board
+from agent.app import build_tools
 from agent.config import load_settings
+from agent.proactive.hardware import make_boards
 from tools.base import ToolCallContext, ToolRegistry
-from tools.board.board import Board
+from tools.board.oversight.keeper import Keeper
 from tools.policy import SecurityPolicy
 
 PINS = {
@@ -56,7 +57,7 @@ Built = Callable[[str], ToolRegistry]
 @pytest.fixture
 async def built(hardware_env: dict[str, str], home: Path) -> AsyncIterator[Built]:
     """The tools `agent run` would register at an autonomy level (the board shared)."""
-    boards: list[Board] = []
+    boards: list[Keeper] = []
 
     def build(autonomy: str) -> ToolRegistry:
         settings = load_settings(environ={"PINCLAW_HOME": str(home)})
@@ -65,7 +66,7 @@ async def built(hardware_env: dict[str, str], home: Path) -> AsyncIterator[Built
         )
         (home / "workspace").mkdir(parents=True, exist_ok=True)
         policy = SecurityPolicy.from_settings(settings.security, settings.workspace_dir)
-        board = make_board(settings)
+        board = make_boards(settings)
         assert board is not None
         boards.append(board)
         return build_tools(settings, policy, board)

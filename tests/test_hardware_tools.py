@@ -14,7 +14,7 @@ from hardware_calls import eventually
 
 from tools.base import Tool, ToolCallContext, ToolResult
 from tools.board.board import Board
-from tools.board.pin_tools import hardware_tools
+from tools.board.board_tools import hardware_tools
 from tools.config import HardwareSettings
 
 NAMED_PINS = {
@@ -53,13 +53,13 @@ def make_settings(port: Path, **overrides: Any) -> HardwareSettings:
 async def hw(emulator: FirmataBoard, tmp_path: Path) -> AsyncIterator[Hardware]:
     settings = make_settings(emulator.path)
     board = Board(settings)
-    yield Hardware(hardware_tools(settings, board), tmp_path)
+    yield Hardware(hardware_tools(board), tmp_path)
     await board.close()
 
 
 def test_eight_tools_whose_descriptions_map_names_to_pins(emulator: FirmataBoard) -> None:
     settings = make_settings(emulator.path)
-    tools = {tool.name: tool for tool in hardware_tools(settings, Board(settings))}
+    tools = {tool.name: tool for tool in hardware_tools(Board(settings))}
     assert set(tools) == {
         "gpio_read", "gpio_write", "pwm_write", "analog_read", "servo_write", "gpio_pattern",
         "hardware_board_info", "hardware_capabilities",
@@ -271,7 +271,7 @@ async def test_with_no_pins_configured_every_pin_is_refused(
 ) -> None:
     settings = make_settings(emulator.path, allowed_pins=[], pins={})
     board = Board(settings)
-    hw = Hardware(hardware_tools(settings, board), tmp_path)
+    hw = Hardware(hardware_tools(board), tmp_path)
     result = await hw("gpio_write", pin=13, value=1)
     assert result.output == (
         "Pin 13 is not allowed. No pins are allowed yet: list them in [hardware] allowed_pins, "

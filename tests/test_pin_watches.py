@@ -9,15 +9,16 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent.app import build_tools, make_board, open_store
+from agent.app import build_tools, open_store
 from agent.config import load_settings
 from agent.durable.schedules import NewSchedule, Schedules
 from agent.durable.triggers import Trigger, decode_trigger, encode_trigger, trigger_text
+from agent.proactive.hardware import make_boards
 from agent.proactive.pin_watcher import Crossing, PinWatcher, reading_text
 from agent.proactive.watch_book import ChatWatches
 from channels.base import ChatRef
 from tools.base import Speaker, ToolCallContext
-from tools.board.pin_policy import PinPolicy
+from tools.board.pin_names import PinNames
 from tools.config import HardwareSettings, PinSettings
 from tools.policy import SecurityPolicy
 from tools.proactive.watch_tools import (
@@ -37,7 +38,7 @@ HARDWARE = HardwareSettings(
         "fan": PinSettings(pin=9, mode="pwm"),
     },
 )
-POLICY = PinPolicy(HARDWARE)
+POLICY = PinNames({"board": HARDWARE})
 DEFAULTS = WatchDefaults(min_interval_s=60.0, hysteresis=20.0)
 
 
@@ -148,7 +149,7 @@ async def test_a_one_shot_in_its_own_process_refuses_to_watch_and_keeps_nothing(
     store = await open_store(settings.state_db)
     try:
         book = ChatWatches(Schedules(store.db), settings)  # no watcher: nobody listens
-        [watch_pin, _, _] = WatchTools(book, settings.hardware, "UTC").tools()
+        [watch_pin, _, _] = WatchTools(book, PinNames({"board": settings.hardware}), "UTC").tools()
         call = ToolCallContext(home, chat_key="telegram:42:", speaker=Speaker("42", "Ann"))
         result = await watch_pin.run({"pin": "A0", "above": 700, "task": "say so"}, call)
         assert not result.ok
@@ -164,7 +165,7 @@ def test_read_only_autonomy_refuses_setting_and_cancelling_watches(
     monkeypatch.setenv("PINCLAW_SECURITY__AUTONOMY", "read_only")
     settings = load_settings()
     policy = SecurityPolicy.from_settings(settings.security, home / "workspace")
-    tools = build_tools(settings, policy, make_board(settings))
+    tools = build_tools(settings, policy, make_boards(settings))
     for name, writes in (("watch_pin", True), ("cancel_watch", True), ("list_watches", False)):
         tool = tools.get(name)
         assert tool is not None and (type(tool).__name__ == "ReadOnlyRefusal") == writes
@@ -175,8 +176,9 @@ async def test_a_watch_on_a_pin_the_config_no_longer_allows_is_cancelled_at_star
 ) -> None:
     settings = load_settings()
     store = await open_store(settings.state_db)
-    board = make_board(settings)
-    assert board is not None
+    keeper = make_boards(settings)
+    assert keeper is not None
+    board = keeper.boards
     try:
         schedules = Schedules(store.db)
         spec = WatchSpec("A2", "A2", "analog", above=700, hysteresis=20)  # allowed back then
@@ -188,7 +190,7 @@ async def test_a_watch_on_a_pin_the_config_no_longer_allows_is_cancelled_at_star
         found = await schedules.get(row.id)
         assert found is not None and found.status == "cancelled"
         assert found.note == ("A2 is not allowed. Allowed pins: A0. ([hardware] in config.toml)")
-        assert board.last_error is None  # the board was not even opened
+        assert board["board"].last_error is None  # the board was not even opened
     finally:
         await board.close()
         await store.db.close()

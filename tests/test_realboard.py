@@ -23,7 +23,7 @@ from simavr.sim_board import SimBoard
 
 from tools.base import ToolCallContext
 from tools.board.board import Board
-from tools.board.pin_tools import hardware_tools
+from tools.board.board_tools import hardware_tools
 from tools.config import HardwareSettings
 
 pytestmark = pytest.mark.realboard
@@ -43,7 +43,7 @@ class Tools:
 
     def __init__(self, board: Board) -> None:
         self.board = board
-        self.tools = {tool.name: tool for tool in hardware_tools(board._settings, board)}
+        self.tools = {tool.name: tool for tool in hardware_tools(board)}
 
     async def __call__(self, name: str, **args: Any) -> str:
         result = await self.tools[name].run(args, ToolCallContext(workspace=REPO))

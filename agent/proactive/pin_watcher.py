@@ -33,8 +33,10 @@ from agent.durable.schedules import Schedule, Schedules
 from agent.durable.triggers import Trigger
 from agent.runtime.channel_runtime import ChannelRuntime
 from channels.base import ChatRef, Reply
-from tools.board.board import Board, BoardError, Subscription
-from tools.board.pin_policy import PinError, PinPolicy, describe_value
+from tools.board.board import BoardError, Subscription
+from tools.board.fleet import Boards
+from tools.board.pin_policy import PinError, describe_value
+from tools.config import DEFAULT_BOARD
 from tools.proactive.watch_tools import FULL_SCALE, WatchRefused, WatchSpec
 
 log = logging.getLogger(__name__)
@@ -93,18 +95,20 @@ def reading_text(spec: WatchSpec, value: float) -> str:
     return f"{spec.label} read {describe_value('analog', value, FULL_SCALE)}, {spec.condition}"
 
 
-def notice(watches: list[_Live], paused: str) -> str:
-    """One message about a chat's watches: paused (why), or back when `paused` is ""."""
+def notice(watches: list[_Live], paused: str, board: str = "the board") -> str:
+    """One message about a chat's watches on `board`: paused (why), or back when `paused`
+    is ""."""
     named = [f"#{w.row.id} ({w.spec.label} {w.spec.condition})" for w in watches]
     many = len(named) > 1
     which = f"pin watch{'es' if many else ''} " + (
         f"{', '.join(named[:-1])} and {named[-1]}" if many else named[0]
     )
     if not paused:
-        return f"The board is back: {which} {'are' if many else 'is'} listening again."
+        back = f"{board[0].upper()}{board[1:]} is back"
+        return f"{back}: {which} {'are' if many else 'is'} listening again."
     return (
-        f"I cannot reach the board ({paused}), so {which} {'are' if many else 'is'} paused; "
-        f"{'they resume' if many else 'it resumes'} by itself when the board is back."
+        f"I cannot reach {board} ({paused}), so {which} {'are' if many else 'is'} paused; "
+        f"{'they resume' if many else 'it resumes'} by itself when {board} is back."
     )
 
 
@@ -118,6 +122,7 @@ class _Live:
     sub: Subscription | None = None
     paused: str = ""  # why the board is not reporting, while it is not
     told: bool = False  # the chat heard it is paused
+    board: str = ""  # the board's name, once resolved
 
 
 class _Gone(Exception):
@@ -129,21 +134,20 @@ class PinWatcher:
         self,
         schedules: Schedules,
         runtimes: Mapping[str, ChannelRuntime],
-        board: Board,
+        boards: Boards,
         settings: Settings,
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._schedules = schedules
         self._runtimes = dict(runtimes)
-        self._board = board
+        self._boards = boards
         self._settings = settings
-        self._policy = PinPolicy(settings.hardware)
         self._clock = clock
         self._live: dict[int, _Live] = {}
         self._lock = asyncio.Lock()  # one sync or track at a time
         self._task: asyncio.Task[None] | None = None
-        self._to_tell: dict[tuple[str, str], list[_Live]] = {}
+        self._to_tell: dict[tuple[str, str, str], list[_Live]] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # firings and notices under way
         self._stopped = False
 
@@ -230,16 +234,22 @@ class PinWatcher:
         WatchRefused; a board that cannot be reached pauses the watch, and so does one that
         cannot report the pin that way, unless `refuse` (a new watch): then WatchRefused."""
         spec = live.spec
+        names = self._boards.names
+        only = next(iter(names.policies)) if not names.several else DEFAULT_BOARD
         try:
-            self._policy.resolve(spec.pin, "analog" if spec.mode == "analog" else "read")
+            use = "analog" if spec.mode == "analog" else "read"
+            target = names.resolve(spec.pin, use, spec.board or only)
         except PinError as exc:
-            raise WatchRefused(f"{exc} ([hardware] in config.toml)") from None
+            where = "the boards" if names.several else "[hardware]"
+            raise WatchRefused(f"{exc} ({where} in config.toml)") from None
+        live.board = target.board
+        board = self._boards[target.board]
         try:
-            await self._board.connect()
+            await board.connect()
         except BoardError as exc:
             return self._pause(live, str(exc))
         try:
-            live.sub = await self._board.subscribe(
+            live.sub = await board.subscribe(
                 spec.pin,
                 spec.mode,
                 lambda _pin, value: self._heard(live, value),
@@ -287,12 +297,14 @@ class PinWatcher:
         each chat as one message."""
         if not self._to_tell:
             asyncio.get_running_loop().call_soon(self._flush)
-        self._to_tell.setdefault((live.row.chat.key, paused), []).append(live)
+        self._to_tell.setdefault((live.row.chat.key, live.board, paused), []).append(live)
 
     def _flush(self) -> None:
         batches, self._to_tell = self._to_tell, {}
-        for (_, paused), watches in batches.items():
-            self._spawn(self._tell(watches[0].row.chat, notice(watches, paused)))
+        several = self._boards.names.several
+        for (_, board, paused), watches in batches.items():
+            text = notice(watches, paused, board if several else "the board")
+            self._spawn(self._tell(watches[0].row.chat, text))
 
     def _spawn(self, job: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(job)

@@ -1,2 +1,3 @@
-"""The Arduino: one StandardFirmata link, the pins as pinclaw knows them, the pin tools,
-patterns, restores and the board's own reports. May import the tools core only."""
+"""The boards: StandardFirmata links (serial, RFC 2217, TCP), the pins as pinclaw knows them,
+several boards by name, the pin tools, patterns, safe states, restores and the boards' own
+reports; oversight/ holds what watches over their outputs. May import the tools core only."""

@@ -1,27 +1,22 @@
-"""The Arduino behind the hardware tools: one StandardFirmata connection over USB serial.
+"""One board behind the hardware tools: one StandardFirmata link, on a serial port of this
+machine or over the network (tools/board/serial_port.py), kept by tools/board/connection.py.
 
-`Board` decides when the Firmata link (tools/board/firmata_link.py) runs: it connects
-lazily, gives up after `connect_timeout_s`, runs all serial I/O on one worker thread and
-admits one operation at a time with an asyncio lock, so the event loop never waits on the
-port. A port that
-vanishes fails the current call, and the next call reconnects. A board that resets (it
-announces itself again) is re-read and gets back what pinclaw had set
-(tools/board/restore.py); the next tool result says so. Patterns (tools/board/patterns.py)
-and pin watches (tools/board/reports.py) run on top.
+What the tools ask of a board runs here: each write is read back before it is reported
+(or said to be unconfirmed, when the link fails after it was sent), an operation cut by a
+reset runs again after the recovery, and a serial error or silence drops the link for the
+next call. Patterns (tools/board/patterns.py) and pin watches (tools/board/reports.py) run
+on top.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import functools
 import logging
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from tools.board.connection import Connection
 from tools.board.firmata_link import FirmataLink
 from tools.board.firmata_types import (
     MODE_CODES,
@@ -34,9 +29,9 @@ from tools.board.firmata_types import (
 )
 from tools.board.patterns import PatternRun, Patterns
 from tools.board.pins import Pins
-from tools.board.reports import OnLost, OnValue, Subscription, Watches
-from tools.board.restore import Record, Setting
-from tools.config import HardwareSettings
+from tools.board.reports import OnLost, OnValue, Subscription
+from tools.board.restore import Setting
+from tools.config import DEFAULT_BOARD, BoardSettings
 
 __all__ = ["Board", "BoardError", "BoardInfo", "PinInfo", "PinReading", "Subscription"]
 
@@ -46,53 +41,30 @@ Op = Callable[[Pins, int], T]
 ATTEMPTS = 3  # an operation cut by a reset is retried after the recovery
 
 
-class Board:
-    """The one Firmata board of a runtime, connected lazily and reconnected after a loss.
+class Board(Connection):
+    """One Firmata board, connected lazily and reconnected after a loss.
 
     `connect()` raises BoardError when there is no usable board; `describe()` returns None
     instead and leaves the reason in `last_error`. `close()` lets finite patterns end
-    (within `pattern_grace_s`, the tool timeout) and cuts the rest, leaving their pins low.
+    (within `pattern_grace_s`, the tool timeout), cuts the rest, leaving their pins low, and
+    puts the safe pins in their safe state.
     """
 
-    def __init__(self, settings: HardwareSettings, *, pattern_grace_s: float = 60.0) -> None:
-        self._settings = settings
+    def __init__(
+        self, settings: BoardSettings, *, pattern_grace_s: float = 60.0, name: str = DEFAULT_BOARD
+    ) -> None:
+        super().__init__(settings, name=name)
         self.pattern_grace_s = pattern_grace_s
-        self._lock = asyncio.Lock()
-        self._executor: ThreadPoolExecutor | None = None
-        self._link: FirmataLink | None = None
-        self._pins: Pins | None = None
-        self._record = Record()
         self._patterns = Patterns(self._pattern_write)
-        self._watches = Watches()
-        self._notices: list[str] = []
-        self._reviving: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.last_error: str | None = None
-        self.last_reset = ""  # what the last reset did to pinclaw's settings
-
-    async def connect(self) -> None:
-        async with self._lock:
-            await self._ensure()
+        self._pattern_links: dict[int, FirmataLink] = {}
 
     async def close(self, *, grace_s: float | None = None) -> None:
         """Let finite patterns end within `grace_s` (default `pattern_grace_s`), cut the
-        rest low, stop the watches and let go of the port."""
+        rest low, stop the watches, set the safe states and let go of the port."""
         wait = self.pattern_grace_s if grace_s is None else min(grace_s, self.pattern_grace_s)
         for note in await self._patterns.finish(wait):
             log.warning("%s", note)
-        if self._reviving is not None:
-            self._reviving.cancel()
-        for sub in list(self._watches.subs):
-            sub.cancel()
-        async with self._lock:
-            link, self._link, self._pins = self._link, None, None
-            if link is not None:
-                link.listener = None
-                with contextlib.suppress(BoardError):
-                    await self._run(link.close)
-            if self._executor is not None:
-                self._executor.shutdown(wait=False)
-                self._executor = None
+        await self._let_go()
 
     async def describe(self) -> BoardInfo | None:
         try:
@@ -106,11 +78,6 @@ class Board:
             info = await self._guarded(None, None, lambda pins, _: pins.info())
             return dataclasses.replace(info, resets=self.last_reset)
 
-    def take_notice(self) -> str:
-        """What happened to the board since the last tool result (a reset, a restore)."""
-        notices, self._notices = self._notices, []
-        return " ".join(notices)
-
     @property
     def patterns(self) -> dict[int, str]:
         """Pins with a pattern running, and the pattern's name."""
@@ -123,18 +90,29 @@ class Board:
 
     # -- the tools' operations ---------------------------------------------------------------
 
-    async def digital_write(self, token: PinToken, level: int) -> PinReading:
-        reading = await self._op(token, "output", lambda pins, pin: pins.digital_write(pin, level))
+    async def digital_write(
+        self, token: PinToken, level: int, *, check: Callable[[Pins], None] | None = None
+    ) -> PinReading:
+        """Set an output; `check(pins)` runs first under the same lock (an interlock)."""
+        what = "high" if level else "low"
+        write: Op[PinReading] = lambda pins, pin: pins.digital_write(pin, level)  # noqa: E731
+        reading = await self._write(token, "output", what, check, write)
         self._record[reading.pin] = Setting("output", reading.value)
         return reading
 
-    async def pwm_write(self, token: PinToken, duty: float) -> PinReading:
-        reading = await self._op(token, "pwm", lambda pins, pin: pins.pwm_write(pin, duty))
+    async def pwm_write(
+        self, token: PinToken, duty: float, *, check: Callable[[Pins], None] | None = None
+    ) -> PinReading:
+        write: Op[PinReading] = lambda pins, pin: pins.pwm_write(pin, duty)  # noqa: E731
+        reading = await self._write(token, "pwm", f"PWM {duty:.0%}", check, write)
         self._record[reading.pin] = Setting("pwm", reading.value)
         return reading
 
-    async def servo_write(self, token: PinToken, angle: int) -> PinReading:
-        reading = await self._op(token, "servo", lambda pins, pin: pins.servo_write(pin, angle))
+    async def servo_write(
+        self, token: PinToken, angle: int, *, check: Callable[[Pins], None] | None = None
+    ) -> PinReading:
+        write: Op[PinReading] = lambda pins, pin: pins.servo_write(pin, angle)  # noqa: E731
+        reading = await self._write(token, "servo", f"servo {angle}°", check, write)
         self._record[reading.pin] = Setting("servo", reading.value)
         return reading
 
@@ -174,6 +152,7 @@ class Board:
             pins.check(pin, "output")
             self._patterns.stop(pin, "a new pattern replaced it", rest=False)
             self._record[pin] = Setting("output", 0)  # a reset restores the rest level
+            self._pattern_links[pin] = pins.link  # a pattern ends with its link
             return self._patterns.start(pin, name, steps, repeat)
 
     async def wait_pattern(self, run: PatternRun, within_s: float) -> PatternRun:
@@ -209,12 +188,39 @@ class Board:
         async with self._lock:
             return await self._guarded(token, mode, fn)
 
-    async def _pattern_write(self, pin: int, level: int) -> float:
+    async def _write(
+        self,
+        token: PinToken,
+        mode: str,
+        what: str,
+        check: Callable[[Pins], None] | None,
+        fn: Op[PinReading],
+    ) -> PinReading:
+        """A write confirmed by the board's own report, or a BoardError saying it could not
+        be confirmed (the link failed after it was sent)."""
+
+        def checked(pins: Pins, pin: int) -> PinReading:
+            if check is not None:
+                check(pins)
+            return fn(pins, pin)
+
         async with self._lock:
+            return await self._guarded(token, mode, checked, what=what)
+
+    async def _pattern_write(self, pin: int, level: int) -> float:
+        """A pattern's step, on the link it started on: one lost since stops the pattern
+        (its timing is gone) instead of carrying on over a new link."""
+        async with self._lock:
+            link = self._pattern_links.get(pin)
+            if link is None or link is not self._link or link.broken is not None:
+                why = link.broken if link is not None and link.broken else "it was lost"
+                raise BoardError(f"The link to the board on {self._settings.port} broke ({why}).")
             reading = await self._guarded(pin, None, lambda pins, p: pins.digital_write(p, level))
             return reading.value
 
-    async def _guarded(self, token: PinToken | None, mode: str | None, fn: Op[T]) -> T:
+    async def _guarded(
+        self, token: PinToken | None, mode: str | None, fn: Op[T], *, what: str = ""
+    ) -> T:
         """Check and run one operation (lock held); one cut by a reset runs again after the
         recovery, and a serial error or silence drops the link for the next call."""
         for _ in range(ATTEMPTS):
@@ -230,137 +236,12 @@ class Board:
                 return await self._run(functools.partial(link.guard, call))
             except BoardReset:
                 continue  # the next _ensure recovers, then the operation runs again
-            except BoardError:
-                if link.broken is not None and self._link is link:
+            except BoardError as exc:
+                lost = link.broken is not None
+                if lost and self._link is link:
                     await self._drop(link)
+                if lost and what:
+                    label = self._safe.label(pins, pin)
+                    raise BoardError(f"Not confirmed: {label} {what} was sent, but {exc}") from None
                 raise
         raise BoardError(f"The board on {self._settings.port} keeps resetting; check its power.")
-
-    async def _ensure(self) -> Pins:
-        """The live pins, recovering from a reset or opening a link as needed (lock held)."""
-        link, pins = self._link, self._pins
-        if link is not None and pins is not None and link.broken is None:
-            if link.reset_pending:
-                await self._recover(pins, "The board reset")
-            return pins
-        if link is not None:
-            await self._drop(link)
-        settings = self._settings
-        opener = functools.partial(
-            FirmataLink.open,
-            settings.port,
-            baud=settings.baud,
-            timeout=settings.connect_timeout_s,
-            sampling_ms=settings.sampling_interval_ms,
-        )
-        try:
-            link = await self._run(opener)
-            pins = Pins(link)
-            await self._run(functools.partial(link.guard, pins.adopt))
-        except BoardError as exc:
-            self.last_error = str(exc)
-            raise
-        link.listener = functools.partial(_to_loop, asyncio.get_running_loop(), self._heard, link)
-        self._link, self._pins, self.last_error = link, pins, None
-        if self._record or self._watches:
-            await self._put_back(pins, "After reconnecting, the board had lost pinclaw's settings")
-        return pins
-
-    async def _recover(self, pins: Pins, why: str) -> None:
-        """The board reset: re-read its pins, put back pinclaw's settings, say so."""
-        link = pins.link
-        ms = self._settings.sampling_interval_ms
-        log.warning("the board on %s reset; reading its pins again", link.port)
-
-        def reread() -> None:
-            link.recover(ms)
-            pins.adopt()
-
-        await self._run(functools.partial(link.guard, reread))
-        if not await self._put_back(pins, why):
-            self._say(f"{why} (nothing pinclaw had set was lost).")
-
-    async def _put_back(self, pins: Pins, why: str) -> bool:
-        put_back = self._settings.restore_after_reset
-        restore = functools.partial(self._record.restore, pins, put_back=put_back, why=why)
-        text = await self._run(functools.partial(pins.link.guard, restore))
-        for sub in self._watches.subs:
-            watch = functools.partial(pins.watch, sub.pin, sub.mode)
-            await self._run(functools.partial(pins.link.guard, watch))
-        self._watches.back()
-        if text:
-            self._say(text)
-        return bool(text)
-
-    def _say(self, text: str) -> None:
-        log.warning("%s", text)
-        self.last_reset = text
-        self._notices.append(text)
-
-    def _heard(self, link: FirmataLink, kind: str, key: int, payload: Any) -> None:
-        """On the event loop: a report, a reset or the loss of `link`'s port."""
-        if link is not self._link:
-            return
-        if kind == "reset":
-            task = asyncio.create_task(self._recover_now())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        elif kind == "lost":
-            self._watches.lost(str(payload))
-            if self._watches and self._reviving is None:
-                self._reviving = asyncio.create_task(self._revive())
-        else:
-            self._watches.report(kind, key, payload)
-
-    async def _recover_now(self) -> None:
-        with contextlib.suppress(BoardError):
-            async with self._lock:
-                await self._ensure()
-
-    async def _revive(self) -> None:
-        """Reconnect while pins are watched, so their reports resume without a tool call."""
-        try:
-            while self._watches:
-                try:
-                    async with self._lock:
-                        await self._ensure()
-                    return
-                except BoardError:
-                    await asyncio.sleep(1.0)
-        finally:
-            self._reviving = None
-
-    async def _drop(self, link: FirmataLink) -> None:
-        if self._link is link:
-            self._link, self._pins = None, None
-        link.listener = None
-        with contextlib.suppress(BoardError):
-            await self._run(link.close)
-
-    async def _run(self, fn: Callable[[], T]) -> T:
-        """Run `fn` on the worker thread; if the thread wedges, abandon it and the link."""
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix="pinclaw-board")
-        future = asyncio.get_running_loop().run_in_executor(self._executor, fn)
-        try:
-            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
-            # cancellation that lands as the call completes, and a cancelled pattern then
-            # ran on forever, holding close() (seen as a hang under load).
-            async with asyncio.timeout(self._settings.connect_timeout_s + 1.0):
-                return await future
-        except TimeoutError:
-            stuck, self._link, self._pins = self._link, None, None
-            self._executor.shutdown(wait=False)
-            self._executor = None
-            if stuck is not None:
-                threading.Thread(target=stuck.close, daemon=True).start()
-            raise BoardError(
-                f"The board on {self._settings.port} did not answer within "
-                f"{self._settings.connect_timeout_s:g} s; the next hardware call reconnects."
-            ) from None
-
-
-def _to_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
-    """From the reader thread to the event loop; nothing once the loop is gone."""
-    with contextlib.suppress(RuntimeError):
-        loop.call_soon_threadsafe(fn, *args)

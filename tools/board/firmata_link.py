@@ -43,6 +43,7 @@ from tools.board.firmata_types import (
 )
 from tools.board.pyfirmata_adapter import firmata_class
 from tools.board.serial_port import CountingPort, open_port
+from tools.config import network_port
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -75,6 +76,7 @@ class FirmataLink:
         self._seq = 0
         self._last: dict[tuple[str, int], tuple[int, Any]] = {}  # (kind, key) -> (seq, payload)
         self._deadline = time.monotonic() + timeout
+        self.last_heard = time.monotonic()  # when the board last said anything
         self._running = True
         self._token = 0
         self.fb = firmata_class()(sp, self)
@@ -257,6 +259,7 @@ class FirmataLink:
     def seen(self, kind: str, key: int, payload: Any) -> None:
         """Called by the reader thread for each message of interest."""
         reset = False
+        self.last_heard = time.monotonic()
         with self._cond:
             self._seq += 1
             self._last[(kind, key)] = (self._seq, payload)
@@ -300,6 +303,11 @@ class FirmataLink:
             listener("lost", 0, reason)
 
     def _lost(self) -> str:
+        if network_port(self.port):
+            return (
+                f"Lost the board at {self.port} ({self.broken}). Is it still powered and on "
+                "the network? The next hardware call reconnects."
+            )
         return (
             f"Lost the board on {self.port} ({self.broken}). Is it still plugged in? "
             "The next hardware call reconnects."

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tools.board.firmata_types import PinInfo
-from tools.config import HardwareSettings, pin_token
+from tools.config import BoardSettings, pin_token
 
 ANALOG_REFERENCE_V = 5.0  # the Uno's, Nano's and Mega's default analog reference
 LEVELS = {"0": 0, "1": 1, "low": 0, "high": 1, "false": 0, "true": 1, "off": 0, "on": 1}
@@ -57,7 +57,7 @@ class PinRef:
 class PinPolicy:
     """Which pins the tools may touch (allowed_pins and named pins), and what names mean."""
 
-    def __init__(self, settings: HardwareSettings) -> None:
+    def __init__(self, settings: BoardSettings) -> None:
         self.named = {
             name: PinRef(pin.pin, name, pin.mode, pin.description)
             for name, pin in settings.pins.items()
@@ -66,7 +66,8 @@ class PinPolicy:
         self.allowed |= {ref.token: ref for ref in self.named.values()}
 
     def resolve(self, arg: int | str, use: str) -> PinRef:
-        """The allowed pin `arg` names, fit for `use`; otherwise a PinError naming the choices."""
+        """The allowed pin `arg` names, fit for `use` ("": any); otherwise a PinError naming
+        the choices."""
         ref = self.named.get(arg.strip().lower()) if isinstance(arg, str) else None
         if ref is None:
             try:
@@ -81,9 +82,29 @@ class PinPolicy:
                 raise PinError(
                     f"{PinRef(token).label.capitalize()} is not allowed. {self.choices()}"
                 )
-        if ref.mode and use not in USES[ref.mode]:
+        if use and ref.mode and use not in USES[ref.mode]:
             raise PinError(f"{ref.label} is wired as {ref.mode}: use {TOOL_FOR_MODE[ref.mode]}.")
         return ref
+
+    def knows(self, arg: int | str) -> bool:
+        """Is `arg` one of this board's named or allowed pins?"""
+        if isinstance(arg, str) and arg.strip().lower() in self.named:
+            return True
+        try:
+            return pin_token(arg) in self.allowed
+        except ValueError:
+            return False
+
+    def pins(self) -> str:
+        """The pin part of the guide: `"fan" = pin 9 (pwm: ceiling fan); pin 13`."""
+        parts = []
+        for ref in self.allowed.values():
+            if ref.name:
+                about = f"{ref.mode}: {ref.description}" if ref.description else ref.mode
+                parts.append(f'"{ref.name}" = {PinRef(ref.token).label} ({about})')
+            else:
+                parts.append(PinRef(ref.token).label)
+        return "; ".join(parts)
 
     def choices(self) -> str:
         if not self.allowed:
@@ -95,16 +116,8 @@ class PinPolicy:
 
     def guide(self) -> str:
         """The pin part of each tool description: how "the fan" maps to pin 9."""
-        parts = []
-        for ref in self.allowed.values():
-            if ref.name:
-                about = f"{ref.mode}: {ref.description}" if ref.description else ref.mode
-                parts.append(f'"{ref.name}" = {PinRef(ref.token).label} ({about})')
-            else:
-                parts.append(PinRef(ref.token).label)
-        if not parts:
-            return self.choices()
-        return f"Pins you may use: {'; '.join(parts)}."
+        listed = self.pins()
+        return f"Pins you may use: {listed}." if listed else self.choices()
 
     def about(self, pin: PinInfo) -> str:
         """`pin`'s configured name and whether the tools may touch it, for board listings."""

@@ -14,30 +14,35 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tools.base import ToolCallContext, ToolResult
-from tools.board.board import Board, BoardError, PinReading
-from tools.board.pin_policy import PinError, PinPolicy, describe_value, parse_level
+from tools.board.board import BoardError, PinReading
+from tools.board.fleet import Boards
+from tools.board.pin_policy import PinError, describe_value, parse_level
 
 
 class PinRechecks:
     """`recheck_<tool>` for each pin-writing tool, with that tool's arguments; nothing is
     written to the board."""
 
-    def __init__(self, policy: PinPolicy, board: Board) -> None:
-        self.policy = policy
-        self.board = board
+    def __init__(self, boards: Boards) -> None:
+        self.boards = boards
 
-    async def _pin_now(self, pin: int | str, use: str) -> tuple[str, PinReading]:
-        ref = self.policy.resolve(pin, use)
-        reading = await self.board.digital_read(ref.token, as_output=True)  # a state query
+    async def _pin_now(self, pin: int | str, use: str, board: str | None) -> tuple[str, PinReading]:
+        target = self.boards.names.resolve(pin, use, board)
+        reading = await self.boards[target.board].digital_read(target.ref.token, as_output=True)
         value = describe_value(reading.mode, reading.value, note=reading.note) or "no value"
-        return f"{ref.label} reads {value} (mode {reading.mode})", reading
+        return f"{target.label} reads {value} (mode {reading.mode})", reading
 
     async def _read_back(
-        self, pin: int | str, use: str, wanted: str, holds: Callable[[float], bool]
+        self,
+        pin: int | str,
+        use: str,
+        wanted: str,
+        holds: Callable[[float], bool],
+        board: str | None,
     ) -> ToolResult:
         """The pin's state as the board holds it, against what the write would set."""
         try:
-            found, reading = await self._pin_now(pin, use)
+            found, reading = await self._pin_now(pin, use, board)
         except (PinError, BoardError) as exc:
             return ToolResult.error(f"the pin could not be read back ({exc})")
         if reading.mode == use and not reading.note and holds(reading.value):
@@ -45,33 +50,44 @@ class PinRechecks:
         return ToolResult.error(f"{found}, not {wanted} as this call would set it.")
 
     async def recheck_gpio_write(
-        self, call: ToolCallContext, pin: int | str, value: bool | int | str
+        self,
+        call: ToolCallContext,
+        pin: int | str,
+        value: bool | int | str,
+        board: str | None = None,
     ) -> ToolResult:
         try:
             level = parse_level(value)
         except PinError as exc:
             return ToolResult.error(str(exc))
         wanted = describe_value("output", level)
-        return await self._read_back(pin, "output", wanted, lambda now: now == level)
+        return await self._read_back(pin, "output", wanted, lambda now: now == level, board)
 
     async def recheck_pwm_write(
-        self, call: ToolCallContext, pin: int | str, duty: float
+        self, call: ToolCallContext, pin: int | str, duty: float, board: str | None = None
     ) -> ToolResult:
         wanted = f"duty {duty:.0%}"
-        return await self._read_back(pin, "pwm", wanted, lambda now: abs(now - duty) < 1 / 255)
+        close = lambda now: abs(now - duty) < 1 / 255  # noqa: E731
+        return await self._read_back(pin, "pwm", wanted, close, board)
 
     async def recheck_servo_write(
-        self, call: ToolCallContext, pin: int | str, angle: float
+        self, call: ToolCallContext, pin: int | str, angle: float, board: str | None = None
     ) -> ToolResult:
         wanted = f"{round(angle)}°"
-        return await self._read_back(pin, "servo", wanted, lambda now: round(now) == round(angle))
+        same = lambda now: round(now) == round(angle)  # noqa: E731
+        return await self._read_back(pin, "servo", wanted, same, board)
 
     async def recheck_gpio_pattern(
-        self, call: ToolCallContext, pin: int | str, pattern: str, **timing: int
+        self,
+        call: ToolCallContext,
+        pin: int | str,
+        pattern: str,
+        board: str | None = None,
+        **timing: int,
     ) -> ToolResult:
         """A pattern is driven by pinclaw, so none survives it: how far it ran is unknown."""
         try:
-            found, _ = await self._pin_now(pin, "output")
+            found, _ = await self._pin_now(pin, "output", board)
         except (PinError, BoardError) as exc:
             found = f"the pin could not be read back ({exc})"
         return ToolResult.error(

@@ -66,10 +66,12 @@ class Watches:
         if sub in self.subs:
             self.subs.remove(sub)
 
-    def report(self, kind: str, key: int, payload: object) -> None:
-        """On the event loop: an analog or port report reaches the pins' subscribers."""
+    def report(self, kind: str, key: int, payload: object) -> list[tuple[PinToken, float]]:
+        """On the event loop: an analog or port report reaches the pins' subscribers.
+        Returns each pin's reading that was handed on, once per pin."""
+        handed: dict[PinToken, float] = {}
         if not isinstance(payload, int):
-            return
+            return []
         for sub in list(self.subs):
             if kind == "analog" and sub.mode == "analog" and sub.channel == key:
                 value = float(payload)
@@ -80,7 +82,9 @@ class Watches:
             else:
                 continue
             sub.last = value
+            handed[sub.token] = value
             _call(sub.on_value, sub.token, value)
+        return list(handed.items())
 
     def lost(self, reason: str) -> None:
         for sub in list(self.subs):

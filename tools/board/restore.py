@@ -25,13 +25,22 @@ class Setting:
     value: float = 0.0  # the level, duty or angle
 
     def describe(self, pin: int) -> str:
+        return f"pin {pin} {self.value_text()}"
+
+    def value_text(self) -> str:
+        """`high`, `PWM 50%`, `servo 90°` or the input mode."""
         if self.mode == "output":
-            return f"pin {pin} {'high' if self.value else 'low'}"
+            return "high" if self.value else "low"
         if self.mode == "pwm":
-            return f"pin {pin} PWM {self.value:.0%}"
+            return f"PWM {self.value:.0%}"
         if self.mode == "servo":
-            return f"pin {pin} servo {self.value:g}°"
-        return f"pin {pin} {self.mode}"
+            return f"servo {self.value:g}°"
+        return self.mode
+
+    @property
+    def on(self) -> bool:
+        """An output high or a PWM above 0: what max_on_s and interlocks are about."""
+        return self.mode in ("output", "pwm") and self.value > 0
 
     def held_by(self, pins: Pins, pin: int) -> bool:
         """Does the board hold this setting now?"""
@@ -59,27 +68,31 @@ class Setting:
 class Record(dict[int, Setting]):
     """pin -> the last setting pinclaw made on it."""
 
-    def restore(self, pins: Pins, *, put_back: bool, why: str) -> str:
+    def restore(
+        self, pins: Pins, *, put_back: bool, why: str
+    ) -> tuple[str, list[tuple[int, Setting]]]:
         """Compare with the board and re-apply what it lost (servos first, as they were
-        allowed next to the PWM pins); returns a sentence for the user, or "" if nothing
-        was lost."""
+        allowed next to the PWM pins); returns a sentence for the user ("" if nothing was
+        lost) and the settings put back."""
         lost = {pin: s for pin, s in self.items() if not s.held_by(pins, pin)}
         if not lost:
-            return ""
+            return "", []
         names = ", ".join(s.describe(pin) for pin, s in lost.items())
         if not put_back:
             return (
                 f"{why}; these settings were lost: {names} ([hardware] restore_after_reset is "
                 "off: set them again if they are still wanted)."
-            )
-        done, failed = [], []
+            ), []
+        done: list[tuple[int, Setting]] = []
+        failed = []
         for pin, setting in sorted(lost.items(), key=lambda item: item[1].mode != "servo"):
             try:
                 setting.apply(pins, pin)
-                done.append(setting.describe(pin))
+                done.append((pin, setting))
             except BoardReset:
                 raise
             except BoardError as exc:
                 failed.append(f"{setting.describe(pin)} ({exc})")
-        text = f"{why}; pinclaw restored {', '.join(done)}" if done else why
-        return text + (f"; lost: {'; '.join(failed)}" if failed else "") + "."
+        restored = ", ".join(setting.describe(pin) for pin, setting in done)
+        text = f"{why}; pinclaw restored {restored}" if done else why
+        return text + (f"; lost: {'; '.join(failed)}" if failed else "") + ".", done

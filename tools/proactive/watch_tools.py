@@ -3,7 +3,7 @@
 A watch asks the board to report a pin by itself (Firmata's reporting, no polling) and runs a
 turn in the chat that set it when the reading crosses a threshold (an analog input) or the
 level changes (a digital input). Everything is checked here, before anything is kept: the
-pin against `[hardware]` (tools/board/pin_policy.py), exactly one condition, thresholds within
+pin against the boards' config (tools/board/fleet.py), exactly one condition, thresholds within
 the reading's range. Where watches are kept and who listens to the board is the runtime's
 business: it hands in a `WatchBook` (agent/proactive/watch_book.py, over the schedules table).
 """
@@ -17,8 +17,8 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from tools.base import FunctionTool, ToolCallContext, ToolResult
-from tools.board.pin_policy import PinError, PinPolicy, PinRef
-from tools.config import HardwareSettings
+from tools.board.pin_names import PinNames, without_board
+from tools.board.pin_policy import PinError, PinRef
 from tools.proactive.kept_tasks import BookRefused, ended_note, listing, task_refusal
 from tools.proactive.schedule_times import format_time, zone_named
 
@@ -38,6 +38,7 @@ class WatchSpec:
     changes: bool = False
     hysteresis: float = 0.0  # how far back past the threshold before it can fire again
     min_interval_s: float = 60.0  # the least time between two firings
+    board: str = ""  # the board's name, with several boards ("": the only one, or [hardware])
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
@@ -124,7 +125,7 @@ class WatchDefaults:
 
 
 def plan_watch(
-    policy: PinPolicy,
+    names: PinNames,
     defaults: WatchDefaults,
     pin: int | str,
     above: float | None = None,
@@ -132,6 +133,7 @@ def plan_watch(
     changes: bool = False,
     hysteresis: float | None = None,
     min_interval_s: float | None = None,
+    board: str | None = None,
 ) -> WatchSpec:
     """The watch the arguments describe, or a WatchRefused (a PinError's text included)
     naming what to change. Nothing touches the board here."""
@@ -145,21 +147,24 @@ def plan_watch(
         if changes:
             if hysteresis is not None:
                 raise WatchRefused("hysteresis is for above/below; leave it out with changes")
-            named = policy.named.get(pin.strip().lower()) if isinstance(pin, str) else None
-            if named is not None and named.mode == "analog":
+            found = names.resolve(pin, "", board)
+            if found.ref.mode == "analog":
                 raise WatchRefused(
-                    f"{named.label} is an analog input: watch it with above or below"
+                    f"{found.label} is an analog input: watch it with above or below"
                 )
-            ref = policy.resolve(pin, "read")
-            return WatchSpec(
-                ref.token, ref.label, _input_mode(ref), changes=True, min_interval_s=interval
-            )
-        ref = policy.resolve(pin, "analog")
+            target = names.resolve(pin, "read", board)
+            on = target.board if names.several else ""
+            mode = _input_mode(target.ref)
+            token, label = target.ref.token, target.label
+            return WatchSpec(token, label, mode, changes=True, min_interval_s=interval, board=on)
+        target = names.resolve(pin, "analog", board)
     except PinError as exc:
         raise WatchRefused(str(exc)) from None
+    ref, label = target.ref, target.label
+    on = target.board if names.several else ""
     if ref.mode != "analog" and not isinstance(ref.token, str):
         raise WatchRefused(
-            f"{ref.label} is not an analog input: above/below watch an analog pin (A0-A5, or "
+            f"{label} is not an analog input: above/below watch an analog pin (A0-A5, or "
             "one configured with mode analog); for a digital input use changes=true"
         )
     threshold = above if above is not None else below
@@ -177,7 +182,7 @@ def plan_watch(
             f"hysteresis {hysteresis:g} does not fit: it must be 0 or more and under {room:g}, "
             "or the reading could never move back far enough for the watch to fire again"
         )
-    return WatchSpec(ref.token, ref.label, "analog", above, below, False, hysteresis, interval)
+    return WatchSpec(ref.token, label, "analog", above, below, False, hysteresis, interval, on)
 
 
 def _interval(least: float, asked: float | None) -> float:
@@ -206,25 +211,24 @@ class WatchTools:
     def __init__(
         self,
         book: WatchBook | None,
-        hardware: HardwareSettings,
+        names: PinNames,
         timezone: str,
         defaults: WatchDefaults = WatchDefaults(),
         *,
         scrub: Callable[[str], str] = lambda text: text,
     ) -> None:
         self._book = book
-        self.policy = PinPolicy(hardware)
+        self.names = names
         self.defaults = defaults
         self.zone = zone_named(timezone)
         self._scrub = scrub  # the task is stored: nothing secret goes with it
 
     def tools(self) -> list[FunctionTool]:
-        guide = self.policy.guide()
+        guide = self.names.guide()
         summary = " ".join((self.watch_pin.__doc__ or "").partition("Args:")[0].split())
+        watch = self.watch_pin if self.names.several else without_board(self.watch_pin)
         return [
-            FunctionTool(
-                self.watch_pin, name="watch_pin", description=f"{summary} {guide}", writes=True
-            ),
+            FunctionTool(watch, name="watch_pin", description=f"{summary} {guide}", writes=True),
             FunctionTool(self.list_watches, name="list_watches"),
             # repeat_safe: a second cancel answers "has already ended"
             FunctionTool(self.cancel_watch, name="cancel_watch", writes=True, repeat_safe=True),
@@ -240,6 +244,7 @@ class WatchTools:
         changes: bool = False,
         hysteresis: float | None = None,
         min_interval_s: float | None = None,
+        board: str | None = None,
     ) -> ToolResult:
         """Watch a pin and do a task when it happens: an analog input's reading rising above
         or falling below a threshold, or a digital input changing level. The board reports
@@ -258,6 +263,7 @@ class WatchTools:
                 before it can fire again; default [watches] hysteresis (20)
             min_interval_s: the least seconds between two firings; default and minimum
                 [watches] min_interval_s
+            board: the board's name, when the pin is on several boards
         """
         if self._book is None:
             return ToolResult.error("Pin watches are not kept here; nothing is watched.")
@@ -265,9 +271,8 @@ class WatchTools:
         if (refused := task_refusal(task, "when the watch fires")) is not None:
             return refused
         try:
-            spec = plan_watch(
-                self.policy, self.defaults, pin, above, below, changes, hysteresis, min_interval_s
-            )
+            condition = (above, below, changes, hysteresis, min_interval_s)
+            spec = plan_watch(self.names, self.defaults, pin, *condition, board=board)
             entry = await self._book.add(call, spec, task)
         except WatchRefused as exc:
             return ToolResult.error(f"Not watching: {exc}")
