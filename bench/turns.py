@@ -186,7 +186,13 @@ class InstantModel(LLMClient):
     """The model's double: answers at once, in this process (no LiteLLM, no HTTP)."""
 
     async def complete(
-        self, messages: list[Message], *, tools: Any = None, on_text: Any = None
+        self,
+        messages: list[Message],
+        *,
+        tools: Any = None,
+        on_text: Any = None,
+        on_retry: Any = None,
+        model: Any = None,
     ) -> LLMResponse:
         asked = next(m["content"] for m in reversed(messages) if m["role"] == "user")
         return LLMResponse(f"echo: {str(asked)[-80:]}", (), self.model, 1500, 30, 0.0)

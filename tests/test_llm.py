@@ -102,7 +102,7 @@ async def test_the_cost_is_litellms_price_for_the_tokens_used(fake_llm: FakeLLM)
     assert reply.cost_usd == pytest.approx(prompt + completion)
 
 
-async def test_a_model_without_a_price_costs_nothing_and_is_not_priced_again(
+async def test_a_model_without_a_price_costs_unknown_and_is_not_priced_again(
     fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     litellm = load_litellm()
@@ -116,11 +116,11 @@ async def test_a_model_without_a_price_costs_nothing_and_is_not_priced_again(
     monkeypatch.setattr(litellm, "completion_cost", counted)
     llm = client(fake_llm, model="openai/no-price-known-for-this-one")
     replies = [await llm.complete(HELLO) for _ in range(3)]
-    assert [r.cost_usd for r in replies] == [0.0, 0.0, 0.0]
+    assert [r.cost_usd for r in replies] == [None, None, None]  # unknown, not free
     assert asked == []  # LiteLLM priced each response as it logged it: not priced twice
     # A response LiteLLM did not price (no figure in its hidden params) is priced here,
     # and a model it has no price for only once.
     bare = litellm.ModelResponse(model="no-price-known-for-this-one-either")
     for _ in range(3):
-        assert price_of(litellm, bare, "openai/no-price-known-for-this-one-either") == 0.0
+        assert price_of(litellm, bare, "openai/no-price-known-for-this-one-either") is None
     assert asked == ["no-price-known-for-this-one-either"]

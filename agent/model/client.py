@@ -117,16 +117,18 @@ class LLMClient:
         tools: Tools = None,
         on_text: OnText = None,
         on_retry: OnRetry = None,
+        model: str | None = None,
     ) -> LLMResponse:
         """One completion; with `on_text` the reply is streamed and each delta handed to it.
         Retries 429, 5xx, timeouts, connection errors and empty replies with exponential
-        backoff (awaiting `on_retry` with the reason first), then tries each fallback model."""
+        backoff (awaiting `on_retry` with the reason first), then tries each fallback model.
+        `model` (a chat's choice) is asked first; the configured chain follows it."""
         health = self.health
         health.calls += 1
         call = health.calls
         health.started[call] = time.monotonic()
         try:
-            response = await self._complete(messages, tools, on_text, on_retry)
+            response = await self._complete(messages, tools, on_text, on_retry, model)
         except LLMRequestRejected:
             raise
         except LLMError as exc:
@@ -139,15 +141,27 @@ class LLMClient:
         health.failing_since = None
         return response
 
+    def chain(self, first: str | None = None) -> list[str]:
+        """The models asked in turn: `first` (else the main one), then the rest of the
+        configured chain."""
+        configured = [self.settings.model, *self.settings.fallback_models]
+        first = first or self.settings.model
+        return [first, *(name for name in configured if name != first)]
+
     async def _complete(
-        self, messages: list[Message], tools: Tools, on_text: OnText, on_retry: OnRetry
+        self,
+        messages: list[Message],
+        tools: Tools,
+        on_text: OnText,
+        on_retry: OnRetry,
+        first: str | None,
     ) -> LLMResponse:
         litellm = load_litellm()
         errors: list[str] = []
         failed: dict[str, Exception] = {}  # each model's last failure, said once at the end
         status: int | None = None  # the last HTTP status seen
         shown = ShownOnce(on_text) if on_text is not None else None
-        for model in [self.settings.model, *self.settings.fallback_models]:
+        for model in self.chain(first):
             for attempt in range(self.settings.num_retries + 1):
                 try:
                     if shown is not None:
@@ -226,6 +240,7 @@ def _to_response(litellm: ModuleType, response: Any, model: str) -> LLMResponse:
         for call in (message.tool_calls or [])
     )
     usage = getattr(response, "usage", None)
+    details = getattr(usage, "prompt_tokens_details", None)  # cached: OpenAI's and Anthropic's
     return LLMResponse(
         content=message.content or "",
         tool_calls=calls,
@@ -233,6 +248,7 @@ def _to_response(litellm: ModuleType, response: Any, model: str) -> LLMResponse:
         prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
         completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
         cost_usd=price_of(litellm, response, model),
+        cached_tokens=getattr(details, "cached_tokens", 0) or 0,
     )
 
 

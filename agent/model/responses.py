@@ -30,24 +30,26 @@ class LLMResponse:
     model: str
     prompt_tokens: int
     completion_tokens: int
-    cost_usd: float
+    cost_usd: float | None  # LiteLLM's price; None when it has none for the model (a local one)
     first_token_s: float | None = None  # a streamed reply: seconds until its first token
+    cached_tokens: int = 0  # of prompt_tokens, those the provider read from its prompt cache
 
 
 @dataclass
 class Usage:
-    """Totals over the calls of one turn."""
+    """Totals over the calls of one turn; the cost is unknown (None) when a call's was."""
 
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0
 
     def add(self, response: LLMResponse) -> None:
         self.calls += 1
         self.prompt_tokens += response.prompt_tokens
         self.completion_tokens += response.completion_tokens
-        self.cost_usd += response.cost_usd
+        known = self.cost_usd is not None and response.cost_usd is not None
+        self.cost_usd = (self.cost_usd or 0.0) + (response.cost_usd or 0.0) if known else None
 
 
 class LLMError(Exception):
@@ -56,6 +58,11 @@ class LLMError(Exception):
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class BudgetSpent(LLMError):
+    """A call not made: a spending limit is reached (agent/runtime/budget.py). The message is
+    the line the person reads: which limit, and when it resets."""
 
 
 class LLMRequestRejected(LLMError):
@@ -86,7 +93,8 @@ class ProviderHealth:
 
 class ModelClient(Protocol):
     """A model the turn can call: one completion, streamed when `on_text` is given, retried
-    as the client sees fit; LLMError when no model answered."""
+    as the client sees fit; LLMError when no model answered. `model`: a configured model to
+    ask first instead of the main one (a chat's /model choice)."""
 
     health: ProviderHealth
 
@@ -100,4 +108,5 @@ class ModelClient(Protocol):
         tools: Tools = None,
         on_text: OnText = None,
         on_retry: OnRetry = None,
+        model: str | None = None,
     ) -> LLMResponse: ...

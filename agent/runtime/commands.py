@@ -1,4 +1,5 @@
-"""Built-in chat commands, answered without the model: /new, /stop, /status, /help."""
+"""Built-in chat commands, answered without the model: /new, /stop, /status, /help, and the
+owner's controls /usage, /budget, /model (agent/runtime/owner_commands.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from dataclasses import dataclass
 from agent.durable.inbox import Inbox
 from agent.durable.sessions import SessionStore
 from agent.model.responses import ProviderHealth
+from agent.runtime import owner_commands
+from agent.runtime.metering import Controls
 from agent.turns.state import TurnRecord
 from channels.capabilities import CHAT_COMMANDS
 
@@ -16,6 +19,11 @@ HELP = (
     "/new — start a fresh conversation (the bot forgets this chat's history)\n"
     "/stop — stop the answer being worked on\n"
     "/status — model and its health, waiting messages, tokens and cost of the last answer\n"
+    "/model — the models this chat may use; /model NAME switches it, /model reset goes back\n"
+    "/usage — tokens and cost today and this month (the owner, privately)\n"
+    "/budget — the spending limits; /budget daily 5 sets one (the owner, privately)\n"
+    "/pair — who may talk to me: /pair approve CODE, /pair deny CODE, /pair invite, /pair here "
+    "in a group (the owner)\n"
     "/help — this list\n"
     "Anything else is a message for the assistant."
 )
@@ -34,6 +42,9 @@ class CommandContext:
     inbox: Inbox
     health: ProviderHealth
     history_budget: int  # tokens of earlier turns a turn may send
+    controls: Controls | None = None  # usage, budget, chat models (None: not kept here)
+    owner: bool = False  # the owner, in their private chat or the terminal
+    sender: str = ""  # who wrote the command, as /model keeps it
 
 
 def parse_command(text: str) -> str | None:
@@ -57,7 +68,24 @@ async def run_command(text: str, ctx: CommandContext) -> str | None:
         return "Stopping." if ctx.cancel() else "Nothing is running."
     if name == "status":
         return await _status(ctx)
+    if name == "pair":  # a chat channel's runtime answers it (agent/runtime/pair_command.py)
+        return "Pairing is for the chat channels; here: agent pairing list | approve | deny."
+    if name in ("usage", "budget", "model"):
+        return await _controls(name, text.split()[1:], ctx)
     return HELP
+
+
+async def _controls(name: str, args: list[str], ctx: CommandContext) -> str:
+    controls = ctx.controls
+    if controls is None:
+        return f"/{name} is not available here."
+    if name == "model":
+        return await owner_commands.model_text(controls, ctx.chat_key, ctx.model, args, ctx.sender)
+    if not ctx.owner:
+        return owner_commands.OWNER_ONLY.format(name=name)
+    if name == "usage":
+        return await owner_commands.usage_text(controls)
+    return await owner_commands.budget_text(controls, args)
 
 
 async def _status(ctx: CommandContext) -> str:
@@ -66,8 +94,11 @@ async def _status(ctx: CommandContext) -> str:
     recent = await ctx.sessions.recent(ctx.chat_key)
     tokens = sum(ctx.sessions.tokens(m) for turn in recent.turns for m in turn.messages)
     summary = "; earlier turns summarised" if recent.summary else ""
+    model = ctx.model
+    if ctx.controls is not None:
+        model = await ctx.controls.model_of(ctx.chat_key, ctx.model)
     lines = [
-        f"Model: {ctx.model} ({ctx.health.describe()})",
+        f"Model: {model} ({ctx.health.describe()})",
         f"Conversation: {count} messages; waiting to be answered: {waiting}",
         f"History: about {tokens:,} of {ctx.history_budget:,} tokens{summary}",
     ]
@@ -75,7 +106,7 @@ async def _status(ctx: CommandContext) -> str:
     if last is None:
         lines.append("Last answer: none yet")
     else:
-        cost = f"${last.cost_usd:.4f}" if last.cost_usd else "unknown"
+        cost = "unknown" if last.cost_usd is None else f"${last.cost_usd:.4f}"
         lines.append(
             f"Last answer: {last.prompt_tokens} prompt + {last.completion_tokens} completion "
             f"tokens, cost {cost}, ended: {last.stop_reason}"

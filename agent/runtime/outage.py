@@ -4,11 +4,15 @@ call (not at the turn's deadline), and the message waits and runs again with bac
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from agent.config import AgentSettings
-from agent.durable.inbox import Pending
+from agent.durable.inbox import Inbox, Pending
 from channels.base import ChatRef, Reply
+
+log = logging.getLogger(__name__)
 
 MAX_RETRY_WAIT_S = 60.0
 OUTAGE_NOTICE = (
@@ -36,3 +40,19 @@ class OutageNotice:
 def retry_wait_s(agent: AgentSettings, attempts: int) -> float:
     """How long a message no model answered waits before its next attempt."""
     return min(agent.turn_retry_backoff_s * 2.0**attempts, MAX_RETRY_WAIT_S)
+
+
+async def retry_later(
+    pending: Pending, notice: OutageNotice, agent: AgentSettings, inbox: Inbox
+) -> bool:
+    """Schedule another attempt while the retry window lasts (the user told once); False
+    when the window is over."""
+    now = time.time()
+    since = pending.failing_since or now
+    if now - since >= agent.retry_failed_turns_for_s:
+        return False
+    await notice()
+    wait = retry_wait_s(agent, pending.attempts)
+    await inbox.defer(pending.id, retry_at=now + wait, failing_since=since, notified=True)
+    log.warning("%s: no model answered; trying again in %.0f s", pending.message.chat.key, wait)
+    return True

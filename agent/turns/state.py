@@ -15,7 +15,7 @@ class TurnRecord:
     stop_reason: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0  # None: a call's price was unknown
     error: str = ""
     events: list[ToolEvent] = field(default_factory=list)
 

@@ -16,7 +16,14 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from agent.durable.quirks import Placement, ProviderQuirks
 from agent.durable.triggers import Trigger, trigger_text
 from agent.model.facts import supports_vision
-from agent.model.responses import LLMError, LLMRequestRejected, Message, ModelClient, OnRetry
+from agent.model.responses import (
+    BudgetSpent,
+    LLMError,
+    LLMRequestRejected,
+    Message,
+    ModelClient,
+    OnRetry,
+)
 from agent.prompt.context import SILENT_REPLY, Dispatch
 from agent.prompt.source import Fingerprint, PromptSource
 from agent.security import ScrubbedStream, Scrubber, scrub_message
@@ -112,23 +119,29 @@ class TurnRunner:
         on_text: Callable[[str], None] | None = None,
         on_retry: OnRetry = None,
         trigger: Trigger | None = None,
+        llm: ModelClient | None = None,
     ) -> TurnOutcome:
         """Run the turn to an outcome; only cancellation escapes. `private`: the owner's own
         conversation (the prompt may hold USER.md and MEMORY.md); `remembered`: memories
         recalled for this message, shown in its envelope (never in the system prompt);
-        `trigger`: a schedule or the heartbeat started it, not a person."""
+        `trigger`: a schedule or the heartbeat started it, not a person; `llm`: this turn's
+        model (the chat's choice, metered: agent/runtime/metering.py), else the runner's."""
         user: Message = {"role": "user", "content": self.envelope(msg, remembered, trigger)}
+        llm = llm or self.llm
         try:
             async with asyncio.timeout(deadline_s):
-                asked = await self._with_images(user, msg)
+                asked = await self._with_images(user, msg, llm.model)
                 streams = Streams(on_event, on_text, on_retry)
-                result = await self._loop(prior, asked, context, private, streams)
+                result = await self._loop(prior, asked, context, private, streams, llm)
         except TimeoutError:
             error = f"the turn took longer than {deadline_s:g} s"
             log.error("%s %s: %s", self.channel.name, msg.chat.key, error)
             return TurnOutcome(
                 "retry", FAILED_TURN.format(UNREACHABLE), [user], TurnRecord("error", error=error)
             )
+        except BudgetSpent as exc:  # a limit reached mid-turn: the turn ends, saying which
+            log.warning("%s %s: turn stopped: %s", self.channel.name, msg.chat.key, exc)
+            return TurnOutcome("failed", str(exc), [user], TurnRecord("budget", error=str(exc)))
         except LLMError as exc:
             log.error("%s %s: turn failed: %s", self.channel.name, msg.chat.key, exc)
             record = TurnRecord("error", error=str(exc))
@@ -156,13 +169,14 @@ class TurnRunner:
         context: ToolCallContext,
         private: bool,
         streams: Streams,
+        llm: ModelClient,
     ) -> TurnResult:
         """The loop, sent again in a shape the provider takes when it refuses this one: see
         agent/durable/quirks.py."""
-        dispatch = self._dispatcher()
-        placement = self._placement()
+        model = llm.model
+        dispatch = self._dispatcher(model)
+        placement = self._placement(model)
         agent = self.source.settings.agent
-        model = self.llm.model
         instructions = self.channel.delivery_instructions
         for _attempt in range(3):
             merged = placement == "system_prompt"
@@ -175,8 +189,8 @@ class TurnRunner:
             try:
                 return await run_tool_call_loop(
                     history,
-                    self.source.tools,
-                    self.llm,
+                    self.source.turn_tools(),  # what load_tool loads lives as long as the loop
+                    llm,
                     context=context,
                     options=LoopOptions(agent.max_tool_iterations, agent.tool_timeout_s),
                     dispatcher=dispatcher,
@@ -200,14 +214,14 @@ class TurnRunner:
                     raise
         raise LLMError("the provider kept refusing the request", status=400)
 
-    async def _with_images(self, user: Message, msg: IncomingMessage) -> Message:
+    async def _with_images(self, user: Message, msg: IncomingMessage, model: str) -> Message:
         """With vision, this turn's photos go along as image parts (the stored turn keeps
         only the text, so history does not carry them)."""
         photos = [item.path for item in msg.attachments if item.kind == "IMAGE"]
         llm = self.source.settings.llm
         if not photos or llm.vision == "off":
             return user
-        if llm.vision == "auto" and not supports_vision(self.llm.model):
+        if llm.vision == "auto" and not supports_vision(model):
             return user
         parts = [await asyncio.to_thread(self._image, path, llm.vision_max_px) for path in photos]
         images = [part for part in parts if part is not None]
@@ -224,16 +238,16 @@ class TurnRunner:
             return None
         return image_part(data, path.name, max_px)
 
-    def _placement(self) -> Placement:
+    def _placement(self, model: str) -> Placement:
         configured = self.source.settings.agent.delivery_instructions
         if configured != "after_user":
             return configured
-        return self.quirks.placement.get(self.llm.model, "after_user")
+        return self.quirks.placement.get(model, "after_user")
 
-    def _dispatcher(self) -> Dispatch:
-        if self.llm.model in self.quirks.xml_tools:
+    def _dispatcher(self, model: str) -> Dispatch:
+        if model in self.quirks.xml_tools:
             return "xml"
-        return configured_dispatcher(self.source.settings.agent.tool_dispatcher, self.llm.model)
+        return configured_dispatcher(self.source.settings.agent.tool_dispatcher, model)
 
     def envelope(
         self, msg: IncomingMessage, remembered: str = "", trigger: Trigger | None = None

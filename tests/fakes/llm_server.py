@@ -27,6 +27,7 @@ from aiohttp import web
 from fakes.llm_embeddings import embed_text
 from fakes.llm_faults import Outage, OutageMode
 from fakes.llm_requests import last_user_content, tool_results
+from fakes.llm_usage import usage_block
 
 __all__ = [
     "Error",
@@ -181,6 +182,7 @@ class FakeLLM:
         self.transcriptions: list[tuple[str, bytes]] = []  # (model, audio bytes) received
         self.embedding_inputs: list[list[str]] = []  # the texts of each embeddings request
         self.embeddings_status: int | None = None  # set: /embeddings fails with this status
+        self.cached_tokens = 0  # prompt tokens each answer says were read from the cache
         self._lock = threading.Lock()
         self._script: deque[Outcome | str] = deque()
         self._failing: dict[str, int] = {}
@@ -246,7 +248,7 @@ class FakeLLM:
             self._requests.clear()
             self._headers.clear()
         self.responder, self.latency_s = echo, 0.0
-        self.embeddings_status = None
+        self.embeddings_status, self.cached_tokens = None, 0
         self.embedding_inputs.clear()
         self.reject_non_leading_system = self.reject_tools = False
 
@@ -408,12 +410,7 @@ class FakeLLM:
             for c in outcome.calls
         ]
         completion_chars = len(outcome.content or "") + sum(len(c.arguments) for c in outcome.calls)
-        prompt = json.dumps(body.get("messages", [])) + json.dumps(body.get("tools", []))
-        usage = {
-            "prompt_tokens": max(1, len(prompt) // 4),
-            "completion_tokens": max(1, completion_chars // 4),
-        }
-        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        usage = usage_block(body, completion_chars, self.cached_tokens)
         head = {
             "id": f"chatcmpl-{next(self._ids)}",
             "created": int(time.time()),
@@ -437,7 +434,7 @@ class FakeLLM:
         head: dict[str, Any],
         reply: Reply,
         calls: list[dict[str, Any]],
-        usage: dict[str, int],
+        usage: dict[str, Any],
     ) -> web.StreamResponse:
         """SSE like OpenAI: role, content pieces, tool-call pieces, finish, usage, [DONE]."""
         want_usage = bool((body.get("stream_options") or {}).get("include_usage"))

@@ -119,8 +119,10 @@ class FunctionModel:
         tools: Tools = None,
         on_text: OnText = None,
         on_retry: OnRetry = None,
+        model: str | None = None,
     ) -> LLMResponse:
-        request: Request = {"model": self._model, "messages": json.loads(json.dumps(messages))}
+        request: Request = {"model": model or self._model}  # a chat's /model choice first
+        request["messages"] = json.loads(json.dumps(messages))
         if tools:
             request["tools"] = json.loads(json.dumps(tools))
         if on_text is not None:
@@ -174,10 +176,10 @@ class FunctionModel:
         return LLMResponse(
             content=content,
             tool_calls=calls,
-            model=self._model,
+            model=request["model"],
             prompt_tokens=max(1, len(prompt) // 4),
             completion_tokens=max(1, written // 4),
-            cost_usd=0.0,  # a model LiteLLM has no price for, as on the HTTP double
+            cost_usd=None,  # a model LiteLLM has no price for, as on the HTTP double
             first_token_s=first_token_s,
         )
 
