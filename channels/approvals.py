@@ -39,6 +39,16 @@ def button_key(question_id: str, max_length: int) -> str:
     return hashlib.sha256(question_id.encode()).hexdigest()[:max_length]
 
 
+def buttons_of(question: ApprovalQuestion) -> tuple[tuple[str, str], ...]:
+    """The buttons a question offers: all three, or Approve / Deny without "Always allow"."""
+    return BUTTONS if question.always else BUTTONS[:2]
+
+
+def unanswered(question: ApprovalQuestion) -> str:
+    """What the question shows once nobody answered it in time (or it was closed)."""
+    return question.unanswered or TIMED_OUT
+
+
 def with_outcome(text: str, outcome: str) -> str:
     return f"{text}\n\n{outcome}" if outcome else text
 

@@ -200,6 +200,8 @@ class ApprovalQuestion:
 
     id: str  # unique per question; channels put it in the buttons' callback data
     text: str  # what would happen and why it needs asking
+    always: bool = True  # offer "Always allow" too (a pairing request: Approve / Deny only)
+    unanswered: str = ""  # the line shown when the wait ends unanswered ("": a denial)
 
 
 class ReplyStream(Protocol):

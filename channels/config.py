@@ -25,6 +25,7 @@ class TelegramSettings(_Section):
     enabled: bool = False
     bot_token: SecretStr | None = None
     allowed_users: list[str] = Field(default_factory=list)
+    pairing: bool = True  # a stranger's private message asks the owner (a code, buttons)
     group_mode: Literal["mention", "all"] = "mention"
     stream_replies: bool = False
     transcription_model: str = ""
@@ -38,6 +39,7 @@ class DiscordSettings(_Section):
     enabled: bool = False
     bot_token: SecretStr | None = None
     allowed_users: list[str] = Field(default_factory=list)
+    pairing: bool = True  # a stranger's direct message asks the owner (a code, buttons)
     allowed_guilds: list[str] = Field(default_factory=list)
     allowed_channels: list[str] = Field(default_factory=list)
     guild_mode: Literal["mention", "all"] = "mention"

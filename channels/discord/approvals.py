@@ -18,14 +18,14 @@ from typing import Any
 import discord
 
 from channels.approvals import (
-    BUTTONS,
     EDIT_TIMEOUT_S,
     OUTCOMES,
     PREFIX,
-    TIMED_OUT,
     WaitingQuestions,
     button_key,
+    buttons_of,
     settle,
+    unanswered,
     with_outcome,
 )
 from channels.base import ApprovalAnswer, ApprovalQuestion, MayAnswer
@@ -42,10 +42,10 @@ STYLES = {
 }
 
 
-def buttons(key: str) -> discord.ui.View:
-    """The three buttons as a view that only describes them (see the module docstring)."""
+def buttons(key: str, question: ApprovalQuestion) -> discord.ui.View:
+    """The buttons as a view that only describes them (see the module docstring)."""
     view = discord.ui.View(timeout=None)
-    for label, code in BUTTONS:
+    for label, code in buttons_of(question):
         view.add_item(
             discord.ui.Button(label=label, style=STYLES[code], custom_id=f"{PREFIX}:{code}:{key}")
         )
@@ -72,18 +72,18 @@ class DiscordApprovals:
     ) -> ApprovalAnswer:
         """Send the question with its buttons to `channel` (a DM, text channel or thread) and
         wait for an allowed press. A cancelled wait (the caller's timeout) turns the message
-        into a denial note without buttons, then re-raises."""
+        into its unanswered line without buttons, then re-raises."""
         key = button_key(question.id, MAX_KEY_BYTES)
         with self._waiting.waiting(key, question, may_answer) as pending:
             try:
-                message = await channel.send(shown(question), view=buttons(key))
+                message = await channel.send(shown(question), view=buttons(key, question))
             except Exception:
                 log.exception("discord: could not ask for approval of %s", question.id)
                 raise
             try:
                 return await pending.future
             except asyncio.CancelledError:
-                edit = message.edit(content=shown(question, TIMED_OUT), view=None)
+                edit = message.edit(content=shown(question, unanswered(question)), view=None)
                 await _best_effort(edit, "time out")
                 raise
 

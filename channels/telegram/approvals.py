@@ -18,14 +18,14 @@ from typing import Any
 from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
 
 from channels.approvals import (
-    BUTTONS,
     EDIT_TIMEOUT_S,
     OUTCOMES,
     PREFIX,
-    TIMED_OUT,
     WaitingQuestions,
     button_key,
+    buttons_of,
     settle,
+    unanswered,
     with_outcome,
 )
 from channels.base import ApprovalAnswer, ApprovalQuestion, MayAnswer
@@ -39,11 +39,11 @@ MAX_TEXT = 4096 - 64  # room for the outcome line under Telegram's message limit
 SendQuestion = Callable[[str, InlineKeyboardMarkup], Awaitable[Message]]
 
 
-def keyboard(key: str) -> InlineKeyboardMarkup:
-    """One row: Approve, Deny, Always allow; each press carries the answer and the key."""
+def keyboard(key: str, question: ApprovalQuestion) -> InlineKeyboardMarkup:
+    """One row: Approve, Deny (and Always allow); each press carries the answer and the key."""
     row = [
         InlineKeyboardButton(label, callback_data=f"{PREFIX}:{code}:{key}")
-        for label, code in BUTTONS
+        for label, code in buttons_of(question)
     ]
     return InlineKeyboardMarkup([row])
 
@@ -72,11 +72,11 @@ class TelegramApprovals:
         self, send: SendQuestion, question: ApprovalQuestion, may_answer: MayAnswer
     ) -> ApprovalAnswer:
         """Send the question with its buttons and wait for an allowed press. A cancelled wait
-        (the caller's timeout) turns the message into a denial note, then re-raises."""
+        (the caller's timeout) turns the message into its unanswered line, then re-raises."""
         key = button_key(question.id, MAX_KEY_BYTES)
         with self._waiting.waiting(key, question, may_answer) as pending:
             try:
-                message = await send(shown(question), keyboard(key))
+                message = await send(shown(question), keyboard(key, question))
             except Exception:
                 log.exception("telegram: could not ask for approval of %s", question.id)
                 raise
@@ -84,7 +84,8 @@ class TelegramApprovals:
                 return await pending.future
             except asyncio.CancelledError:
                 # Without reply_markup the edit also removes the buttons.
-                await _best_effort(message.edit_text(shown(question, TIMED_OUT)), "time out")
+                edit = message.edit_text(shown(question, unanswered(question)))
+                await _best_effort(edit, "time out")
                 raise
 
     async def on_press(self, update: Update) -> None:

@@ -13,7 +13,8 @@ from channels.base import ChatRef, IncomingMessage, MediaKind, RemoteFile
 
 
 def addressed_to_bot(message: Message, bot_id: int, bot_username: str, group_mode: str) -> bool:
-    """Private chats always; groups only when mentioned or replied to, unless mode is "all"."""
+    """Private chats always; groups only when mentioned (or a command is named for the bot:
+    /pair@x_bot) or replied to, unless mode is "all"."""
     if message.chat.type == "private" or group_mode == "all":
         return True
     replied = message.reply_to_message
@@ -24,9 +25,12 @@ def addressed_to_bot(message: Message, bot_id: int, bot_username: str, group_mod
 
 def _mentions(message: Message, bot_id: int, bot_username: str) -> bool:
     entities = message.parse_entities() if message.text else message.parse_caption_entities()
+    handle = f"@{bot_username}".lower()
     for entity, text in entities.items():
-        if entity.type == MessageEntity.MENTION and text.lower() == f"@{bot_username}".lower():
+        if entity.type == MessageEntity.MENTION and text.lower() == handle:
             return True
+        if entity.type == MessageEntity.BOT_COMMAND and text.lower().endswith(handle):
+            return True  # "/status@x_bot": a command for this bot in a group
         if entity.type == MessageEntity.TEXT_MENTION and entity.user and entity.user.id == bot_id:
             return True
     return False
