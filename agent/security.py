@@ -36,8 +36,12 @@ _PATTERNS = re.compile(
 
 class Scrubber:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._know(secrets)
+
+    def _know(self, secrets: Iterable[str]) -> None:
         # Longest first, so a secret that contains another is replaced whole.
         values = sorted({s for s in secrets if len(s) >= _MIN_SECRET_LEN}, key=len, reverse=True)
+        self._values = tuple(values)
         self._split = (
             re.compile("|".join(_SPLIT.join(re.escape(char) for char in value) for value in values))
             if values
@@ -58,6 +62,11 @@ class Scrubber:
         env = os.environ if environ is None else environ
         found = [value for name, value in env.items() if _SECRET_ENV_NAME.search(name)]
         return cls([*found, *extra])
+
+    def learn(self, other: Scrubber) -> None:
+        """Scrub `other`'s secrets too from now on (a key a reload brought); none is
+        forgotten, so what an earlier key left in a running turn's text stays covered."""
+        self._know([*self._values, *other._values])
 
     def __call__(self, text: str) -> str:
         if self._split is not None:
@@ -114,6 +123,9 @@ class ScrubbingFilter(logging.Filter):
     def __init__(self, scrub: Scrubber) -> None:
         super().__init__()
         self._scrub = scrub
+
+    def learn(self, other: Scrubber) -> None:
+        self._scrub.learn(other)
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg = self._scrub(record.getMessage())

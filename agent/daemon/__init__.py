@@ -1,2 +1,3 @@
 """`agent run`: the daemon serving every channel, its local socket and the ops on it (one-shot,
-send), and the model warm-up. May import agent.app and below."""
+send, reload), its settings read again while it runs, and the model warm-up. May import
+agent.app and below."""

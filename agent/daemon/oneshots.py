@@ -71,13 +71,21 @@ class OneShots:
     def __init__(self, runtime: ChannelRuntime, scrub: Scrubber, fingerprint: str) -> None:
         self.runtime = runtime
         self._scrub = scrub
-        self._fingerprint = fingerprint
+        self.fingerprint = fingerprint  # what its settings are read from
+        self._earlier: set[str] = set()  # what they were read from before a reload
+
+    def reloaded(self, fingerprint: str) -> None:
+        """The daemon's settings were read again (agent/daemon/reload.py): an `agent chat`
+        begun before, whose fingerprint is the older one, goes on with the new settings."""
+        if fingerprint != self.fingerprint:
+            self._earlier.add(self.fingerprint)
+            self.fingerprint = fingerprint
 
     async def run(self, request: Request, conn: Connection) -> None:
         """The "run" op: `{"op": "run", "message", "session", "settings", "tty", "stream"}`
         ("stream" may be left out: a one-shot prints only the whole reply)."""
-        if request.get("settings") != self._fingerprint:
-            reason = _differences(self._fingerprint, str(request.get("settings")))
+        if request.get("settings") not in (self.fingerprint, *self._earlier):
+            reason = _differences(self.fingerprint, str(request.get("settings")))
             conn.send({"event": "declined", "reason": f"it runs with other settings: {reason}"})
             return
         text, session = request.get("message"), request.get("session")
