@@ -11,11 +11,12 @@ Run it with an installed (not editable) pinclaw for the figures a user gets: an 
 install adds an import hook to every start.
 
 Medians over N runs (default 7 cold, 20 through the daemon). With `--nanobot PATH` (the
-`nanobot` command of a nanobot-ai install), the cold one-shot is also run in pairs with
-`nanobot agent -m` against the same fake server, alternating, and the ratio of the medians
-printed: the peer's one-shot does the same job (one message, one reply, exit).
+`nanobot` command of a nanobot-ai install) or `--hermes PATH` (the `hermes` command of a
+hermes-agent install), the cold one-shot is also run in pairs with the peer's
+(`nanobot agent -m`, `hermes -z`) against the same fake server, alternating, and the ratio
+of the medians printed: the peer's one-shot does the same job (one message, one reply, exit).
 
-    .venv/bin/python bench/startup.py [--runs 7] [--daemon-runs 20] [--nanobot PATH]
+    .venv/bin/python bench/startup.py [--runs 7] [--daemon-runs 20] [--nanobot PATH] [--hermes PATH]
 """
 
 from __future__ import annotations
@@ -141,26 +142,32 @@ def nanobot_home(nanobot: str, base_url: str, folder: Path) -> dict[str, str]:
     return env
 
 
-def against_nanobot(
-    agent: str, env: dict[str, str], nanobot: str, base_url: str, runs: int
+def hermes_home(base_url: str, folder: Path) -> dict[str, str]:
+    """A Hermes Agent home whose model is the fake server's, through its "custom"
+    (OpenAI-compatible) provider; the environment that uses it."""
+    (folder / ".hermes").mkdir()
+    (folder / ".hermes" / "config.yaml").write_text(
+        "model:\n  provider: custom\n  default: bench\n"
+        f"  base_url: {base_url}\n  api_key: sk-bench-not-real\n"
+    )
+    return {**os.environ, "HOME": str(folder), "HERMES_HOME": str(folder / ".hermes")}
+
+
+def against_peer(
+    agent: str, env: dict[str, str], name: str, peer: list[str], peer_env: dict[str, str], runs: int
 ) -> None:
-    """The cold one-shot and nanobot's, in alternating pairs (so both see the same load)."""
-    with tempfile.TemporaryDirectory() as folder:
-        peer_env = nanobot_home(nanobot, base_url, Path(folder))
-        peer = [nanobot, "agent", "-m", "hello", "--no-markdown"]
-        timed(peer, peer_env)  # compiles its .pyc files
-        ours: list[tuple[float, float]] = []
-        theirs: list[tuple[float, float]] = []
-        for _ in range(runs):
-            ours += timed([agent, "run", "-m", "hello", "--no-daemon"], env)
-            theirs += timed(peer, peer_env)
+    """The cold one-shot and a peer's, in alternating pairs (so both see the same load)."""
+    timed(peer, peer_env)  # compiles its .pyc files
+    ours: list[tuple[float, float]] = []
+    theirs: list[tuple[float, float]] = []
+    for _ in range(runs):
+        ours += timed([agent, "run", "-m", "hello", "--no-daemon"], env)
+        theirs += timed(peer, peer_env)
     our_ms, our_rss = medians(ours)
     their_ms, their_rss = medians(theirs)
     print(f"agent run -m (cold, paired) {our_ms:6.0f} ms   peak RSS {our_rss:.0f} MiB   ({runs})")
-    print(
-        f"nanobot agent -m            {their_ms:6.0f} ms   peak RSS {their_rss:.0f} MiB   ({runs})"
-    )
-    print(f"pinclaw / nanobot           {our_ms / their_ms:6.2f} x")
+    print(f"{name + ' one-shot':27} {their_ms:6.0f} ms   peak RSS {their_rss:.0f} MiB   ({runs})")
+    print(f"{'pinclaw / ' + name:27} {our_ms / their_ms:6.2f} x")
 
 
 def main() -> None:
@@ -168,6 +175,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--daemon-runs", type=int, default=20)
     parser.add_argument("--nanobot", help="nanobot's command, to run the cold one-shot against")
+    parser.add_argument("--hermes", help="Hermes Agent's `hermes` command, the same")
     options = parser.parse_args()
     runs = options.runs
     agent = str(Path(sys.executable).parent / "agent")
@@ -193,7 +201,14 @@ def main() -> None:
             f"agent run -m (cold)        {cold_ms:7.0f} ms   peak RSS {cold_rss:.0f} MiB   ({runs})"
         )
         if options.nanobot:
-            against_nanobot(agent, env, options.nanobot, llm.base_url, runs)
+            with tempfile.TemporaryDirectory() as peer_folder:
+                peer_env = nanobot_home(options.nanobot, llm.base_url, Path(peer_folder))
+                peer = [options.nanobot, "agent", "-m", "hello", "--no-markdown"]
+                against_peer(agent, env, "nanobot", peer, peer_env, runs)
+        if options.hermes:
+            with tempfile.TemporaryDirectory() as peer_folder:
+                peer_env = hermes_home(llm.base_url, Path(peer_folder))
+                against_peer(agent, env, "hermes", [options.hermes, "-z", "hello"], peer_env, runs)
         through_daemon(agent, env, home, options.daemon_runs)
 
 

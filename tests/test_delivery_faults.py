@@ -318,7 +318,9 @@ def test_a_turn_whose_commit_met_a_locked_state_db_is_answered_when_the_lock_goe
     daemon = telegram_daemons.start()
     fake_telegram.inject_message(CHAT, OWNER, "round 1")
     wait_until(lambda: len(fake_llm.requests) == 1, 20, "the turn began", daemon)
-    holder = hold_write_lock(db_of(home), 9)
+    # Longer than two busy timeouts (5 s): the call's usage row gives up first, then the
+    # turn's commit meets the lock too.
+    holder = hold_write_lock(db_of(home), 14)
     holder.join()
     wait_until(lambda: finished(db_of(home)) >= 1, 60, "the answer", daemon)  # nobody wrote
     assert daemon.terminate() == 0

@@ -19,6 +19,7 @@ from typing import TextIO
 
 from agent.app import make_scrubber
 from agent.cli.doctor_setup import report_channels, report_home, report_model
+from agent.cli.pairing import doctor_lines
 from agent.cli.user_errors import missing_package_line
 from agent.config import Settings
 from agent.durable.quirks import ProviderQuirks
@@ -26,6 +27,7 @@ from agent.prompt.profiles import FACT_FIRST_TOKEN, FACT_SERVER, FACT_TOOLS, FAC
 from agent.security import Scrubber
 from agent.workspace import BOOTSTRAP_FILES
 from tools.board.firmata_types import BoardInfo, pin_runs
+from tools.config import DEFAULT_BOARD, BoardSettings, configured_boards, network_port
 
 
 class ScrubbedLines(io.TextIOBase):
@@ -88,8 +90,11 @@ async def _checks(settings: Settings, check_model: bool) -> int:
         _note_queues(settings.state_db)
         for line in ProviderQuirks.read(settings.state_db).lines():
             print(f"note provider: {line}")
-    if settings.hardware.enabled:
-        await _report_board(settings, report)
+        for line in doctor_lines(settings):  # who was let in by pairing, the open codes
+            print(f"note pairing: {line}")
+    for name, board in configured_boards(settings.hardware, settings.boards).items():
+        what = "board" if name == DEFAULT_BOARD else f"board {name}"
+        await _report_board(board, what, settings.home, report)
     if check_model and model and state_problem is None:
         await _check_model(settings, report)
     return 2 if state_problem is not None else 1 if problems else 0
@@ -156,27 +161,34 @@ async def _ask_model(
     )
 
 
-async def _report_board(settings: Settings, report: Callable[[bool, str, str], None]) -> None:
+async def _report_board(
+    settings: BoardSettings, what: str, home: Path, report: Callable[[bool, str, str], None]
+) -> None:
     """What the board's own reports say, or why there are none (not found, its port in use,
-    pyserial missing)."""
+    pyserial missing). Only looked at: its named pins (and their safe states) are left out.
+    A network board the daemon holds is not asked: its one connection would be taken."""
+    from agent.cli.local_client import ping
     from tools.board.board import Board
 
-    board = Board(settings.hardware)
+    if network_port(settings.port) and ping(home) is not None:
+        print(f"note {what}: {settings.port}, held by the running daemon (not asked)")
+        return
+    board = Board(settings.model_copy(update={"pins": {}, "interlocks": []}))
     try:
         info = await board.describe()
     except ModuleNotFoundError as exc:
         line = missing_package_line(exc)
         if line is None:
             raise
-        report(False, "board", line.removeprefix("error: "))
+        report(False, what, line.removeprefix("error: "))
         return
     finally:
         await board.close()
     if info is None:
-        report(False, "board", board.last_error or "not found")
+        report(False, what, board.last_error or "not found")
     else:
-        report(True, "board", _board_line(info))
-        print(f"note board: {_timer_line(info)}")
+        report(True, what, _board_line(info))
+        print(f"note {what}: {_timer_line(info)}")
 
 
 def _board_line(info: BoardInfo) -> str:
@@ -243,6 +255,11 @@ def _report_sandbox(
     if refused:
         detail += '; autonomy "full" refuses every command until a sandbox is available'
     report(not refused, "sandbox", detail)
+    from tools.mcp.manager import preflight  # each MCP server, not started: `agent mcp list`
+
+    for name, server in settings.mcp.servers.items():
+        line = preflight(name, server, sandbox)
+        report(not line.startswith("cannot"), f"mcp {name}", line)
     if not approvals:
         return
     rules = read_rules(settings.state_db, settings.workspace_dir.resolve())
@@ -268,7 +285,8 @@ def _note_queues(state_db: Path) -> None:
     if not state_db.exists():
         return
     try:
-        with sqlite3.connect(f"file:{state_db}?mode=ro", uri=True, timeout=2) as db:
+        uri = f"file:{state_db}?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=2)) as db:
             waiting = count_waiting(db)
             queued, expired = count_replies(db, "pending"), count_replies(db, "expired")
             fates = part_fates(db)

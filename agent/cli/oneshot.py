@@ -9,9 +9,11 @@ import os
 import sys
 from typing import NoReturn
 
+from agent import collector
 from agent.app import build_app
 from agent.cli.oneshot_screen import PlainScreen, Screen
 from agent.config import Settings
+from agent.model.facts import load_first_call_modules, load_litellm
 from agent.runtime.one_shot import answer
 from agent.turns.state import Access
 from channels.base import ApprovalAnswer, ApprovalQuestion, ChatRef, MayAnswer, OutgoingPart
@@ -48,15 +50,17 @@ async def run_once(
     screen = screen or PlainScreen()
     channel = OneShotTerminal(screen)
     app = await build_app(settings)
+    load_first_call_modules(load_litellm(), settings.llm.model)
+    collector.release()  # start-up is done: what it loaded lives until the exit
     try:
         runtime = app.runtime(channel, Access(open_to_all=True))
         screen.busy("thinking")
         ended = await answer(runtime, app.scrub, text, session, terminal=channel, say=screen.tool)
     finally:
         screen.idle()
-        if app.board is not None and app.board.finite_patterns:
-            pins = ", ".join(map(str, app.board.finite_patterns))
-            wait = f"at most {app.board.pattern_grace_s:g} s"
+        if app.boards is not None and app.boards.boards.finite_patterns:
+            pins = ", ".join(app.boards.boards.finite_patterns)
+            wait = f"at most {app.boards.boards.pattern_grace_s:g} s"
             screen.note(f"waiting for the pattern on pin {pins} to end ({wait})")
         await app.close()
     if ended.error is not None:

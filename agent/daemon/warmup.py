@@ -12,13 +12,17 @@ spent and nothing leaves the machine.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import time
 
 from agent.config import LLMSettings
 from agent.model.client import request
-from agent.model.facts import load_litellm, price_of, supports_native_tools
+from agent.model.facts import (
+    load_first_call_modules,
+    load_litellm,
+    price_of,
+    supports_native_tools,
+)
 from agent.model.responses import Message
 
 log = logging.getLogger(__name__)
@@ -36,11 +40,8 @@ _TOOL = {
         "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
     },
 }
-# Providers LiteLLM sends through the OpenAI SDK's client, whose resource modules (about
-# 0.25 s of imports) load on the first real request, past where the dry run stops. Not
-# warmed: the tokenizer some providers' requests load (Anthropic's, about 0.15 s), 40 MiB
-# that a daemon on an OpenAI model never needs.
-_OPENAI_SDK_PROVIDERS = ("openai", "azure")
+# Not warmed: the tokenizer some providers' requests load (Anthropic's, about 0.15 s),
+# 40 MiB that a daemon on an OpenAI model never needs.
 
 
 def warm_up_now(settings: LLMSettings) -> float:
@@ -52,12 +53,7 @@ def warm_up_now(settings: LLMSettings) -> float:
     response = litellm.completion(**kwargs, mock_response="ok")
     price_of(litellm, response, settings.model)
     supports_native_tools(settings.model)
-    try:
-        _, provider, _, _ = litellm.get_llm_provider(settings.model)
-    except Exception:
-        provider = ""
-    if provider in _OPENAI_SDK_PROVIDERS:
-        importlib.import_module("openai.resources.chat")
+    load_first_call_modules(litellm, settings.model)
     return time.perf_counter() - started
 
 

@@ -26,21 +26,40 @@ def load_litellm() -> ModuleType:
     return litellm
 
 
-def price_of(litellm: ModuleType, response: Any, model: str) -> float:
-    """What the call cost. LiteLLM prices every response as it logs it and keeps the figure
-    in `_hidden_params["response_cost"]` (None when it has no price for the model): read it
-    rather than pricing the response a second time. Only when it is missing is the price
-    looked up here, and a model LiteLLM cannot price is looked up once, not per call."""
+# Providers LiteLLM sends through the OpenAI SDK's client, whose resource modules (a quarter
+# to half a second of imports) load on the first real request, past what `import litellm`
+# and a dry run load.
+_OPENAI_SDK_PROVIDERS = ("openai", "azure")
+
+
+def load_first_call_modules(litellm: ModuleType, model: str) -> None:
+    """Import now what the first request to `model` would import on its way out: the OpenAI
+    SDK's resources, for the providers LiteLLM sends through that SDK."""
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model)
+    except Exception:  # a name LiteLLM cannot route: the call itself will say so
+        return
+    if provider in _OPENAI_SDK_PROVIDERS:
+        import openai.resources.chat  # noqa: F401
+
+
+def price_of(litellm: ModuleType, response: Any, model: str) -> float | None:
+    """What the call cost in US dollars, None when LiteLLM has no price for the model (a
+    local one). LiteLLM prices every response as it logs it and keeps the figure in
+    `_hidden_params["response_cost"]` (None when it has no price): read it rather than
+    pricing the response a second time. Only when it is missing is the price looked up
+    here, and a model LiteLLM cannot price is looked up once, not per call."""
     hidden = getattr(response, "_hidden_params", None)
     if isinstance(hidden, dict) and "response_cost" in hidden:
-        return float(hidden["response_cost"] or 0.0)
+        cost = hidden["response_cost"]
+        return None if cost is None else float(cost)
     if model in _UNPRICED:
-        return 0.0
+        return None
     try:
         return float(litellm.completion_cost(completion_response=response) or 0.0)
     except Exception:  # unknown price: LiteLLM raises (and builds a traceback) every time
         _UNPRICED.add(model)
-        return 0.0
+        return None
 
 
 def explicit_cache_control(litellm: ModuleType, model: str) -> bool:

@@ -9,6 +9,7 @@ agent/durable/quirks.py and read here, so the next start builds the prompt with 
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 from collections.abc import Mapping
@@ -84,7 +85,8 @@ def learned_facts(state_db: Path, model: str) -> dict[str, str]:
     if not state_db.exists():
         return {}
     try:
-        with sqlite3.connect(f"file:{state_db}?mode=ro", uri=True, timeout=5) as db:
+        uri = f"file:{state_db}?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5)) as db:
             rows = db.execute(
                 "SELECT quirk, value FROM provider_quirks WHERE model = ?", (model,)
             ).fetchall()

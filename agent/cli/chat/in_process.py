@@ -111,9 +111,9 @@ class InProcess:
             self._task.cancel()
 
     async def close(self) -> None:
-        board = self._app.board
-        if board is not None and board.finite_patterns:
-            pins = ", ".join(map(str, board.finite_patterns))
-            wait = f"at most {board.pattern_grace_s:g} s"
+        keeper = self._app.boards
+        if keeper is not None and keeper.boards.finite_patterns:
+            pins = ", ".join(keeper.boards.finite_patterns)
+            wait = f"at most {keeper.boards.pattern_grace_s:g} s"
             print(f"waiting for the pattern on pin {pins} to end ({wait})", file=sys.stderr)
         await self._app.close()

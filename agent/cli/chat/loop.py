@@ -21,8 +21,10 @@ from typing import Any
 
 import click
 
+from agent import collector
 from agent.cli.chat.through_daemon import NoDaemon, ThroughDaemon
 from agent.cli.chat.view import PlainScreen, Screen, Turns
+from agent.cli.command_name import with_command
 from agent.cli.local_client import Unreachable
 from agent.home import (
     CHAT_HISTORY_NAME,
@@ -100,6 +102,7 @@ class Chat:
             if isinstance(chosen, int):
                 return chosen
             self._turns = chosen
+            collector.release()  # started: the conversation may go on for hours
             self._screen = self._make_screen(interactive)
             self._greet()
             while (text := await self._screen.read()) is not None:
@@ -114,7 +117,8 @@ class Chat:
             if self._turns is not None:
                 await self._turns.close()
         if self._turns is not None:
-            self._screen.say(f"resume with: agent chat --session {self._session}")
+            resume = with_command(f"agent chat --session {self._session}")
+            self._screen.say(f"resume with: {resume}")
         return 1 if failed and not self._screen.interactive else 0
 
     async def _choose(self, no_daemon: bool) -> Turns | int:

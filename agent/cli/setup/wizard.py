@@ -17,6 +17,7 @@ from pathlib import Path
 
 import click
 
+from agent.cli.command_name import with_command
 from agent.cli.setup import questions as q
 from agent.cli.setup.checks import (
     HOSTED_CHECK_S,
@@ -367,6 +368,7 @@ class _Setup:
 
 def _print_next_steps() -> None:
     click.echo("Next:")
-    width = max(len(command) for command, _ in NEXT_STEPS)
-    for command, what in NEXT_STEPS:
+    steps = [(with_command(command), what) for command, what in NEXT_STEPS]
+    width = max(len(command) for command, _ in steps)
+    for command, what in steps:
         click.echo(f"  {command.ljust(width)}  {what}")
