@@ -27,3 +27,8 @@ REMOVE_DIR, REMOVE_FILE, MAKE_DIR, MAKE_REG, MAKE_SOCK, MAKE_FIFO, MAKE_SYM
 _.readinto
 # shlex.shlex reads it while splitting (tools/shell/full_mode.py).
 _.whitespace_split
+# html.parser.HTMLParser calls it with each run of text (tools/web/search_providers.py).
+_.handle_data
+# inspect.signature reads it: a tool offered without its `board` argument with one board
+# (tools/board/pin_names.py).
+_.__signature__

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from agent.config import Settings, secret_values
 from agent.conversation.scopes import LegacyScope
+from agent.durable.hardware_records import StateRecords
 from agent.durable.inbox import Inbox
 from agent.durable.migrations import LegacyScope as LegacyMemoryScope
 from agent.durable.migrations import migrate
@@ -27,6 +28,7 @@ from agent.model.facts import context_window, count_tokens
 from agent.model.keys import check_model
 from agent.model.responses import ModelClient
 from agent.model.side_calls import embed, transcribe
+from agent.proactive.hardware import board_tools, make_boards
 from agent.proactive.schedule_book import ChatSchedules
 from agent.proactive.scheduler import Scheduler
 from agent.proactive.watch_book import ChatWatches
@@ -41,19 +43,21 @@ from agent.workspace import ensure_workspace
 from channels.base import Channel
 from tools.base import Tool, ToolRegistry, read_only
 from tools.files import FileTools
+from tools.mcp.manager import McpManager, start_servers
 from tools.memory.memory_tools import MemoryTools
 from tools.memory.store import Embedder, MemoryStore, chat_scope
 from tools.policy import SecurityPolicy
 from tools.proactive.schedule_times import zone_named
 from tools.proactive.schedule_tools import ScheduleBook, ScheduleTools
-from tools.proactive.watch_tools import WatchBook, WatchDefaults, WatchTools
+from tools.proactive.watch_tools import WatchBook
 from tools.sandbox.sandboxes import Sandbox, choose_sandbox
 from tools.shell.shell_tool import ShellTool
 from tools.skills.skill_tools import ReadSkillTool, SkillDoc, SkillTool
+from tools.web.web_tools import web_tools
 
 if TYPE_CHECKING:
     from agent.proactive.pin_watcher import PinWatcher
-    from tools.board.board import Board
+    from tools.board.oversight.keeper import Keeper
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +74,12 @@ class App:
     sandbox: Sandbox  # every command's OS sandbox: probed once, by build_app
     quirks: ProviderQuirks = field(default_factory=ProviderQuirks)
     slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(16))
-    board: Board | None = None
+    boards: Keeper | None = None  # every board, with their log, limits and interlocks
     history_tokens: int = 16_000
     memory: MemoryStore | None = None  # for auto-recall
     schedules: ChatSchedules | None = None  # what the schedule tools keep
     watches: ChatWatches | None = None  # what the pin-watch tools keep
+    mcp: McpManager | None = None  # the MCP servers, whose tools are in `tools`
 
     def runtime(self, channel: Channel, access: Access) -> ChannelRuntime:
         return ChannelRuntime(
@@ -95,10 +100,12 @@ class App:
     async def close(self, *, board_grace_s: float | None = None) -> None:
         """`board_grace_s`: how long running light patterns may go on (default: the tool
         timeout, as a one-shot that started one waits for it)."""
-        if self.board is not None:
-            await self.board.close(grace_s=board_grace_s)
+        if self.boards is not None:
+            await self.boards.close(grace_s=board_grace_s)
         if self.memory is not None:
             await self.memory.close()
+        if self.mcp is not None:
+            await self.mcp.close()
         await self.store.db.close()
 
 
@@ -132,14 +139,20 @@ async def start_scheduler(app: App, runtimes: Sequence[ChannelRuntime]) -> Sched
 
 
 async def start_watcher(app: App, runtimes: Sequence[ChannelRuntime]) -> PinWatcher | None:
-    """Listen to the board for the pin watches of the channels that started (None: no board,
-    or `[watches]` off). Stop it before the runtimes and the board."""
-    if app.board is None or not app.settings.watches.enabled:
+    """Listen to the boards for the pin watches of the channels that started, and tell them
+    what pinclaw switches off by itself (None: no board, or `[watches]` off). Stop it before
+    the runtimes and the boards."""
+    if app.boards is None:
         return None
+    from agent.proactive.hardware import start_boards
     from agent.proactive.pin_watcher import PinWatcher
 
     by_channel = {runtime.channel.name: runtime for runtime in runtimes}
-    watcher = PinWatcher(Schedules(app.store.db), by_channel, app.board, app.settings)
+    await start_boards(app.boards, by_channel)
+    if not app.settings.watches.enabled:
+        return None
+    boards = app.boards.boards
+    watcher = PinWatcher(Schedules(app.store.db), by_channel, boards, app.settings)
     await watcher.start()
     if app.watches is not None:
         app.watches.live = watcher
@@ -187,20 +200,10 @@ def make_scrubber(settings: Settings) -> Scrubber:
     return Scrubber.from_environment(extra=secret_values(settings))
 
 
-def make_board(settings: Settings) -> Board | None:
-    """The Arduino, when `[hardware] enabled`; it connects on first use, not here. Closing
-    it lets finite patterns end within the tool timeout."""
-    if not settings.hardware.enabled:
-        return None
-    from tools.board.board import Board
-
-    return Board(settings.hardware, pattern_grace_s=settings.agent.tool_timeout_s)
-
-
 def build_tools(
     settings: Settings,
     policy: SecurityPolicy,
-    board: Board | None = None,
+    boards: Keeper | None = None,
     skills: SkillCatalog | None = None,
     schedules: ScheduleBook | None = None,
     watches: WatchBook | None = None,
@@ -237,22 +240,13 @@ def build_tools(
             store=memories,
         )
         tools += memory.tools()
-    if board is not None:
-        from tools.board.pin_tools import hardware_tools
-
-        tools += hardware_tools(settings.hardware, board, autonomy=policy.autonomy)
-        if settings.watches.enabled:
-            defaults = WatchDefaults(settings.watches.min_interval_s, settings.watches.hysteresis)
-            tools += WatchTools(
-                watches,
-                settings.hardware,
-                timezone_of(settings),
-                defaults,
-                scrub=scrub,
-            ).tools()
+    if boards is not None:
+        zone = timezone_of(settings)
+        tools += board_tools(settings, boards, policy.autonomy, watches, zone, scrub)
     if settings.schedules.enabled:
         timezone = timezone_of(settings)
         tools += ScheduleTools(schedules, timezone, scrub=scrub).tools()
+    tools += web_tools(settings.web, network=security.sandbox_network)
     tools += skill_tools(skills or SkillCatalog.from_settings(settings), shell, policy, tools)
     return ToolRegistry(read_only(tools) if policy.autonomy == "read_only" else tools)
 
@@ -310,15 +304,15 @@ def skill_tools(
     return found
 
 
-def build_channels(app: App) -> list[tuple[Channel, Access]]:
-    """The enabled chat channels, each with who may use it. A channel that cannot even be
-    built (no token) is reported and left out."""
+def build_channels(app: App, only: Sequence[str] = ()) -> list[tuple[Channel, Access]]:
+    """The enabled chat channels (`only` these, when named), each with who may use it. A
+    channel that cannot even be built (no token) is reported and left out."""
     settings = app.settings
     built: list[tuple[Channel, Access]] = []
     factories = {"telegram": _telegram, "discord": _discord}
     for name, factory in factories.items():
         channel_settings = getattr(settings.channels, name)
-        if not channel_settings.enabled:
+        if not channel_settings.enabled or (only and name not in only):
             continue
         try:
             built.append((factory(app), Access(frozenset(channel_settings.allowed_users))))
@@ -342,15 +336,21 @@ def _discord(app: App) -> Channel:
 async def build_app(settings: Settings, *, model: ModelClient | None = None) -> App:
     """Everything `settings` asks for; `model`: the model to call (tests pass a double),
     else LLMClient on `settings.llm`, whose name and key are checked first (ModelUnusable)."""
-    if model is None:
-        check_model(settings.llm, str(settings.home / ENV_FILE_NAME))
+    # The home and state.db first: one that cannot be used is said in a moment, before the
+    # model's check imports LiteLLM (a second or more on a small machine).
     workspace = settings.workspace_dir
     ensure_workspace(workspace)
+    store = await open_store(settings.state_db, legacy_scope=LegacyScope(settings.people))
+    if model is None:
+        try:
+            check_model(settings.llm, str(settings.home / ENV_FILE_NAME))
+        except BaseException:
+            await store.db.close()
+            raise
     policy = SecurityPolicy.from_settings(settings.security, workspace, home=settings.home)
     sandbox = choose_sandbox(settings.security.sandbox)  # a probe run: once per App
-    board = make_board(settings)
+    boards = make_boards(settings, StateRecords(store.db))
     skills = SkillCatalog.from_settings(settings)
-    store = await open_store(settings.state_db, legacy_scope=LegacyScope(settings.people))
     schedules = ChatSchedules(Schedules(store.db), settings)
     watches = ChatWatches(Schedules(store.db), settings)
     memories = memory_store(settings) if settings.memory.enabled else None
@@ -358,7 +358,7 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
     tools = build_tools(
         settings,
         policy,
-        board,
+        boards,
         skills,
         schedules,
         watches,
@@ -366,7 +366,8 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
         sandbox=sandbox,
         scrub=scrub,
     )
-    return App(
+    mcp = await start_servers(settings.mcp, settings.home / "mcp", policy, sandbox, tools)
+    app = App(
         settings=settings,
         tools=tools,
         llm=model if model is not None else LLMClient(settings.llm),
@@ -376,13 +377,17 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
         policy=policy,
         sandbox=sandbox,
         slots=asyncio.Semaphore(settings.agent.max_concurrent_turns),
-        board=board,
+        boards=boards,
         history_tokens=history_budget(settings),
         quirks=await ProviderQuirks.load(store.db),
         memory=memories,
         schedules=schedules,
         watches=watches,
+        mcp=mcp,
     )
+    if mcp is not None:  # compact mode's copy of the tools follows the servers' lists too
+        mcp.also_in(app.source.tools)
+    return app
 
 
 def history_budget(settings: Settings) -> int:

@@ -34,7 +34,17 @@ from pydantic_settings import (
 
 from agent.home import ENV_PREFIX, default_home, find_config_file, load_env_file
 from channels.config import ChannelsSettings
-from tools.config import HardwareSettings, MemorySettings, SecuritySettings, ShellSettings
+from tools.config import (
+    BoardSettings,
+    HardwareSettings,
+    MemorySettings,
+    SecuritySettings,
+    ShellSettings,
+    WebSettings,
+    check_board_names,
+    configured_boards,
+)
+from tools.mcp.config import McpSettings
 
 
 class _Section(BaseModel):
@@ -81,6 +91,12 @@ class LLMSettings(_Section):
     num_retries: int = Field(default=2, ge=0, le=10)
     retry_backoff_s: float = Field(default=1.0, ge=0)
     fallback_models: list[str] = Field(default_factory=list)
+    choices: list[str] = Field(default_factory=list)  # more models a chat may pick (/model)
+
+    @property
+    def configured_models(self) -> list[str]:
+        """Every model a chat may be switched to: the main one, the fallbacks, the choices."""
+        return list(dict.fromkeys([self.model, *self.fallback_models, *self.choices]))
 
     @property
     def local(self) -> bool:
@@ -112,6 +128,9 @@ class AgentSettings(_Section):
     prompt_mode: Literal["auto", "full", "compact", "minimal", "none"] = "auto"
     prompt_budget_tokens: int = Field(default=0, ge=0)
     tool_dispatcher: Literal["auto", "native", "xml"] = "auto"
+    # Past this many tokens of tool schemas, deferrable tools (MCP) are listed by name and
+    # loaded on demand (agent/prompt/deferred_tools.py); 0: always sent whole.
+    tool_schema_budget_tokens: int = Field(default=1_500, ge=0)
     timezone: str = ""
     delivery_instructions: Literal["after_user", "in_user", "system_prompt"] = "after_user"
     max_concurrent_turns: int = Field(default=16, ge=1)
@@ -161,6 +180,18 @@ class WatchesSettings(_Section):
     max_per_chat: int = Field(default=10, ge=1)
 
 
+class BudgetSettings(_Section):
+    """Spending limits in US dollars (LiteLLM's prices); 0 is no limit. Days and months are
+    agent.timezone's. `max_tokens_per_turn` bounds a turn's calls to models with no price."""
+
+    daily_usd: float = Field(default=0.0, ge=0)
+    monthly_usd: float = Field(default=0.0, ge=0)
+    heartbeat_daily_usd: float = Field(default=0.0, ge=0)
+    schedules_daily_usd: float = Field(default=0.0, ge=0)
+    watches_daily_usd: float = Field(default=0.0, ge=0)
+    max_tokens_per_turn: int = Field(default=0, ge=0)
+
+
 class StateSettings(_Section):
     """state.db: the daemon's daily backups in <home>/backups (`agent state backup` by hand)."""
 
@@ -200,6 +231,7 @@ class Settings(BaseSettings):
     shell: ShellSettings = Field(default_factory=ShellSettings)
     channels: ChannelsSettings = Field(default_factory=ChannelsSettings)
     hardware: HardwareSettings = Field(default_factory=HardwareSettings)
+    boards: dict[str, BoardSettings] = Field(default_factory=dict)  # more boards, by name
     memory: MemorySettings = Field(default_factory=MemorySettings)
     skills: SkillsSettings = Field(default_factory=SkillsSettings)
     identity: IdentitySettings = Field(default_factory=IdentitySettings)
@@ -207,10 +239,24 @@ class Settings(BaseSettings):
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     watches: WatchesSettings = Field(default_factory=WatchesSettings)
     state: StateSettings = Field(default_factory=StateSettings)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)  # [mcp.servers.NAME]: tools/mcp/
     people: dict[str, PersonSettings] = Field(default_factory=dict)
 
     _home: Path = PrivateAttr(default_factory=lambda: default_home(os.environ))
     _config_file: Path | None = PrivateAttr(default=None)
+
+    @field_validator("boards")
+    @classmethod
+    def _board_names(cls, boards: dict[str, BoardSettings]) -> dict[str, BoardSettings]:
+        check_board_names(boards)
+        return boards
+
+    @model_validator(mode="after")
+    def _one_board_per_name(self) -> Settings:
+        configured_boards(self.hardware, self.boards)  # [hardware] is the board "board"
+        return self
 
     @model_validator(mode="after")
     def _slow_local_turns(self) -> Settings:
@@ -311,7 +357,7 @@ def _describe(path: Path, error: Any, environ: Mapping[str, str]) -> str:
         reason = "unknown key"
     elif error["type"] == "missing":
         reason = "required value missing"
-    elif "input" in error and error["type"] not in ("missing",):
+    elif "input" in error and not isinstance(error["input"], dict):  # a table may hold a secret
         reason += f" (got {error['input']!r})"
     return f"{origin}: {dotted}: {reason}"
 
@@ -349,4 +395,4 @@ def secret_values(settings: Settings) -> list[str]:
             node = getattr(node, part)
         if isinstance(node, SecretStr) and node.get_secret_value():
             values.append(node.get_secret_value())
-    return values
+    return values + settings.mcp.secret_values()  # the variables its env and headers name

@@ -38,7 +38,7 @@ PRIVATE_FILES = (
 )
 # Variables that pick the files rather than set a key: compared as paths, not as settings.
 _FILE_PICKERS = (f"{ENV_PREFIX}HOME", f"{ENV_PREFIX}CONFIG")
-# The last part of every secret setting's variable (a test keeps it in step with Settings):
+# How every secret setting's variable ends (a test keeps it in step with Settings):
 # credentials, not behaviour, so a shell without the bot's token still reaches the daemon.
 SECRET_ENDINGS = ("API_KEY", "BOT_TOKEN")
 
@@ -78,7 +78,7 @@ def settings_fingerprint(config_file: Path | None, environ: Mapping[str, str]) -
         for name, value in sorted(merged.items())
         if name.startswith(ENV_PREFIX)
         and name not in _FILE_PICKERS
-        and name.rsplit("__", 1)[-1] not in SECRET_ENDINGS
+        and not name.endswith(SECRET_ENDINGS)
     }
     # Plain text, not a hash (hashlib's import costs a one-shot more than the comparison):
     # it travels only over the owner's 0600 socket, and secrets are not in it.
@@ -114,7 +114,50 @@ def load_env_file(home: Path, environ: MutableMapping[str, str]) -> list[str]:
         if name not in environ:
             environ[name] = value
             added.append(name)
+    if environ is os.environ:
+        _TAKEN.setdefault(home, {}).update((name, environ[name]) for name in added)
     return added
+
+
+# What this process's environment took from each home's agent.env (name: value), so that
+# reading the file again tells a name it gave from one the shell exported.
+_TAKEN: dict[Path, dict[str, str]] = {}
+EnvBefore = dict[str, str | None]  # name: its value before a reload (None: it was unset)
+
+
+def reload_env_file(home: Path) -> EnvBefore:
+    """`<home>/agent.env` read again into this process's environment, for a running daemon:
+    a name the file gave takes its new value (or is unset when the file dropped it), a new
+    name is added, a name the shell exported stays the shell's. Returns what changed, to
+    `restore_env` when the new settings are refused."""
+    taken = _TAKEN.setdefault(home, {})
+    now = {n: v for n, v in read_env_file(home / ENV_FILE_NAME).items() if n not in _FILE_PICKERS}
+    before: EnvBefore = {}
+    for name, value in list(taken.items()):
+        if os.environ.get(name) != value:  # set since by someone else: no longer the file's
+            del taken[name]
+        elif name not in now:
+            before[name] = os.environ.pop(name)
+            del taken[name]
+    for name, value in now.items():
+        if name in taken or name not in os.environ:
+            if os.environ.get(name) != value:
+                before[name] = os.environ.get(name)
+                os.environ[name] = value
+            taken[name] = value
+    return before
+
+
+def restore_env(home: Path, before: EnvBefore) -> None:
+    """Undo `reload_env_file`: each name back to its value before."""
+    taken = _TAKEN.setdefault(home, {})
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+            taken.pop(name, None)
+        else:
+            os.environ[name] = value
+            taken[name] = value
 
 
 def create_private_file(path: Path, text: str = "") -> bool:

@@ -21,6 +21,7 @@ AGENT_CORE = (
     "agent.config",
     "agent.workspace",
     "agent.security",
+    "agent.collector",
     "channels",
     "tools",
 )
@@ -57,11 +58,14 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "tools.memory": ("tools.memory", *TOOLS_CORE_ALL),
     "tools.proactive": ("tools.proactive", "tools.board", *TOOLS_CORE_ALL),
     "tools.skills": ("tools.skills", "tools.shell", *TOOLS_CORE_ALL),
+    "tools.mcp": ("tools.mcp", "tools.sandbox", *TOOLS_CORE_ALL),
+    "tools.web": ("tools.web", *TOOLS_CORE_ALL),
     "agent.home": (),
-    "agent.config": ("agent.home", "channels.config", "tools.config"),
+    "agent.config": ("agent.home", "channels.config", "tools.config", "tools.mcp.config"),
     # tools.boundaries: the inbox/ folder init makes is the one it splits per chat
     "agent.workspace": ("agent.home", "tools.paths", "tools.boundaries"),
     "agent.security": (),
+    "agent.collector": (),
     **{floor: (*AGENT_CORE, *AGENT_FLOORS[: i + 1]) for i, floor in enumerate(AGENT_FLOORS)},
     "agent.cli": ("agent", "channels", "tools"),  # the top floor
     "agent.__main__": ("agent.cli",),

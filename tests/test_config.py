@@ -35,6 +35,8 @@ def test_example_file_lists_every_key_with_its_default(home: Path) -> None:
         "channels.telegram.bot_token",
         "channels.discord.bot_token",
         "hardware.pins",
+        "web.brave_api_key",
+        "web.tavily_api_key",
     }
     assert _flat(example) == _flat(defaults) - commented
     assert Settings(**example).model_dump(mode="json") == defaults

@@ -24,7 +24,7 @@ OWNER = "111"
 STRANGER = "777"
 BOT = "1000"
 GUILD, TEXT, THREAD, OTHER = "5000", "5001", "5002", "5003"
-COMMANDS = {"new", "stop", "status", "help"}
+COMMANDS = {"new", "stop", "status", "model", "usage", "budget", "pair", "help"}
 
 
 @pytest.fixture
@@ -568,7 +568,7 @@ async def test_slash_commands_are_registered_and_answered(
         [status] = await replies(fake_discord, fake_discord.dm_channel_id(OWNER))
         fake_discord.inject_slash_command(OWNER, "help", guild_id=GUILD, channel_id=TEXT)
         [help_reply] = await replies(fake_discord, TEXT)
-    assert len(commands) == 4
+    assert len(commands) == len(COMMANDS)
     assert all(1 <= len(c["description"]) <= 100 for c in commands)  # Discord requires one
     assert "Model: openai/test-model" in status.content
     assert all(f"/{name}" in help_reply.content for name in COMMANDS)

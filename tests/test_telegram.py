@@ -41,7 +41,8 @@ async def test_reply_with_image_marker_arrives_as_photo_and_text(
     assert reply.plain == "Here is the chart."
     assert "[IMAGE" not in (reply.text or "")
     assert any(a.action == "typing" for a in fake_telegram.chat_actions)
-    assert [c["command"] for c in fake_telegram.commands] == ["new", "stop", "status", "help"]
+    commands = ["new", "stop", "status", "model", "usage", "budget", "pair", "help"]
+    assert [c["command"] for c in fake_telegram.commands] == commands
 
 
 async def test_marker_outside_workspace_is_refused_and_text_still_arrives(

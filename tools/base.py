@@ -225,6 +225,10 @@ class ToolRegistry:
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
+    def remove(self, name: str) -> None:
+        """Take a tool out (an MCP server's list changed); one not there: nothing happens."""
+        self._tools.pop(name, None)
+
     def names(self) -> list[str]:
         return list(self._tools)
 

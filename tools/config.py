@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 RECALL_THRESHOLD = 0.3  # memory search scores below this are "not about the same thing"
 
@@ -112,23 +113,57 @@ class PinSettings(_Section):
     """A named pin: `[hardware.pins.fan] pin = 9, mode = "pwm", description = "ceiling fan"`.
 
     The mode says how it is wired, so a tool that would drive it another way is refused.
+    `safe` is where the pin goes at start, after a lost link or a reset, and at a clean stop;
+    `max_on_s` is how long an output (or a PWM above 0) may stay on before pinclaw turns it off.
     """
 
     pin: int | str
     mode: PinMode = "output"
     description: str = ""
+    safe: float | None = None  # 0 or 1 (output), a duty 0-1 (pwm), an angle 0-180 (servo)
+    max_on_s: float | None = Field(default=None, gt=0, le=7 * 24 * 3600)
 
     @field_validator("pin")
     @classmethod
     def _pin_shape(cls, value: int | str) -> int | str:
         return pin_token(value)
 
+    @model_validator(mode="after")
+    def _fits_the_mode(self) -> PinSettings:
+        safe, mode = self.safe, self.mode
+        if safe is not None:
+            bounds = {"output": (0, 1), "pwm": (0, 1), "servo": (0, 180)}.get(mode)
+            if bounds is None:
+                raise ValueError(
+                    f"safe: a pin wired as {mode} is not driven, so it has no safe value"
+                )
+            if not bounds[0] <= safe <= bounds[1] or (mode == "output" and safe not in (0, 1)):
+                shape = {"output": "0 or 1", "pwm": "a duty 0 to 1", "servo": "an angle 0 to 180"}
+                raise ValueError(f"safe = {safe:g} does not fit a {mode} pin: give {shape[mode]}")
+        if self.max_on_s is not None and mode not in ("output", "pwm"):
+            raise ValueError(f"max_on_s: only an output or pwm pin is switched on, not {mode}")
+        return self
 
-class HardwareSettings(_Section):
-    """An Arduino running StandardFirmata on a serial port; tools touch only the pins listed."""
 
-    enabled: bool = False
-    port: str = "auto"  # "auto": the first port that looks like an Arduino, or a path
+PORT_SHAPE = (
+    'a serial device ("/dev/ttyACM0"), "auto", rfc2217://host:port (a board shared by ser2net) '
+    "or socket://host:port (a Wi-Fi or Ethernet board's Firmata, port 3030)"
+)
+_NETWORK_PORT = re.compile(r"^(rfc2217|socket)://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")
+
+
+def network_port(port: str) -> bool:
+    """An rfc2217:// or socket:// address, not a device on this machine."""
+    return port.startswith(("rfc2217://", "socket://"))
+
+
+class BoardSettings(_Section):
+    """One board running StandardFirmata: on a serial port of this machine, shared by ser2net
+    (RFC 2217), or on the network itself (StandardFirmataWiFi/Ethernet); tools touch only the
+    pins listed. `[hardware]` is one of these, named "board"; `[boards.NAME]` are more."""
+
+    enabled: bool = True
+    port: str = "auto"  # see PORT_SHAPE
     baud: int = Field(default=57_600, gt=0)
     connect_timeout_s: float = Field(default=10.0, gt=0, le=120)
     sampling_interval_ms: int = Field(default=100, ge=1, le=16_383)
@@ -137,6 +172,24 @@ class HardwareSettings(_Section):
     restore_after_reset: bool = True  # a board that reset gets back the outputs pinclaw set
     allowed_pins: list[int | str] = Field(default_factory=list)
     pins: dict[str, PinSettings] = Field(default_factory=dict)
+    # Named pins (or allowed ones) never on together: [["heater", "fan_off"]].
+    interlocks: list[list[str]] = Field(default_factory=list)
+    # A network board silent this long is asked for a sign of life (0: never).
+    heartbeat_s: float = Field(default=5.0, ge=0, le=3600)
+    keep_readings_s: float = Field(default=10.0, ge=0)  # a watched pin's reading kept this often
+    keep_readings_days: float = Field(default=7.0, gt=0, le=366)
+
+    @field_validator("port")
+    @classmethod
+    def _port_shape(cls, value: str) -> str:
+        value = value.strip()
+        if "://" in value:
+            match = _NETWORK_PORT.match(value)
+            if match is None or not 0 < int(match.group(3)) < 65536:
+                raise ValueError(f"port {value!r}: give {PORT_SHAPE}")
+        elif not value:
+            raise ValueError(f"port is empty: give {PORT_SHAPE}")
+        return value
 
     @field_validator("allowed_pins")
     @classmethod
@@ -158,3 +211,95 @@ class HardwareSettings(_Section):
                 raise ValueError(f"pin {pin.pin} is named both {owners[pin.pin]!r} and {name!r}")
             owners[pin.pin] = name
         return value
+
+    @model_validator(mode="after")
+    def _interlocked_pins_exist(self) -> BoardSettings:
+        for group in self.interlocks:
+            if len(set(group)) < 2:
+                raise ValueError(f"interlocks: {group} needs two or more different pins")
+            for name in group:
+                pin = self.pins.get(name)
+                if pin is None:
+                    raise ValueError(f"interlocks: {name!r} is not a named pin of this board")
+                if pin.mode not in ("output", "pwm"):
+                    raise ValueError(f"interlocks: {name!r} is not switched on ({pin.mode})")
+        return self
+
+
+class HardwareSettings(BoardSettings):
+    """`[hardware]`: the one board of most setups, named "board"; off until enabled."""
+
+    enabled: bool = False
+
+
+DEFAULT_BOARD = "board"  # the name [hardware] goes by among [boards.NAME]
+
+
+def check_board_names(boards: Mapping[str, BoardSettings]) -> None:
+    """ValueError for a [boards.NAME] name that is not a short lowercase word."""
+    for name in boards:
+        if not _PIN_NAME.match(name):
+            raise ValueError(
+                f"board name {name!r}: use lowercase letters, digits, '_' or '-' ('garage')"
+            )
+
+
+def configured_boards(
+    hardware: HardwareSettings, boards: Mapping[str, BoardSettings]
+) -> dict[str, BoardSettings]:
+    """Every enabled board by name: [hardware] as "board", then [boards.NAME] in order."""
+    found: dict[str, BoardSettings] = {DEFAULT_BOARD: hardware} if hardware.enabled else {}
+    for name, board in boards.items():
+        if name in found:
+            raise ValueError(
+                f"boards.{name}: [hardware] is already the board named {name!r}; pick another name"
+            )
+        if board.enabled:
+            found[name] = board
+    return found
+
+
+SearchProvider = Literal["", "searxng", "brave", "tavily"]
+_HOST_ENTRY = re.compile(
+    r"^(?:\[(?P<v6>[0-9a-f:.]+)\]|(?P<name>[^\s/:@\[\]]+))(?::(?P<port>\d{1,5}))?$"
+)
+
+
+def host_entry(text: str) -> tuple[str, int | None]:
+    """An `allow_hosts` entry as (host, port): "nas.lan", "nas.lan:8080", "10.0.0.5:80",
+    "[fd00::1]:8080", or a bare IPv6 address; the host in lower case, no trailing dot."""
+    entry = text.strip().lower()
+    if entry.count(":") > 1 and not entry.startswith("["):
+        entry = f"[{entry}]"
+    match = _HOST_ENTRY.match(entry)
+    port = int(match.group("port")) if match and match.group("port") else None
+    if match is None or (port is not None and not 0 < port < 65536):
+        raise ValueError(f"{text!r}: write a host or host:port, e.g. 'nas.lan' or 'nas.lan:8080'")
+    return (match.group("v6") or match.group("name")).rstrip("."), port
+
+
+class WebSettings(_Section):
+    """web_fetch and web_search (tools/web/). Pages come only from public addresses unless
+    the owner lists a host here; search providers' keys come from the environment."""
+
+    enabled: bool = True
+    # Hosts on this machine or the LAN that web_fetch may reach ("nas.lan",
+    # "homeassistant.local:8123"); every other address must be public.
+    allow_hosts: list[str] = Field(default_factory=list)
+    max_bytes: int = Field(default=2_000_000, ge=1000)
+    max_chars: int = Field(default=20_000, ge=500)
+    timeout_s: float = Field(default=20.0, gt=0, le=300)
+    search_provider: SearchProvider = ""
+    search_count: int = Field(default=5, ge=1, le=20)
+    searxng_url: str = ""
+    brave_url: str = "https://api.search.brave.com/res/v1/web/search"
+    brave_api_key: SecretStr | None = None
+    tavily_url: str = "https://api.tavily.com/search"
+    tavily_api_key: SecretStr | None = None
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _host_entries(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            host_entry(entry)
+        return entries

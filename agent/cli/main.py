@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import click
 
-from agent import __version__
+from agent import __version__, collector
 
 if TYPE_CHECKING:
     import logging
@@ -68,15 +68,32 @@ class _Commands(click.Group):
     summary equal to its group's own short help)."""
 
     ELSEWHERE: ClassVar[dict[str, str]] = {
+        "hardware": "agent.cli.hardware",
+        "budget": "agent.cli.budget",
+        "mcp": "agent.cli.mcp",
         "memory": "agent.cli.memory",
+        "pairing": "agent.cli.pairing",
+        "reload": "agent.cli.reload",
         "schedules": "agent.cli.schedules",
         "send": "agent.cli.send",
         "service": "agent.cli.service",
         "skills": "agent.cli.skills",
         "state": "agent.cli.state",
+        "usage": "agent.cli.usage",
     }
     SUMMARIES: ClassVar[dict[str, str]] = {
+        "hardware": (
+            "Show what the boards' outputs did: the actuation log (also while `agent run` is "
+            "running)."
+        ),
+        "budget": "Show and set the spending limits (also while `agent run` is running).",
+        "mcp": "List the MCP servers and their tools, and call a tool to try it.",
         "memory": "List, search, delete, export and import the agent's long-term memories.",
+        "pairing": (
+            "Let people in who wrote to the bot: list, approve or deny their codes, make an "
+            "invite (also while `agent run` is running)."
+        ),
+        "reload": "Apply edits of config.toml and agent.env to the running daemon now.",
         "schedules": (
             "List and cancel what the agent is to do later, and its pin watches (also while "
             "`agent run` is running)."
@@ -85,6 +102,7 @@ class _Commands(click.Group):
         "service": "Run `agent run` as a login service (systemd user unit, launchd agent).",
         "skills": "List, inspect and create skills (folders with a SKILL.md).",
         "state": "Back up state.db and check it (also while `agent run` is running).",
+        "usage": "Show what the model calls used and cost: a table with totals and a bar per day.",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -332,6 +350,7 @@ def prompt_show(
 
 
 def main(argv: Any = None) -> None:
+    collector.hold()  # until a command that runs on has started (agent/collector.py)
     state: dict[str, Any] = {}
     try:
         cli.main(args=argv, prog_name="agent", obj=state)

@@ -10,27 +10,32 @@ cancel what is left (a channel's message stays pending in state.db for the next 
 then close the store and exit 0. A channel that cannot start is reported and the others
 keep running; when every enabled channel fails, the daemon exits 2. A state.db that cannot
 be used stops it before anything starts, with one line (StateDBUnusable, said by main.py).
-What it starts and its stop are said in a line each (`agent/daemon/status.py`).
+What it starts and its stop are said in a line each (`agent/daemon/status.py`). config.toml
+and agent.env are read again while it runs: on a change, SIGHUP or `agent reload`
+(agent/daemon/reload.py).
 
 Beside the channels: a daily backup of state.db (`[state] backups_kept`, agent/cli/state.py)
 and, when the disk fills, one message to the owner's private chat, sent directly (the outbox
-needs disk), and one when space is back (agent/durable/storage_health.py).
+needs disk), and one when space is back (agent/durable/storage_health.py). The budget's
+notices (agent/runtime/budget.py) reach the same chat through its outbox.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import signal
 from collections.abc import Mapping
 from pathlib import Path
 
+from agent import collector
 from agent.app import App, build_app, build_channels, start_scheduler, start_watcher
 from agent.config import Settings
+from agent.daemon.channel_start import start_channel, stop_quietly
 from agent.daemon.local_server import Handler, LocalServer
 from agent.daemon.oneshots import OneShots, SocketChannel
+from agent.daemon.reload import Reloader
 from agent.daemon.send_op import SendOp
 from agent.daemon.status import Proactive, board_line, lazy_board_line, say
 from agent.daemon.warmup import warm_up
@@ -38,6 +43,7 @@ from agent.durable.schedules import Schedules
 from agent.durable.storage_health import Listener, StorageHealth
 from agent.home import settings_fingerprint
 from agent.proactive.schedule_book import owner_chat
+from agent.runtime.budget import Tell
 from agent.runtime.channel_runtime import ChannelRuntime
 from agent.turns.state import Access
 from channels.base import Reply
@@ -52,14 +58,19 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     chat_runtimes: dict[str, ChannelRuntime] = {}
-    local = local_server(app, chat_runtimes)
+    live = Reloader(app, chat_runtimes, budget_teller(app, chat_runtimes))  # agent reload
+    local = local_server(app, chat_runtimes, live)
     app.store.db.health.listen(tell_owner(app, chat_runtimes))  # the disk fills, or has room
     stopped = False
     try:
         await _listen(local)  # DaemonRunning: one line and exit 2, from agent/cli/main.py
         await _connect_board(app)
+        for name, state in app.mcp.lines() if app.mcp is not None else ():
+            say(f"MCP server {name}: {state}")
         runtimes = await start_channels(app)
         chat_runtimes.update((runtime.channel.name, runtime) for runtime in runtimes)
+        for runtime in runtimes:
+            runtime.controls.budget.tell = budget_teller(app, chat_runtimes)
         enabled = settings.channels.telegram.enabled or settings.channels.discord.enabled
         if enabled and not runtimes:
             log.error("no channel could start; see the errors above")
@@ -69,7 +80,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         await warm_up(settings.llm)
         # Everything loaded so far (LiteLLM's tables, the prompt, the libraries) lives as long
         # as the process: out of the collector's sight, full collections stay short.
-        gc.freeze()
+        collector.release()
         if not enabled:
             say("no chat channel is enabled")
         scheduler = await start_scheduler(app, runtimes)  # schedules and the heartbeat
@@ -77,34 +88,43 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         if scheduler is not None or watcher is not None:
             say((await proactive(app, runtimes, watching=watcher is not None)).line())
         backups = start_backups(settings, app.store.db.health)
+        live.start(scheduler, watcher)  # config.toml and agent.env: the watch, SIGHUP
         await stop.wait()
         log.info("stopping: no new messages; letting running turns finish")
         if backups is not None:
             backups.cancel()
+        scheduler, watcher = await live.stop()  # those running now
         if scheduler is not None:
             await scheduler.stop()
         if watcher is not None:
             await watcher.stop()
-        await shutdown(runtimes, settings.agent.shutdown_grace_s, local)
+        await shutdown([*chat_runtimes.values()], app.settings.agent.shutdown_grace_s, local)
         stopped = True
         return 0
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+        live.close()
         await local.close()
-        await app.close(board_grace_s=settings.agent.shutdown_grace_s)
+        await app.close(board_grace_s=app.settings.agent.shutdown_grace_s)
         if stopped:
             say("stopped")
 
 
-def local_server(app: App, chat_runtimes: Mapping[str, ChannelRuntime]) -> LocalServer:
+def local_server(
+    app: App, chat_runtimes: Mapping[str, ChannelRuntime], live: Reloader | None = None
+) -> LocalServer:
     """The socket's ops: "run" answers one-shots on a runtime of the cli channel; "send"
     queues the owner's text in a chat of the channels that started (`chat_runtimes`,
-    filled as they start)."""
+    filled as they start); "reload" reads the settings again (`live`)."""
     fingerprint = settings_fingerprint(app.settings.config_file, os.environ)
     runtime = app.runtime(SocketChannel(), Access(open_to_all=True))
+    runtime.controls.budget.tell = budget_teller(app, chat_runtimes)
     one_shots = OneShots(runtime, app.scrub, fingerprint)
     ops: dict[str, Handler] = {"run": one_shots.run, "send": SendOp(chat_runtimes, app.scrub)}
+    if live is not None:
+        live.one_shots = one_shots
+        ops["reload"] = live.op
     return LocalServer(app.settings.home, ops)
 
 
@@ -120,21 +140,23 @@ async def _listen(local: LocalServer) -> None:
 
 
 async def _connect_board(app: App) -> None:
-    """With `connect_on_start`, a missing board is reported now, not at the first request."""
-    if app.board is None:
-        return
-    if not app.settings.hardware.connect_on_start:
-        say(lazy_board_line(app.settings.hardware.port))
+    """With `connect_on_start`, a missing board is reported now, not at the first request;
+    a line for each board."""
+    if app.boards is None:
         return
     from tools.board.board import BoardError
 
-    try:
-        await app.board.connect()
-        info = await app.board.info()
-    except BoardError as exc:
-        log.warning("board not connected: %s", exc)
-        return
-    say(board_line(info.port, info.model, info.firmware, info.firmware_version))
+    for board in app.boards.boards:
+        if not board.settings.connect_on_start:
+            say(lazy_board_line(board.settings.port))
+            continue
+        try:
+            await board.connect()
+            info = await board.info()
+        except BoardError as exc:
+            log.warning("board %s not connected: %s", board.name, exc)
+            continue
+        say(board_line(info.port, info.model, info.firmware, info.firmware_version))
 
 
 async def proactive(app: App, runtimes: list[ChannelRuntime], *, watching: bool) -> Proactive:
@@ -162,6 +184,18 @@ def tell_owner(app: App, by_name: Mapping[str, ChannelRuntime]) -> Listener:
         channel = by_name[owner.chat.channel].channel
         for part in channel.parts(Reply(text)):
             await channel.send_part(owner.chat, part)
+
+    return tell
+
+
+def budget_teller(app: App, by_name: Mapping[str, ChannelRuntime]) -> Tell:
+    """The budget's notices, to the owner's private chat on the first channel (of those
+    started by then) where it is known, through that chat's outbox like any reply."""
+
+    async def tell(text: str) -> None:
+        owner = await owner_chat(app.settings, app.store.db, by_name.keys())
+        if owner is not None:
+            await by_name[owner.chat.channel].queue_reply(owner.chat, Reply(text))
 
     return tell
 
@@ -198,18 +232,9 @@ async def keep_backups(
 async def start_channels(app: App) -> list[ChannelRuntime]:
     runtimes: list[ChannelRuntime] = []
     for channel, access in build_channels(app):
-        runtime = app.runtime(channel, access)
-        try:
-            await channel.start(runtime.submit, runtime.is_allowed_sender)
-        except Exception as exc:
-            log.error("%s did not start: %s: %s", channel.name, type(exc).__name__, exc)
-            await _quietly_stop(runtime)
-            continue
-        log.info("%s started", channel.name)  # with -v (tests wait for it), beside the line
-        account = channel.account
-        say(f"{channel.name} connected as {account}" if account else f"{channel.name} started")
-        await runtime.resume()  # what an earlier run left pending
-        runtimes.append(runtime)
+        runtime = await start_channel(app, channel, access)
+        if runtime is not None:
+            runtimes.append(runtime)
     return runtimes
 
 
@@ -225,11 +250,4 @@ async def shutdown(
         *([local.drain(grace_s)] if local is not None else []),
     )
     for runtime in runtimes:
-        await _quietly_stop(runtime)
-
-
-async def _quietly_stop(runtime: ChannelRuntime) -> None:
-    try:
-        await runtime.channel.stop()
-    except Exception as exc:
-        log.warning("%s did not stop cleanly: %s", runtime.channel.name, exc)
+        await stop_quietly(runtime)

@@ -24,7 +24,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.durable import always_allowed, inbox, outbox, quirks, schedules, sessions, tool_journal
+from agent.durable import (
+    always_allowed,
+    budget_limits,
+    chat_models,
+    hardware_records,
+    inbox,
+    outbox,
+    pairing,
+    quirks,
+    schedules,
+    sessions,
+    tool_journal,
+    usage,
+)
 from agent.durable.state_db import StateDBUnusable, check_file, restore_advice, unusable
 from tools.memory import schema as memory_schema
 from tools.memory.store import chat_scope
@@ -59,9 +72,32 @@ def _version_2(conn: sqlite3.Connection) -> None:
     run_script(conn, tool_journal.SCHEMA)
 
 
+def _version_3(conn: sqlite3.Connection) -> None:
+    """Each model call's usage and cost, the budget the owner set by hand and the notices
+    given, and each chat's /model choice."""
+    run_script(conn, usage.SCHEMA)
+    run_script(conn, budget_limits.SCHEMA)
+    run_script(conn, chat_models.SCHEMA)
+
+
+def _version_4(conn: sqlite3.Connection) -> None:
+    """Pairing: the codes strangers were given or the owner made, who was let in, and the
+    senders locked out."""
+    run_script(conn, pairing.SCHEMA)
+
+
+def _version_5(conn: sqlite3.Connection) -> None:
+    """The boards: every change of an output, the deadlines by which outputs go off again
+    (max_on_s), the readings of watched pins kept for charts."""
+    run_script(conn, hardware_records.SCHEMA)
+
+
 STEPS: tuple[Step, ...] = (
     Step(1, "sessions, inbox, outbox, schedules, approvals, quirks, memories", _version_1),
     Step(2, "the tool journal, the parts sent", _version_2),
+    Step(3, "usage, budget overrides and notices, chat models", _version_3),
+    Step(4, "pairing codes, people and groups let in, locks", _version_4),
+    Step(5, "the boards' actuation log, max_on_s deadlines, kept readings", _version_5),
 )
 LATEST = STEPS[-1].version
 
@@ -81,6 +117,14 @@ FIRST_COLUMNS: dict[str, frozenset[str]] = {
     "provider_quirks": frozenset({"model", "quirk", "value", "learned_at"}),
     "memories": frozenset({"id", "content", "created_at"}),
     "tool_journal": frozenset({"id", "inbox_id", "call_id", "tool", "arguments"}),
+    "usage": frozenset({"id", "at", "chat_key", "person", "started_by", "model", "cost_usd"}),
+    "budget_overrides": frozenset({"name", "value", "configured", "set_at"}),
+    "budget_notices": frozenset({"name", "period", "level", "amount", "told_at"}),
+    "chat_models": frozenset({"chat_key", "model", "set_by", "set_at"}),
+    "pairing_codes": frozenset({"code", "channel", "kind", "sender_id", "expires_at", "status"}),
+    "paired": frozenset({"channel", "kind", "id", "approved_by", "approved_at"}),
+    "pairing_locks": frozenset({"channel", "sender_id", "wrong", "locked_until"}),
+    **hardware_records.FIRST_COLUMNS,
 }
 _FTS = ("memories_words", "memories_trigram")  # virtual tables, with shadow tables of theirs
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from agent.config import Settings
 from agent.conversation.compaction import model_summariser
+from agent.conversation.scopes import audience_of
 from agent.durable.always_allowed import AlwaysAllowed
 from agent.durable.inbox import Inbox, Pending
 from agent.durable.outbox import Outbox
@@ -34,29 +35,25 @@ from agent.durable.state_db import StateDB
 from agent.durable.tool_journal import ToolJournal
 from agent.durable.triggers import Trigger
 from agent.model.responses import ModelClient, OnRetry
+from agent.prompt.context import SILENT_REPLY
 from agent.prompt.source import PromptSource
 from agent.runtime.approvals import chat_approver
 from agent.runtime.attachments import Downloads, Transcriber
 from agent.runtime.chat_queues import ChatQueues, Finished
 from agent.runtime.commands import CommandContext, parse_command, run_command
 from agent.runtime.courier import Courier
-from agent.runtime.intake import prepared, refusal_text, stranger_text, too_big
+from agent.runtime.intake import prepared, refusal_text, too_big
 from agent.runtime.media import reply_files, resolve_reply
-from agent.runtime.outage import OutageNotice, retry_wait_s
+from agent.runtime.metering import Controls
+from agent.runtime.outage import OutageNotice, retry_later
+from agent.runtime.pair_command import pair_command
+from agent.runtime.pairing import Doorkeeper
 from agent.runtime.turn_inputs import turn_inputs
 from agent.security import Scrubber
 from agent.turns.loop import ToolEvent
 from agent.turns.state import Access, TurnRecord
 from agent.turns.turn import HoldSilentPrefix, TurnOutcome, TurnRunner, is_silent
-from channels.base import (
-    Channel,
-    ChatRef,
-    IncomingMessage,
-    OutgoingPart,
-    Reply,
-    sender_allowed,
-    within_parts,
-)
+from channels.base import Channel, ChatRef, IncomingMessage, OutgoingPart, Reply, within_parts
 from tools.memory.store import MemoryStore
 from tools.policy import SecurityPolicy
 
@@ -92,8 +89,10 @@ class ChannelRuntime:
         transcribe: Transcriber | None = None,
         history_tokens: int = 16_000,
         memory: MemoryStore | None = None,
+        controls: Controls | None = None,
     ) -> None:
         self.channel = channel
+        self.controls = controls or Controls.of(lambda: self.settings, store.db, source.timezone)
         self.access = access
         self.source = source
         self.llm = llm
@@ -119,7 +118,15 @@ class ChannelRuntime:
         )
         self._running: dict[str, asyncio.Task[TurnOutcome]] = {}
         self.last_turns: dict[str, TurnRecord] = {}
-        self._strangers_told: set[str] = set()
+        self.door = Doorkeeper(  # the allow-list, and who the owner let in (pairing)
+            channel,
+            lambda: self.access,
+            store.db,
+            lambda: self.settings,
+            self.queue_reply,
+            self.courier.wake,
+            self._scrub,
+        )
         self._closing = False
 
     @property
@@ -142,9 +149,8 @@ class ChannelRuntime:
         limits = self.settings.channels
         refused = too_big(msg.files, limits.max_attachment_mb)
         msg = prepared(msg, max_chars=limits.max_message_chars, max_mb=limits.max_attachment_mb)
-        if not self.is_allowed(msg):
-            await self._answer_stranger(msg)
-            return True
+        if not self.is_allowed(msg) and not await self.door.admit(msg):
+            return True  # a stranger: nothing of theirs stored but what pairing needs
         msg = self.entered(msg)
         if parse_command(msg.text) is not None:
             return await self._command(msg)
@@ -163,21 +169,12 @@ class ChannelRuntime:
         """Run a command now (not behind the chat's running turn) and queue its answer."""
         if await self.store.inbox.add(msg, status="done") is None:
             return False
-        text = await run_command(msg.text, self._command_context(msg.chat.key))
+        if parse_command(msg.text) == "pair":
+            text: str | None = await pair_command(self.door, msg)
+        else:
+            text = await run_command(msg.text, self._command_context(msg))
         await self.queue_reply(msg.chat, Reply(text or "", reply_to=msg.message_id))
         return True
-
-    async def _answer_stranger(self, msg: IncomingMessage) -> None:
-        """Nothing of a stranger's is stored; one polite answer per stranger, silence in
-        groups."""
-        log.info(
-            "%s: refused message from %s (%s)", self.channel.name, msg.sender_id, msg.sender_name
-        )
-        if msg.is_group or msg.sender_id in self._strangers_told:
-            return
-        self._strangers_told.add(msg.sender_id)
-        text = stranger_text(self.channel.name, msg.sender_id)
-        await self.queue_reply(msg.chat, Reply(text, reply_to=msg.message_id))
 
     async def queue_reply(
         self, chat: ChatRef, reply: Reply, *, alongside: Alongside | None = None
@@ -226,17 +223,16 @@ class ChannelRuntime:
         return dataclasses.replace(msg, text=self._scrub(msg.text))
 
     def is_allowed(self, msg: IncomingMessage) -> bool:
-        return self.is_allowed_sender(msg.sender_id, msg.sender_username)
+        return self.door.allows_message(msg)
 
     def is_allowed_sender(self, sender_id: str, username: str = "") -> bool:
-        if self.access.open_to_all:
-            return True
-        return sender_allowed(self.access.allowed_users, sender_id, username)
+        return self.door.allows(sender_id, username)
 
     # -- the chats' queues ----------------------------------------------------------------
 
     async def resume(self) -> None:
         """Run what an earlier run left: pending messages, then queued replies."""
+        await self.door.start()
         await self.queues.resume()
 
     def wake(self, chat_key: str) -> None:
@@ -258,7 +254,8 @@ class ChannelRuntime:
         async with self._slots, typing:
             msg = await self._downloads.fetch(msg)
             outcome = await self._turn(msg, on_text=on_text, on_retry=notice, trigger=trigger)
-        if outcome.status == "retry" and await self._retry_later(pending, notice):
+        retry = outcome.status == "retry"
+        if retry and await retry_later(pending, notice, self.settings.agent, self.store.inbox):
             return
         quiet = msg.is_group or trigger is not None  # may answer with the silent token
         silent = quiet and outcome.status == "done" and is_silent(outcome.text)
@@ -279,21 +276,6 @@ class ChannelRuntime:
 
         await self.queues.commit(Finished(msg.chat, commit, stream))
 
-    async def _retry_later(self, pending: Pending, notice: OutageNotice) -> bool:
-        """Schedule another attempt while the retry window lasts; tell the user once."""
-        agent = self.settings.agent
-        now = time.time()
-        since = pending.failing_since or now
-        if now - since >= agent.retry_failed_turns_for_s:
-            return False
-        await notice()
-        wait = retry_wait_s(agent, pending.attempts)
-        await self.store.inbox.defer(
-            pending.id, retry_at=now + wait, failing_since=since, notified=True
-        )
-        log.warning("%s: no model answered; trying again in %.0f s", pending.message.chat.key, wait)
-        return True
-
     # -- turns ----------------------------------------------------------------------------
 
     async def _turn(
@@ -305,36 +287,44 @@ class ChannelRuntime:
         trigger: Trigger | None = None,
     ) -> TurnOutcome:
         """Run the turn as a task /stop can cancel; a shutdown cancels it too, and then
-        nothing is stored (the message stays pending)."""
-        key = msg.chat.key
+        nothing is stored (the message stays pending). The turn keeps what it starts with:
+        a reload gives the runtime a new runner and model for the next turns."""
+        key, runner, settings = msg.chat.key, self.runner, self.settings
+        history_tokens = self._history_tokens
+        llm = await self.controls.for_turn(self.llm, msg, trigger)
+        if isinstance(llm, str):  # a limit is reached: its line to a person, no model called
+            log.warning("%s: turn not run: %s", key, llm)
+            self.last_turns[key] = TurnRecord("budget", error=llm)
+            return TurnOutcome("done", SILENT_REPLY if trigger else llm, [], self.last_turns[key])
         inputs = await turn_inputs(
             msg,
-            self.settings,
+            settings,
             self.sessions,
             self._memory,
-            history_tokens=self._history_tokens,
-            summarise=model_summariser(self.llm, self._scrub),
+            history_tokens=history_tokens,
+            summarise=model_summariser(llm, self._scrub),
             journal=ToolJournal(self.store.db, msg),  # journals only a pending inbox message
             approve=chat_approver(
                 self.channel,
                 msg.chat,
                 self.is_allowed_sender,
                 always=self.always,
-                timeout_s=self.settings.security.approval_timeout_s,
+                timeout_s=settings.security.approval_timeout_s,
             ),
         )
         task = asyncio.create_task(
-            self.runner.run(
+            runner.run(
                 msg,
                 inputs.prior,
                 inputs.context,
-                deadline_s=self.settings.agent.turn_deadline_s,
+                deadline_s=settings.agent.turn_deadline_s,
                 private=inputs.context.owner_private,
                 remembered=inputs.remembered,
                 on_event=on_event,
                 on_text=on_text,
                 on_retry=on_retry,
                 trigger=trigger,
+                llm=llm,
             )
         )
         self._running[key] = task
@@ -361,7 +351,7 @@ class ChannelRuntime:
         chat, where the person waits for the answer (`on_text`: as it streams) and nothing
         needs redelivering."""
         msg = self.entered(msg)
-        command = await run_command(msg.text, self._command_context(msg.chat.key))
+        command = await run_command(msg.text, self._command_context(msg))
         if command is not None:
             return Reply(command)
         async with self._slots:
@@ -378,7 +368,8 @@ class ChannelRuntime:
         task.cancel()
         return True
 
-    def _command_context(self, key: str) -> CommandContext:
+    def _command_context(self, msg: IncomingMessage) -> CommandContext:
+        key = msg.chat.key
         return CommandContext(
             key,
             self.sessions,
@@ -388,12 +379,16 @@ class ChannelRuntime:
             self.store.inbox,
             self.llm.health,
             self._history_tokens,
+            controls=self.controls,
+            owner=audience_of(msg, self.settings.people).owner_private,
+            sender=msg.sender_name or msg.sender_id,
         )
 
     async def drain(self, grace_s: float) -> None:
         """Stop starting turns; let running ones and sending finish within `grace_s`. What
         is unfinished stays pending in state.db for the next start."""
         self._closing = True
+        await self.door.close()  # the owner's pairing questions
         deadline = time.monotonic() + grace_s
         await self.queues.drain(grace_s)
         await self.courier.drain(max(0.0, deadline - time.monotonic()))
