@@ -26,14 +26,14 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 SECRET = "toy-secret-Wd81Kq4Zs0"  # what the toy server says on stderr as it starts
 
 
-@pytest.fixture(scope="module")
-def web_toy() -> Iterator[str]:
-    """The toy server over streamable HTTP on a free port of 127.0.0.1: its URL."""
+def served_toy(transport: str, path: str) -> Iterator[str]:
+    """The toy server over HTTP (`transport`: http or sse) on a free port of 127.0.0.1: its
+    URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     process = subprocess.Popen(
-        [sys.executable, str(TOY), "http", str(port)],
+        [sys.executable, str(TOY), transport, str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -45,9 +45,19 @@ def web_toy() -> Iterator[str]:
         except OSError:
             assert process.poll() is None and time.monotonic() < deadline, "no HTTP toy"
             time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/mcp"
+    yield f"http://127.0.0.1:{port}{path}"
     process.terminate()
     process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def web_toy() -> Iterator[str]:
+    yield from served_toy("http", "/mcp")
+
+
+@pytest.fixture(scope="module")
+def sse_toy() -> Iterator[str]:
+    yield from served_toy("sse", "/sse")
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +84,7 @@ async def app(
     tmp_path_factory: pytest.TempPathFactory,
     model: ScriptedModel,
     web_toy: str,
+    sse_toy: str,
     log_lines: io.StringIO,
 ) -> AsyncIterator[App]:
     mp = pytest.MonkeyPatch()
@@ -82,6 +93,7 @@ async def app(
     servers = {
         "toy": toy(timeout_s=3, env={"TOY_SAYS": "${PINCLAW_TEST_TOY_SECRET}"}),
         "web": {"url": web_toy, "timeout_s": 10},
+        "old": {"url": sse_toy, "transport": "sse", "timeout_s": 10},
         "gone": {"command": "no-such-mcp-server-here"},
     }
     sections = {"security": {"autonomy": "full"}, "agent": {"tool_schema_budget_tokens": 0}}
@@ -175,6 +187,13 @@ async def test_over_streamable_http(app: App, model: ScriptedModel) -> None:
     assert state(app, "web").startswith("up, ")
     [result] = (await turn(app, model, ("web__big", {"megabytes": 1}))).results
     assert result.startswith("[Result of MCP server 'web', tool 'big'")
+
+
+async def test_over_sse_as_older_servers_speak(app: App, model: ScriptedModel) -> None:
+    assert state(app, "old").startswith("up, ")
+    [result] = (await turn(app, model, ("old__whoami", {}))).results
+    assert result.startswith("[Result of MCP server 'old', tool 'whoami'")
+    assert "run " in result
 
 
 async def test_what_a_server_says_on_stderr_reaches_the_log_scrubbed(

@@ -3,6 +3,7 @@ made to do on demand: die mid-call, stop answering, answer 5 MB, fail, gain a to
 
     python mcp_toy_server.py            # stdio
     python mcp_toy_server.py http PORT  # streamable HTTP on 127.0.0.1:PORT/mcp
+    python mcp_toy_server.py sse PORT   # SSE on 127.0.0.1:PORT/sse
 """
 
 from __future__ import annotations
@@ -89,5 +90,7 @@ if __name__ == "__main__":
         print(f"toy starting with {os.environ['TOY_SAYS']}", file=sys.stderr, flush=True)
     if sys.argv[1:2] == ["http"]:
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    elif sys.argv[1:2] == ["sse"]:  # the older HTTP transport, as servers before 2025 spoke it
+        server.run("sse", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run()
