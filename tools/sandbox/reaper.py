@@ -24,7 +24,8 @@ fork leaves it). One of two keepers holds a command, chosen once per daemon:
   sandbox) can kill it first, and what the command started then lives on.
 
 bubblewrap needs neither: its pid namespace ends with the command (--unshare-pid,
---die-with-parent); it joins a cgroup only where memory.max can be set.
+--die-with-parent, armed before bwrap runs by tools/sandbox/bwrap.py `dying_with_daemon`);
+it joins a cgroup only where memory.max can be set.
 """
 
 from __future__ import annotations

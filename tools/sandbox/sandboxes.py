@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from tools.sandbox import reaper
-from tools.sandbox.bwrap import bwrap_args
+from tools.sandbox.bwrap import bwrap_args, dying_with_daemon
 from tools.sandbox.limits import Limits as Limits  # re-exported: SandboxSpec's limits
 from tools.sandbox.limits import RlimitPlan, child_steps, prlimit_argv, rlimit_plan
 from tools.sandbox.reaper import Keeper
@@ -178,6 +178,7 @@ class Bubblewrap(Sandbox):
             descriptors.close()
             raise
         command, preexec = _started(args, rlimit_plan(spec.limits), keeper)
+        command = dying_with_daemon(command)
 
         def cleanup() -> None:
             descriptors.close()

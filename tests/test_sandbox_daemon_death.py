@@ -1,0 +1,68 @@
+"""A sandboxed command never outlives the daemon that started it, even when the daemon is
+killed at the moment of the launch (tools/sandbox/bwrap.py `dying_with_daemon`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tools.sandbox.bwrap import _setpriv, dying_with_daemon
+
+pytestmark = pytest.mark.skipif(_setpriv() is None, reason="no setpriv with --pdeathsig here")
+
+
+def test_a_command_whose_daemon_is_gone_before_the_arming_does_not_run(tmp_path: Path) -> None:
+    """As when the daemon died between its fork and the arming: the process that runs the
+    line is not the one named in it (here: this test, not a daemon that is gone)."""
+    marker = tmp_path / "ran"
+    argv = dying_with_daemon(["/bin/sh", "-c", f"echo ran > {marker}"])
+    daemon_pid = argv[argv.index("-c") + 2]
+    gone = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys; sys.exit(subprocess.run(sys.argv[1:]).returncode)",
+            *argv,
+        ]
+    )
+    assert daemon_pid == str(os.getpid())
+    assert gone.returncode == 125
+    assert not marker.exists()
+
+
+def test_a_command_dies_with_the_daemon_killed_while_it_runs(tmp_path: Path) -> None:
+    """A stand-in daemon launches `sleep 3; echo` through the guard, is killed with SIGKILL
+    after half a second: nothing is written, no process of it is left."""
+    marker = tmp_path / "ran"
+    script = (
+        "import subprocess, sys\n"
+        "from tools.sandbox.bwrap import dying_with_daemon\n"
+        f"argv = dying_with_daemon(['/bin/sh', '-c', 'sleep 3; echo ran > {marker}'])\n"
+        "child = subprocess.Popen(argv)\n"
+        "print(child.pid, flush=True)\n"
+        "child.wait()\n"
+    )
+    daemon = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=Path.cwd()
+    )
+    assert daemon.stdout is not None
+    command_pid = int(daemon.stdout.readline())
+    time.sleep(0.5)
+    daemon.send_signal(signal.SIGKILL)
+    daemon.wait(10)
+    time.sleep(3.5)
+    assert not marker.exists()
+    assert not Path(f"/proc/{command_pid}").exists() or "zombie" in _state(command_pid)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return "zombie"
