@@ -1,5 +1,5 @@
 """A sandboxed command never outlives the daemon that started it, even when the daemon is
-killed at the moment of the launch (tools/sandbox/bwrap.py `dying_with_daemon`)."""
+killed at the moment of the launch (tools/sandbox/parent_death.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.sandbox.bwrap import _setpriv, dying_with_daemon
+from tools.sandbox.parent_death import _setpriv, dying_with_daemon
 
 pytestmark = pytest.mark.skipif(_setpriv() is None, reason="no setpriv with --pdeathsig here")
 
@@ -36,15 +36,24 @@ def test_a_command_whose_daemon_is_gone_before_the_arming_does_not_run(tmp_path:
     assert not marker.exists()
 
 
-def test_a_command_dies_with_the_daemon_killed_while_it_runs(tmp_path: Path) -> None:
-    """A stand-in daemon launches `sleep 3; echo` through the guard, is killed with SIGKILL
-    after half a second: nothing is written, no process of it is left."""
+# How the stand-in daemon starts the command: behind setpriv (a launch that keeps vfork),
+# or with the preexec step (a launch that has a preexec_fn anyway, as Landlock's).
+LAUNCHES = {
+    "setpriv": "child = subprocess.Popen(dying_with_daemon(command))",
+    "preexec": "child = subprocess.Popen(command, preexec_fn=step())",
+}
+
+
+@pytest.mark.parametrize("launch", LAUNCHES)
+def test_a_command_dies_with_the_daemon_killed_while_it_runs(tmp_path: Path, launch: str) -> None:
+    """A stand-in daemon launches `sleep 3; echo`, is killed with SIGKILL after half a
+    second: nothing is written, no process of it is left."""
     marker = tmp_path / "ran"
     script = (
         "import subprocess, sys\n"
-        "from tools.sandbox.bwrap import dying_with_daemon\n"
-        f"argv = dying_with_daemon(['/bin/sh', '-c', 'sleep 3; echo ran > {marker}'])\n"
-        "child = subprocess.Popen(argv)\n"
+        "from tools.sandbox.parent_death import dying_with_daemon, step\n"
+        f"command = ['/bin/sh', '-c', 'sleep 3; echo ran > {marker}']\n"
+        f"{LAUNCHES[launch]}\n"
         "print(child.pid, flush=True)\n"
         "child.wait()\n"
     )

@@ -20,11 +20,8 @@ bubblewrap closes the descriptors before the command runs.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
-import shutil
 import stat
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -32,45 +29,6 @@ from tools.sandbox.view import SYSTEM_DIRS, View
 
 MAX_REBUILT_ENTRIES = 256
 MAX_COPIED_ENTRIES = 32
-# Run between setpriv and bwrap: goes on only while the daemon ($0) is still the parent.
-_STILL_OURS = '[ "$PPID" = "$0" ] || exit 125; exec "$@"'
-
-
-def dying_with_daemon(argv: list[str]) -> list[str]:
-    """argv (bwrap's, maybe behind wrappers) ended with this process from its first moment.
-
-    bwrap's --die-with-parent is armed only once bwrap runs: a daemon killed between its fork
-    and that moment left the sandbox running, and a command whose intent was journalled
-    acted after the crash as well as in the replay. util-linux's setpriv arms
-    PR_SET_PDEATHSIG (kept across exec) before anything else runs, then a shell checks that
-    the daemon is still the parent: killed before the arming, it is not, and nothing runs.
-    Without a setpriv that knows --pdeathsig, argv as it was."""
-    setpriv = _setpriv()
-    if setpriv is None:
-        return argv
-    return [
-        setpriv,
-        "--pdeathsig",
-        "KILL",
-        "--",
-        "/bin/sh",
-        "-c",
-        _STILL_OURS,
-        str(os.getpid()),
-        *argv,
-    ]
-
-
-@functools.cache
-def _setpriv() -> str | None:
-    found = shutil.which("setpriv")
-    if found is None or not os.path.exists("/bin/sh"):
-        return None
-    try:
-        usage = subprocess.run([found, "--help"], capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return found if "--pdeathsig" in usage.stdout else None
 
 
 def bwrap_args(

@@ -84,13 +84,17 @@ def prlimit_argv(argv: list[str], plan: RlimitPlan) -> list[str] | None:
 def child_steps(
     plan: RlimitPlan,
     *,
+    first: Callable[[], None] | None = None,
     join: Callable[[], None] | None = None,
     confine: Callable[[], None] | None = None,
 ) -> Callable[[], None]:
-    """The child's last steps before exec, only syscalls on what is prepared already: join
-    the command's cgroup, confine (Landlock), then the limits, RLIMIT_AS last."""
+    """The child's last steps before exec, only syscalls on what is prepared already:
+    `first` (tie it to the daemon), join the command's cgroup, confine (Landlock), then the
+    limits, RLIMIT_AS last."""
 
     def run() -> None:
+        if first is not None:
+            first()
         if join is not None:
             join()
         if confine is not None:

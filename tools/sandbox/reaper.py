@@ -24,7 +24,7 @@ fork leaves it). One of two keepers holds a command, chosen once per daemon:
   sandbox) can kill it first, and what the command started then lives on.
 
 bubblewrap needs neither: its pid namespace ends with the command (--unshare-pid,
---die-with-parent, armed before bwrap runs by tools/sandbox/bwrap.py `dying_with_daemon`);
+--die-with-parent, armed before bwrap runs by tools/sandbox/parent_death.py);
 it joins a cgroup only where memory.max can be set.
 """
 

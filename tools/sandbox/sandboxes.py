@@ -51,8 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from tools.sandbox import reaper
-from tools.sandbox.bwrap import bwrap_args, dying_with_daemon
+from tools.sandbox import parent_death, reaper
+from tools.sandbox.bwrap import bwrap_args
 from tools.sandbox.limits import Limits as Limits  # re-exported: SandboxSpec's limits
 from tools.sandbox.limits import RlimitPlan, child_steps, prlimit_argv, rlimit_plan
 from tools.sandbox.reaper import Keeper
@@ -178,7 +178,6 @@ class Bubblewrap(Sandbox):
             descriptors.close()
             raise
         command, preexec = _started(args, rlimit_plan(spec.limits), keeper)
-        command = dying_with_daemon(command)
 
         def cleanup() -> None:
             descriptors.close()
@@ -351,16 +350,19 @@ def _started(
     keeper: Keeper | None,
     confine: Callable[[], None] | None = None,
 ) -> tuple[list[str], Callable[[], None] | None]:
-    """argv and preexec_fn that start the command kept, limited and confined. Without a
-    confinement, a cgroup is joined and the limits set by wrappers (a shell, prlimit), so
-    that no preexec_fn makes Python fork() the whole runtime; a supervisor needs one."""
+    """argv and preexec_fn that start the command kept, limited, confined and ending with
+    the daemon (tools/sandbox/parent_death.py). Without a confinement, a cgroup is joined
+    and the limits set by wrappers (a shell, prlimit), so that no preexec_fn makes Python
+    fork() the whole runtime; a supervisor needs one (and watches the daemon itself)."""
     if isinstance(keeper, Subreaper):
         return argv, keeper.preexec(child_steps(plan, confine=confine))
     limited = None if confine is not None else prlimit_argv(argv, plan)
     if limited is None:
         join = keeper.join if keeper is not None else None
-        return argv, child_steps(plan, join=join, confine=confine)
-    return (keeper.wrap(limited) if keeper is not None else limited), None
+        preexec = child_steps(plan, first=parent_death.step(), join=join, confine=confine)
+        return argv, preexec
+    wrapped = keeper.wrap(limited) if keeper is not None else limited
+    return parent_death.dying_with_daemon(wrapped), None
 
 
 def _remove(keeper: Keeper | None, ruleset: Ruleset | None, tmpdir: Path) -> None:

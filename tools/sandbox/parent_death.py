@@ -1,0 +1,65 @@
+"""A command ends with the daemon that launched it, from its first moment.
+
+bwrap's --die-with-parent, and a cgroup's watcher, act only once they are in place: a
+daemon killed between its fork and that moment left the command running, and a command
+whose intent was journalled acted after the crash as well as in the replay (the kill-9
+test found it under load). So PR_SET_PDEATHSIG (kept across exec) is armed before the
+command's first program runs, then the daemon is checked to still be the parent: killed
+before the arming, it is not, and nothing runs (exit 125). A launch with a preexec_fn arms
+it there (`step`); one without (vfork kept) goes through util-linux's setpriv and a shell
+(`dying_with_daemon`, about 1.4 ms). The supervisor of tools/sandbox/subreaper.py does
+the same for itself.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Callable
+
+_PR_SET_PDEATHSIG = 1
+# Run between setpriv and the command: goes on only while the daemon ($0) is the parent.
+_STILL_OURS = '[ "$PPID" = "$0" ] || exit 125; exec "$@"'
+
+
+def dying_with_daemon(argv: list[str]) -> list[str]:
+    """argv behind setpriv and the parent check; argv as it was without a setpriv that
+    knows --pdeathsig."""
+    setpriv = _setpriv()
+    if setpriv is None:
+        return argv
+    daemon = str(os.getpid())
+    return [setpriv, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", _STILL_OURS, daemon, *argv]
+
+
+def step() -> Callable[[], None]:
+    """The preexec step that does the same in the child (prepared here, in the parent:
+    the child only makes the two system calls)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    prctl = libc.prctl
+    prctl.restype = ctypes.c_int
+    prctl.argtypes = (ctypes.c_int, *[ctypes.c_ulong] * 4)
+    daemon = os.getpid()
+
+    def die_with_daemon() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != daemon:
+            os._exit(125)
+
+    return die_with_daemon
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    found = shutil.which("setpriv")
+    if found is None or not os.path.exists("/bin/sh"):
+        return None
+    try:
+        usage = subprocess.run([found, "--help"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found if "--pdeathsig" in usage.stdout else None
