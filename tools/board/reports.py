@@ -82,6 +82,7 @@ class Watches:
             else:
                 continue
             sub.last = value
+            sub.lost = None  # it hears the board again (its watch may be put back first)
             handed[sub.token] = value
             _call(sub.on_value, sub.token, value)
         return list(handed.items())
