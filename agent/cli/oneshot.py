@@ -50,9 +50,9 @@ async def run_once(
     screen = screen or PlainScreen()
     channel = OneShotTerminal(screen)
     app = await build_app(settings)
-    load_first_call_modules(load_litellm(), settings.llm.model)
-    collector.release()  # start-up is done: what it loaded lives until the exit
     try:
+        load_first_call_modules(load_litellm(), settings.llm.model)
+        collector.release()  # start-up is done: what it loaded lives until the exit
         runtime = app.runtime(channel, Access(open_to_all=True))
         screen.busy("thinking")
         ended = await answer(runtime, app.scrub, text, session, terminal=channel, say=screen.tool)
