@@ -16,8 +16,8 @@ def command_name() -> str:
     started = Path(sys.argv[0])
     if started.name not in _NAMES:  # python -m agent, or a test harness
         return "agent"
-    found = shutil.which("agent")
-    if found is not None and Path(found).resolve() == started.resolve():
+    found = shutil.which("agent")  # the same install's (also when started as `pinclaw`)
+    if found is not None and Path(found).resolve().parent == started.resolve().parent:
         return "agent"
     try:
         shown = os.path.relpath(started)
