@@ -196,3 +196,17 @@ def test_doctor_shows_each_server(toy_home: Path) -> None:
     out = agent("doctor").stdout
     assert "ok  mcp toy: " in out and "sandbox" in out.split("mcp toy: ", 1)[1].splitlines()[0]
     assert "ok  mcp off: off (enabled = false)" in out
+
+
+def test_a_leading_tilde_in_args_is_the_home_as_a_shell_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tools.mcp.stdio import server_launch
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    settings = McpServerSettings(command="true", args=["~/notes", "a~/b", "~"], sandbox=False)
+    policy = SecurityPolicy.from_settings(SecuritySettings(), tmp_path)
+    launch = server_launch(
+        "files", settings, own_folder=tmp_path / "own", policy=policy, sandbox=NoSandbox("test")
+    )
+    assert launch.argv[-3:] == [f"{tmp_path}/notes", "a~/b", "~"]

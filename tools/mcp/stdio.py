@@ -71,7 +71,8 @@ def server_launch(
     if program is None:
         raise ServerError(f"{settings.command!r} is not found on PATH")
     own_folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    argv = [program, *settings.args]
+    # A leading ~/ is the owner's home, as a shell would read it (no shell runs the server).
+    argv = [program, *(os.path.expanduser(a) if a.startswith("~/") else a for a in settings.args)]
     if settings.sandbox and sandbox.kind == "none":
         raise ServerError(
             f"no OS sandbox runs here ({sandbox.reason}); install bubblewrap, or set "
