@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING
 
 from agent.config import Settings, secret_values
 from agent.conversation.scopes import LegacyScope
+from agent.durable.file.migrations import LegacyScope as LegacyMemoryScope
+from agent.durable.file.migrations import migrate
+from agent.durable.file.state_db import StateDB
 from agent.durable.hardware_records import StateRecords
 from agent.durable.inbox import Inbox
-from agent.durable.migrations import LegacyScope as LegacyMemoryScope
-from agent.durable.migrations import migrate
 from agent.durable.outbox import Outbox
 from agent.durable.quirks import ProviderQuirks
 from agent.durable.schedules import Schedules
 from agent.durable.sessions import SessionStore
-from agent.durable.state_db import StateDB
 from agent.home import ENV_FILE_NAME
 from agent.model.client import LLMClient
 from agent.model.facts import context_window, count_tokens
@@ -110,7 +110,7 @@ class App:
 
 
 async def open_store(path: Path, *, legacy_scope: LegacyMemoryScope = chat_scope) -> Store:
-    """state.db with its tables at this pinclaw's schema version (agent/durable/migrations.py):
+    """state.db with its tables at this pinclaw's schema version (agent/durable/file/migrations.py):
     sessions, inbox, outbox, schedules, memories, the tool journal. StateDBUnusable when the
     file cannot be used (one line to show). `legacy_scope`: where memories from before scopes
     go when an old file is brought up to date."""

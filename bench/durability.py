@@ -36,13 +36,13 @@ from typing import IO, Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from agent.durable.file.state_db import StateDB  # noqa: E402
 from agent.durable.inbox import SCHEMA as INBOX_SCHEMA  # noqa: E402
 from agent.durable.inbox import Inbox  # noqa: E402
 from agent.durable.outbox import PARTS_SCHEMA, Outbox, PartOutcome  # noqa: E402
 from agent.durable.outbox import SCHEMA as OUTBOX_SCHEMA  # noqa: E402
 from agent.durable.sessions import SCHEMA as SESSIONS_SCHEMA  # noqa: E402
 from agent.durable.sessions import SessionStore  # noqa: E402
-from agent.durable.state_db import StateDB  # noqa: E402
 from channels.base import ChatRef, IncomingMessage, OutgoingPart  # noqa: E402
 
 REPLY = "Here is what I found. " * 10  # about 220 characters, one Telegram part

@@ -68,7 +68,7 @@ def test_the_first_one_shot_makes_the_home_the_owners_alone(
 
 
 async def test_state_db_its_wal_and_shm_are_0600_from_their_first_moment(tmp_path: Path) -> None:
-    from agent.durable.state_db import StateDB
+    from agent.durable.file.state_db import StateDB
 
     previous = os.umask(0o022)
     try:
@@ -163,7 +163,7 @@ def test_doctor_never_prints_the_key_a_provider_echoes(
 def test_scrubbed_lines_hold_an_unfinished_line_until_it_ends() -> None:
     import io
 
-    from agent.cli.doctor import ScrubbedLines
+    from agent.cli.doctor.checks import ScrubbedLines
     from agent.security import Scrubber
 
     out = io.StringIO()

@@ -29,7 +29,7 @@ from attack_world import (
 from attack_world import world as world  # the fixture
 
 from tools.paths import PolicyError
-from tools.shell import archives
+from tools.shell.effects import archives
 from tools.shell.plan import plan_command
 
 pytestmark = needs_sandbox

@@ -78,7 +78,7 @@ def test_boards_come_from_hardware_and_boards_tables(
     config.write_text(
         '[hardware]\nenabled = true\nport = "/dev/ttyACM0"\n'
         '[boards.garage]\nport = "rfc2217://garage-pi.lan:2000"\nrequire_approval = true\n'
-        '[boards.garage.pins.door]\npin = 7\n'
+        "[boards.garage.pins.door]\npin = 7\n"
         '[boards.shed]\nenabled = false\nport = "socket://shed.lan:3030"\n'
     )
     from tools.config import configured_boards

@@ -74,7 +74,7 @@ async def test_the_heartbeat_stops_then_chats_get_one_line_until_the_owner_raise
 ) -> None:  # fmt: skip
     fake_llm.responder = respond
     db = home / "state.db"
-    caplog.set_level(logging.WARNING, logger="agent.runtime.budget")
+    caplog.set_level(logging.WARNING, logger="agent.runtime.owner.budget")
 
     async def ask(words: str) -> str:
         """The answer to `words` (a notice the turn gave meanwhile may come before it)."""
@@ -136,7 +136,7 @@ async def test_the_heartbeat_stops_then_chats_get_one_line_until_the_owner_raise
     assert order == sorted(order)  # told by the turn of hello 2
     order = [told.index(line) for line in ("re: hello 2", spent_all[0], refusal)]
     assert order == sorted(order)  # told by the turn of hello 3
-    logged = [r.getMessage() for r in caplog.records if r.name == "agent.runtime.budget"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "agent.runtime.owner.budget"]
     assert f"budget: {warned[0]}" in logged and f"budget: {spent_all[0]}" in logged
 
 
@@ -146,7 +146,7 @@ def is_notice(line: str) -> bool:
 
 def usd(db: Path, kind: str | None = None) -> str:
     """What /budget shows as spent today, of every kind or one."""
-    from agent.runtime.budget import usd as shown
+    from agent.runtime.owner.budget import usd as shown
 
     where = "" if kind is None else f" WHERE started_by = '{kind}'"
     [(spent,)] = rows(db, f"SELECT TOTAL(cost_usd) FROM usage{where}")

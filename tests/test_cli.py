@@ -70,7 +70,7 @@ def test_help_and_version_do_not_import_litellm(home: Path) -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert "run" in result.stdout and "heavy: []" in result.stdout
-    assert "agent.cli.schedules" not in result.stdout  # groups are listed, not imported
+    assert "agent.cli.stores.schedules" not in result.stdout  # groups are listed, not imported
     assert agent("--version").stdout.strip() == "pinclaw, version 0.1.0"
 
 

@@ -21,7 +21,7 @@ from daemon_process import REPO, DaemonProcess, env_of, rows, wait_until
 from fakes.llm_server import FakeLLM
 from fakes.telegram_server import FakeTelegram, SentMessage
 
-from agent.durable.storage_health import BACK_TEXT
+from agent.durable.file.storage_health import BACK_TEXT
 
 OWNER = 42
 

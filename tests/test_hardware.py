@@ -126,8 +126,13 @@ async def test_a_vanished_port_fails_the_call_and_the_next_call_reconnects(
     started = time.monotonic()
     lost = await call(board, "gpio_write", pin=13, value=0)
     assert not lost.ok
-    assert lost.output.startswith(("Lost the board on", "No Arduino board is connected",
-                                   "Not confirmed: pin 13 low was sent, but Lost the board on"))
+    assert lost.output.startswith(
+        (
+            "Lost the board on",
+            "No Arduino board is connected",
+            "Not confirmed: pin 13 low was sent, but Lost the board on",
+        )
+    )
     assert time.monotonic() - started < 2.0
     emulator.reopen()  # plugged back in, reset
     assert emulator.level(13) == 0

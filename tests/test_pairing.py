@@ -6,7 +6,7 @@ with Approve / Deny buttons in their private chat; the owner answers by button, 
 the chat or by `agent pairing` at the terminal (the real command, in another process); an
 expired code, a locked-out sender, a group added with `/pair here`, pairing turned off, and
 people let in who are still in after a restart and listed by `agent doctor`. The codes' clock
-is agent/durable/pairing.py's `wall_clock`, moved on by the tests.
+is agent/durable/owner/pairing.py's `wall_clock`, moved on by the tests.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from fakes.llm_server import last_user_content
 from fakes.model_double import ScriptedModel, text, tool_calls
 from fakes.telegram_server import BOT_USERNAME, FakeTelegram, SentMessage, buttons
 
-from agent.durable import pairing
-from agent.durable.pairing_codes import typed_code
+from agent.durable.owner import pairing
+from agent.durable.owner.pairing_codes import typed_code
 
 REPO = Path(__file__).resolve().parent.parent
 OWNER, STRANGER, CAROL = 42, 777, 55  # the owner (in [people]); nobody; allowed as @carol

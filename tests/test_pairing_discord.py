@@ -11,7 +11,7 @@ from conftest import Daemon
 from fakes.discord_server import FakeDiscord, SentMessage
 from fakes.model_double import ScriptedModel
 
-from agent.durable import pairing
+from agent.durable.owner import pairing
 
 OWNER, STRANGER = "111", "777"  # the owner ([people], allowed); nobody
 CODE = re.compile(r"\b[A-Z0-9]{4}-[A-Z0-9]{4}\b")

@@ -30,11 +30,11 @@ from fakes.telegram_server import FakeTelegram
 from agent.app import open_store
 from agent.conversation.scopes import OWNER
 from agent.daemon.serve import keep_backups
-from agent.durable import migrations
-from agent.durable.backups import DAILY, DAY_S, backup_name, daily_backup, next_backup_in
-from agent.durable.migrations import APPLICATION_ID, LATEST
-from agent.durable.state_db import StateDB, StateDBUnusable
-from agent.durable.storage_health import StorageHealth
+from agent.durable.file import migrations
+from agent.durable.file.backups import DAILY, DAY_S, backup_name, daily_backup, next_backup_in
+from agent.durable.file.migrations import APPLICATION_ID, LATEST
+from agent.durable.file.state_db import StateDB, StateDBUnusable
+from agent.durable.file.storage_health import StorageHealth
 from tools.memory import schema as memory_schema
 
 REPO = Path(__file__).resolve().parent.parent

@@ -28,8 +28,8 @@ from fakes.telegram_server import FakeTelegram
 from hardware_calls import board_env
 
 from agent.app import open_store
-from agent.durable import migrations
-from agent.durable.migrations import APPLICATION_ID, LATEST
+from agent.durable.file import migrations
+from agent.durable.file.migrations import APPLICATION_ID, LATEST
 from agent.model.facts import load_litellm
 
 REPO = Path(__file__).resolve().parent.parent

@@ -9,7 +9,7 @@ the thread a function runs to its end, COMMIT included, even when its caller is 
 meanwhile. No transaction outlives its trip: a failed COMMIT, or one a function left open,
 is rolled back, or every later BEGIN on the connection would fail.
 
-Two owners: state.db's StateDB (agent/durable/state_db.py) opens it once and closes it for
+Two owners: state.db's StateDB (agent/durable/file/state_db.py) opens it once and closes it for
 good; the memory store (tools/memory/db.py) connects at the first call and, with `reopen`,
 drops a connection that failed (or was closed) so the next call connects afresh.
 """

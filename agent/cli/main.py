@@ -68,18 +68,18 @@ class _Commands(click.Group):
     summary equal to its group's own short help)."""
 
     ELSEWHERE: ClassVar[dict[str, str]] = {
-        "hardware": "agent.cli.hardware",
-        "budget": "agent.cli.budget",
+        "hardware": "agent.cli.stores.hardware",
+        "budget": "agent.cli.owner.budget",
         "mcp": "agent.cli.mcp",
-        "memory": "agent.cli.memory",
-        "pairing": "agent.cli.pairing",
-        "reload": "agent.cli.reload",
-        "schedules": "agent.cli.schedules",
-        "send": "agent.cli.send",
+        "memory": "agent.cli.stores.memory",
+        "pairing": "agent.cli.owner.pairing",
+        "reload": "agent.cli.owner.reload",
+        "schedules": "agent.cli.stores.schedules",
+        "send": "agent.cli.owner.send",
         "service": "agent.cli.service",
         "skills": "agent.cli.skills",
-        "state": "agent.cli.state",
-        "usage": "agent.cli.usage",
+        "state": "agent.cli.stores.state",
+        "usage": "agent.cli.owner.usage",
     }
     SUMMARIES: ClassVar[dict[str, str]] = {
         "hardware": (
@@ -304,7 +304,7 @@ def doctor(ctx: click.Context, check_model: bool) -> None:
     """Check the configuration, workspace, model, key and board."""
     import asyncio
 
-    from agent.cli.doctor import run_doctor
+    from agent.cli.doctor.checks import run_doctor
 
     settings = _load(ctx)
     sys.exit(asyncio.run(run_doctor(settings, check_model=check_model)))

@@ -91,7 +91,7 @@ def cannot_write_line(exc: OSError, home: Path) -> str | None:
 
 def state_db_line(state_db: Path, home: Path) -> str | None:
     """Why state.db cannot be used (as the store says it), or cannot be written at all."""
-    from agent.durable.migrations import diagnose
+    from agent.durable.file.migrations import diagnose
 
     problem = diagnose(state_db)
     if problem is not None:

@@ -13,8 +13,8 @@ import logging
 
 from agent.app import App
 from agent.daemon.status import say
-from agent.runtime.budget import Tell
 from agent.runtime.channel_runtime import ChannelRuntime
+from agent.runtime.owner.budget import Tell
 from agent.turns.state import Access
 from channels.base import Channel
 

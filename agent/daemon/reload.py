@@ -50,8 +50,8 @@ from agent.home import (
 from agent.model.keys import ModelUnusable, check_model
 from agent.proactive.pin_watcher import PinWatcher
 from agent.proactive.scheduler import Scheduler
-from agent.runtime.budget import Tell
 from agent.runtime.channel_runtime import ChannelRuntime
+from agent.runtime.owner.budget import Tell
 from agent.security import ScrubbingFilter
 from channels.base import ChatRef, Reply
 

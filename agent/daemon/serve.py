@@ -14,10 +14,10 @@ What it starts and its stop are said in a line each (`agent/daemon/status.py`). 
 and agent.env are read again while it runs: on a change, SIGHUP or `agent reload`
 (agent/daemon/reload.py).
 
-Beside the channels: a daily backup of state.db (`[state] backups_kept`, agent/cli/state.py)
+Beside the channels: a daily backup of state.db (`[state] backups_kept`, agent/cli/stores/state.py)
 and, when the disk fills, one message to the owner's private chat, sent directly (the outbox
-needs disk), and one when space is back (agent/durable/storage_health.py). The budget's
-notices (agent/runtime/budget.py) reach the same chat through its outbox.
+needs disk), and one when space is back (agent/durable/file/storage_health.py). The budget's
+notices (agent/runtime/owner/budget.py) reach the same chat through its outbox.
 """
 
 from __future__ import annotations
@@ -39,12 +39,12 @@ from agent.daemon.reload import Reloader
 from agent.daemon.send_op import SendOp
 from agent.daemon.status import Proactive, board_line, lazy_board_line, say
 from agent.daemon.warmup import warm_up
+from agent.durable.file.storage_health import Listener, StorageHealth
 from agent.durable.schedules import Schedules
-from agent.durable.storage_health import Listener, StorageHealth
 from agent.home import settings_fingerprint
 from agent.proactive.schedule_book import owner_chat
-from agent.runtime.budget import Tell
 from agent.runtime.channel_runtime import ChannelRuntime
+from agent.runtime.owner.budget import Tell
 from agent.turns.state import Access
 from channels.base import Reply
 
@@ -213,7 +213,7 @@ async def keep_backups(
 ) -> None:
     """Once a day (the first a minute after start, not to slow it): a backup, the oldest
     removed past `kept`. Not while the disk is full; a failure is said and tried in an hour."""
-    from agent.durable.backups import daily_backup, next_backup_in
+    from agent.durable.file.backups import daily_backup, next_backup_in
 
     await asyncio.sleep(first_after_s)
     while True:

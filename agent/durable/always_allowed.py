@@ -12,7 +12,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from agent.durable.state_db import StateDB
+from agent.durable.file.state_db import StateDB
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS approvals (

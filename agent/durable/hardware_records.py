@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from agent.durable.state_db import StateDB
+from agent.durable.file.state_db import StateDB
 from tools.board.oversight.records import Actuation, Deadline
 
 SCHEMA = """

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from agent.durable.state_db import StateDB
+from agent.durable.file.state_db import StateDB
 from agent.durable.triggers import Trigger, decode_trigger, encode_trigger
 from channels.base import Attachment, ChatRef, IncomingMessage, RemoteFile
 

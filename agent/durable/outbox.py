@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from agent.durable.state_db import StateDB
-from agent.durable.storage_health import StorageHealth
+from agent.durable.file.state_db import StateDB
+from agent.durable.file.storage_health import StorageHealth
 from channels.base import ChatRef, OutgoingMedia, OutgoingPart
 
 SCHEMA = """

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
-from agent.durable.state_db import StateDB
+from agent.durable.file.state_db import StateDB
 from agent.prompt.profiles import FACT_FIRST_TOKEN, FACT_SERVER, FACT_WINDOW, builtin_profile
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from agent.durable.state_db import StateDB
+from agent.durable.file.state_db import StateDB
 from channels.base import ChatRef, IncomingMessage
 from tools.proactive.schedule_tools import ScheduleEntry
 

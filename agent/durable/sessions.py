@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from agent.durable.state_db import StateDB
+from agent.durable.file.state_db import StateDB
 
 Message = dict[str, Any]
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
-from agent.durable.state_db import StateDB
+from agent.durable.file.state_db import StateDB
 from agent.model.responses import ToolCall
 from channels.base import IncomingMessage
 from tools.base import (

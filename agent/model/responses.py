@@ -61,7 +61,7 @@ class LLMError(Exception):
 
 
 class BudgetSpent(LLMError):
-    """A call not made: a spending limit is reached (agent/runtime/budget.py). The message is
+    """A call not made: a spending limit is reached (agent/runtime/owner/budget.py). The message is
     the line the person reads: which limit, and when it resets."""
 
 

@@ -14,9 +14,9 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from agent.config import Settings
+from agent.durable.file.state_db import StateDB
 from agent.durable.inbox import Inbox
 from agent.durable.schedules import NewSchedule, Schedules
-from agent.durable.state_db import StateDB
 from channels.base import ChatRef
 from tools.base import ToolCallContext
 from tools.proactive.schedule_times import When

@@ -27,11 +27,11 @@ from agent.config import Settings
 from agent.conversation.compaction import model_summariser
 from agent.conversation.scopes import audience_of
 from agent.durable.always_allowed import AlwaysAllowed
+from agent.durable.file.state_db import StateDB
 from agent.durable.inbox import Inbox, Pending
 from agent.durable.outbox import Outbox
 from agent.durable.quirks import ProviderQuirks
 from agent.durable.sessions import SessionStore
-from agent.durable.state_db import StateDB
 from agent.durable.tool_journal import ToolJournal
 from agent.durable.triggers import Trigger
 from agent.model.responses import ModelClient, OnRetry
@@ -44,10 +44,10 @@ from agent.runtime.commands import CommandContext, parse_command, run_command
 from agent.runtime.courier import Courier
 from agent.runtime.intake import prepared, refusal_text, too_big
 from agent.runtime.media import reply_files, resolve_reply
-from agent.runtime.metering import Controls
 from agent.runtime.outage import OutageNotice, retry_later
-from agent.runtime.pair_command import pair_command
-from agent.runtime.pairing import Doorkeeper
+from agent.runtime.owner.metering import Controls
+from agent.runtime.owner.pair_command import pair_command
+from agent.runtime.owner.pairing import Doorkeeper
 from agent.runtime.turn_inputs import turn_inputs
 from agent.security import Scrubber
 from agent.turns.loop import ToolEvent

@@ -17,8 +17,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from agent.durable.file.state_db import StateDB
 from agent.durable.inbox import Inbox, Pending
-from agent.durable.state_db import StateDB
 from agent.runtime.courier import Courier
 from agent.runtime.keyed_worker import KeyedWorker
 from channels.base import ChatRef, ReplyStream

@@ -1,5 +1,5 @@
 """Built-in chat commands, answered without the model: /new, /stop, /status, /help, and the
-owner's controls /usage, /budget, /model (agent/runtime/owner_commands.py)."""
+owner's controls /usage, /budget, /model (agent/runtime/owner/owner_commands.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from agent.durable.inbox import Inbox
 from agent.durable.sessions import SessionStore
 from agent.model.responses import ProviderHealth
-from agent.runtime import owner_commands
-from agent.runtime.metering import Controls
+from agent.runtime.owner import owner_commands
+from agent.runtime.owner.metering import Controls
 from agent.turns.state import TurnRecord
 from channels.capabilities import CHAT_COMMANDS
 
@@ -68,7 +68,7 @@ async def run_command(text: str, ctx: CommandContext) -> str | None:
         return "Stopping." if ctx.cancel() else "Nothing is running."
     if name == "status":
         return await _status(ctx)
-    if name == "pair":  # a chat channel's runtime answers it (agent/runtime/pair_command.py)
+    if name == "pair":  # a chat channel's runtime answers it (agent/runtime/owner/pair_command.py)
         return "Pairing is for the chat channels; here: agent pairing list | approve | deny."
     if name in ("usage", "budget", "model"):
         return await _controls(name, text.split()[1:], ctx)

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from agent.durable.storage_health import StorageHealth
+from agent.durable.file.storage_health import StorageHealth
 
 log = logging.getLogger(__name__)
 

@@ -125,7 +125,7 @@ class TurnRunner:
         conversation (the prompt may hold USER.md and MEMORY.md); `remembered`: memories
         recalled for this message, shown in its envelope (never in the system prompt);
         `trigger`: a schedule or the heartbeat started it, not a person; `llm`: this turn's
-        model (the chat's choice, metered: agent/runtime/metering.py), else the runner's."""
+        model (the chat's choice, metered: agent/runtime/owner/metering.py), else the runner's."""
         user: Message = {"role": "user", "content": self.envelope(msg, remembered, trigger)}
         llm = llm or self.llm
         try:

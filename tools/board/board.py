@@ -1,10 +1,11 @@
 """One board behind the hardware tools: one StandardFirmata link, on a serial port of this
-machine or over the network (tools/board/serial_port.py), kept by tools/board/connection.py.
+machine or over the network (tools/board/link/serial_port.py), kept by
+tools/board/link/connection.py.
 
 What the tools ask of a board runs here: each write is read back before it is reported
 (or said to be unconfirmed, when the link fails after it was sent), an operation cut by a
 reset runs again after the recovery, and a serial error or silence drops the link for the
-next call. Patterns (tools/board/patterns.py) and pin watches (tools/board/reports.py) run
+next call. Patterns (tools/board/patterns.py) and pin watches (tools/board/link/reports.py) run
 on top.
 """
 
@@ -16,9 +17,9 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from tools.board.connection import Connection
-from tools.board.firmata_link import FirmataLink
-from tools.board.firmata_types import (
+from tools.board.link.connection import Connection
+from tools.board.link.firmata_link import FirmataLink
+from tools.board.link.firmata_types import (
     MODE_CODES,
     BoardError,
     BoardInfo,
@@ -27,9 +28,9 @@ from tools.board.firmata_types import (
     PinReading,
     PinToken,
 )
+from tools.board.link.reports import OnLost, OnValue, Subscription
 from tools.board.patterns import PatternRun, Patterns
 from tools.board.pins import Pins
-from tools.board.reports import OnLost, OnValue, Subscription
 from tools.board.restore import Setting
 from tools.config import DEFAULT_BOARD, BoardSettings
 

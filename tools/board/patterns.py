@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from tools.board.firmata_types import BoardError
+from tools.board.link.firmata_types import BoardError
 
 log = logging.getLogger(__name__)
 REST = 0  # every pattern ends low

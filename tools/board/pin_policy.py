@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tools.board.firmata_types import PinInfo
+from tools.board.link.firmata_types import PinInfo
 from tools.config import BoardSettings, pin_token
 
 ANALOG_REFERENCE_V = 5.0  # the Uno's, Nano's and Mega's default analog reference

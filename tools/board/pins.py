@@ -5,13 +5,13 @@ and after every write: a tool result tells what the board holds, not what was as
 servos attached since the last reset say which timers the Servo library holds
 (tools/board/timers.py), so a write that the timers would defeat is refused before it is
 sent, and a PWM pin whose timer was taken is never reported as running. Runs on the worker
-thread of tools/board/board.py, over the link of tools/board/firmata_link.py.
+thread of tools/board/board.py, over the link of tools/board/link/firmata_link.py.
 """
 
 from __future__ import annotations
 
-from tools.board.firmata_link import FirmataLink
-from tools.board.firmata_types import (
+from tools.board.link.firmata_link import FirmataLink
+from tools.board.link.firmata_types import (
     ANALOG,
     ANALOG_MESSAGE,
     EXTENDED_ANALOG,

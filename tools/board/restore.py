@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tools.board.firmata_types import MODE_CODES, BoardError, BoardReset
+from tools.board.link.firmata_types import MODE_CODES, BoardError, BoardReset
 from tools.board.pins import Pins
 
 PWM_STEP = 1 / 255

@@ -4,14 +4,14 @@ A pin with `safe` (0 or 1, a duty, an angle) is set to it when a link to its boa
 made, again whenever the link comes back after a loss or the board reset (before anything
 else is sent: what pinclaw had set on it is not put back), and at a clean stop. What was
 applied, or why not, goes back to the Board, which says so and has it logged. Runs on the
-Board's worker thread (tools/board/worker.py).
+Board's worker thread (tools/board/link/worker.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tools.board.firmata_types import BoardError, BoardReset, PinToken
+from tools.board.link.firmata_types import BoardError, BoardReset, PinToken
 from tools.board.pins import Pins
 from tools.board.restore import Setting
 from tools.config import BoardSettings

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from tools.board.firmata_types import pin_runs
+from tools.board.link.firmata_types import pin_runs
 
 SERVOS_PER_TIMER = 12
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tools.base import ASK_EACH_TIME
 from tools.boundaries import IDENTITY_FILES, SCRATCH_DIRS
-from tools.shell.file_effects import DELETERS, Effect, abs_path
+from tools.shell.effects.file_effects import DELETERS, Effect, abs_path
 
 _IDENTITY = ", ".join(name + "/" * (name == "skills") for name in IDENTITY_FILES)
 _SHOWN_NAMES = 5

@@ -21,8 +21,8 @@ the program is refused, or run so that it cannot, or its archive is read first:
 - rsync, sh, python3, … (wrappers): refused, as before: they run other programs
 
 The checks themselves are here (whole programs, words added when rendering), in
-tools/shell/effects.py (cp and mv, which see the files they copy or move) and in
-tools/shell/archives.py (tar and zip members).
+tools/shell/effects/effects.py (cp and mv, which see the files they copy or move) and in
+tools/shell/effects/archives.py (tar and zip members).
 """
 
 from __future__ import annotations

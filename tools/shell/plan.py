@@ -6,7 +6,8 @@ argument, attached option value, redirection — goes through the one resolver, 
 options are checked by its rules (tools/shell/program_rules.py), and the script that runs is
 rendered from the checked structure with every word single-quoted, so /bin/sh reads exactly
 the words that were checked. Under `supervised` a command makes no link (tools/shell/links.py)
-and what it would replace, delete or move (tools/shell/effects.py) asks the owner: an existing
+and what it would replace, delete or move (tools/shell/effects/effects.py) asks the owner: an
+existing
 file outside tmp/ and scratch/ under a rule "Always allow" may remember, an identity file each
 time (tools/shell/asks.py). Under `full` the text runs as written, after the forbidden paths
 among the words that can be read are refused (tools/shell/full_mode.py): the OS sandbox is the
@@ -26,10 +27,10 @@ from pathlib import Path
 from tools.paths import PolicyError
 from tools.policy import SecurityPolicy
 from tools.shell.asks import Asks
-from tools.shell.effects import effects
-from tools.shell.file_effects import NOTHING, Effect, Stdin
+from tools.shell.effects.effects import effects
+from tools.shell.effects.file_effects import NOTHING, Effect, Stdin
+from tools.shell.effects.git_effects import git_effects
 from tools.shell.full_mode import DEVICES, check_full, check_words
-from tools.shell.git_effects import git_effects
 from tools.shell.grammar import (
     CommandLine,
     Pipeline,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tools.board.firmata_types import OUTPUT, PWM, BoardError, PinToken
+from tools.board.link.firmata_types import OUTPUT, PWM, BoardError, PinToken
 from tools.board.pin_policy import PinRef
 from tools.board.pins import Pins
 from tools.config import BoardSettings

@@ -16,8 +16,8 @@ import logging
 import time
 
 from tools.base import ToolCallContext
-from tools.board.firmata_types import BoardError, PinReading
 from tools.board.fleet import Boards
+from tools.board.link.firmata_types import BoardError, PinReading
 from tools.board.oversight.interlocks import Interlocks
 from tools.board.oversight.on_limits import OnLimits, Tell
 from tools.board.oversight.readings import ReadingKeeper

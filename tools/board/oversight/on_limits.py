@@ -17,8 +17,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from tools.board.firmata_types import BoardError, PinReading
 from tools.board.fleet import Boards
+from tools.board.link.firmata_types import BoardError, PinReading
 from tools.board.oversight.records import MAX_ON, PINCLAW, Actuation, Deadline, HardwareRecords
 from tools.board.pin_names import Target
 from tools.board.pin_policy import describe_value

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Mapping
 
-from tools.board.firmata_types import PinToken
+from tools.board.link.firmata_types import PinToken
 from tools.board.oversight.records import HardwareRecords
 from tools.config import BoardSettings
 

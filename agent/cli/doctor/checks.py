@@ -1,0 +1,302 @@
+"""`agent doctor`: is this installation ready? Config, workspace, model, key, home, sandbox,
+board — no model call unless asked (only a GET of llm.api_base's /models, when one is set;
+the checks of what a person sets by hand are in doctor_setup.py). Everything it prints passes
+the runtime's secret scrubber: a provider's error (a 401 that echoes the key) is shown like
+any other text the runtime shows."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import sqlite3
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from agent.app import make_scrubber
+from agent.cli.doctor.setup_checks import report_channels, report_home, report_model
+from agent.cli.owner.pairing import doctor_lines
+from agent.cli.user_errors import missing_package_line
+from agent.config import Settings
+from agent.durable.quirks import ProviderQuirks
+from agent.prompt.profiles import FACT_FIRST_TOKEN, FACT_SERVER, FACT_TOOLS, FACT_WINDOW
+from agent.security import Scrubber
+from agent.workspace import BOOTSTRAP_FILES
+from tools.board.link.firmata_types import BoardInfo, pin_runs
+from tools.config import DEFAULT_BOARD, BoardSettings, configured_boards, network_port
+
+
+class ScrubbedLines(io.TextIOBase):
+    """Standard output while doctor runs: whole lines, scrubbed, whoever prints them."""
+
+    def __init__(self, out: TextIO, scrub: Scrubber) -> None:
+        self._out = out
+        self._scrub = scrub
+        self._rest = ""  # an unfinished line: a secret in it may not be complete yet
+
+    def write(self, text: str) -> int:
+        done, newline, self._rest = (self._rest + text).rpartition("\n")
+        if newline:
+            self._out.write(self._scrub(done + newline))
+            self._out.flush()
+        return len(text)
+
+    def finish(self) -> None:
+        if self._rest:
+            self._out.write(self._scrub(self._rest))
+            self._rest = ""
+        self._out.flush()
+
+
+async def run_doctor(settings: Settings, *, check_model: bool = False) -> int:
+    out = ScrubbedLines(sys.stdout, make_scrubber(settings))
+    try:
+        with contextlib.redirect_stdout(out):
+            return await _checks(settings, check_model)
+    finally:
+        out.finish()
+
+
+async def _checks(settings: Settings, check_model: bool) -> int:
+    problems = 0
+
+    def report(ok: bool, label: str, detail: str) -> None:
+        nonlocal problems
+        problems += 0 if ok else 1
+        print(f"{'ok ' if ok else 'FAIL'} {label}: {detail}")
+
+    source = settings.config_file
+    report(True, "config", str(source) if source else "no file; defaults and environment")
+    workspace = settings.workspace_dir
+    missing = [name for name in BOOTSTRAP_FILES if not (workspace / name).exists()]
+    report(
+        workspace.is_dir(),
+        "workspace",
+        f"{workspace}" + (f" (missing: {', '.join(missing)})" if missing else "")
+        if workspace.is_dir()
+        else f"{workspace} does not exist; run `agent init`",
+    )
+    model = settings.llm.model
+    await report_model(settings, report)
+    report_channels(settings, report)
+    state_problem = _report_state(settings.state_db, report) or report_home(settings.home, report)
+    _report_sandbox(settings, report, approvals=state_problem is None)
+    print(_daemon_line(settings.home))
+    if state_problem is None:
+        _note_queues(settings.state_db)
+        for line in ProviderQuirks.read(settings.state_db).lines():
+            print(f"note provider: {line}")
+        for line in doctor_lines(settings):  # who was let in by pairing, the open codes
+            print(f"note pairing: {line}")
+    for name, board in configured_boards(settings.hardware, settings.boards).items():
+        what = "board" if name == DEFAULT_BOARD else f"board {name}"
+        await _report_board(board, what, settings.home, report)
+    if check_model and model and state_problem is None:
+        await _check_model(settings, report)
+    return 2 if state_problem is not None else 1 if problems else 0
+
+
+async def _check_model(settings: Settings, report: Callable[[bool, str, str], None]) -> None:
+    """What is learned is kept in state.db, through its one connection."""
+    from agent.app import open_store
+
+    store = await open_store(settings.state_db)
+    try:
+        await _ask_model(settings, report, await ProviderQuirks.load(store.db))
+    finally:
+        await store.db.close()
+
+
+async def _ask_model(
+    settings: Settings, report: Callable[[bool, str, str], None], quirks: ProviderQuirks
+) -> None:
+    """Ask the model's server what it serves (kept for the next start's prompt), then send
+    the first request a one-shot sends — its system prompt and tool schemas — streamed, and
+    time the first token: on a small machine that first call is the slow one."""
+    from agent.cli.prompt_show import inspect_prompt
+    from agent.model.client import LLMClient
+    from agent.model.facts import count_tokens
+    from agent.model.responses import LLMError
+    from agent.model.server_probe import probe_server
+
+    llm = settings.llm
+    facts = await asyncio.to_thread(probe_server, llm.model, llm.api_base)
+    if facts.server:
+        await quirks.learn_fact(llm.model, FACT_SERVER, facts.server)
+        if facts.window:
+            await quirks.learn_fact(llm.model, FACT_WINDOW, str(facts.window))
+        if facts.native_tools is False:
+            await quirks.learn_fact(llm.model, FACT_TOOLS, "xml")
+        window = f"a window of {facts.window:,} tokens" if facts.window else "no window said"
+        tools = {True: "tool calls in its template", False: "no tool calls in its template"}
+        said = f", {tools[facts.native_tools]}" if facts.native_tools is not None else ""
+        print(f"note model server: {facts.server}, {window}{said}")
+    found = await asyncio.to_thread(inspect_prompt, settings, "cli", None)
+    ask = [
+        {"role": "system", "content": found.text},
+        {"role": "user", "content": "Reply with the word: ready"},
+    ]
+    schemas = found.schemas or None
+    weight = count_tokens(llm.model, found.text + (json.dumps(schemas) if schemas else ""))
+    started = time.monotonic()
+    try:
+        reply = await LLMClient(llm).complete(ask, tools=schemas, on_text=lambda _: None)
+    except LLMError as exc:
+        report(False, "model call", str(exc))
+        return
+    took, first = time.monotonic() - started, reply.first_token_s
+    if first is not None:
+        await quirks.learn_fact(llm.model, FACT_FIRST_TOKEN, f"{first:.1f}")
+    said = repr(reply.content[:40]) if reply.content else f"{len(reply.tool_calls)} tool call(s)"
+    timing = f"first token after {first:.1f} s" if first is not None else "no token streamed"
+    tokens = reply.prompt_tokens or weight
+    report(True, "model call", f"{said}; {timing}, whole reply {took:.1f} s")
+    print(
+        f"note model: first request {tokens:,} tokens ({found.choice.mode} prompt: "
+        f"{found.choice.why}); llm.first_token_timeout_s allows {llm.first_token_limit_s():.0f} s"
+    )
+
+
+async def _report_board(
+    settings: BoardSettings, what: str, home: Path, report: Callable[[bool, str, str], None]
+) -> None:
+    """What the board's own reports say, or why there are none (not found, its port in use,
+    pyserial missing). Only looked at: its named pins (and their safe states) are left out.
+    A network board the daemon holds is not asked: its one connection would be taken."""
+    from agent.cli.local_client import ping
+    from tools.board.board import Board
+
+    if network_port(settings.port) and ping(home) is not None:
+        print(f"note {what}: {settings.port}, held by the running daemon (not asked)")
+        return
+    board = Board(settings.model_copy(update={"pins": {}, "interlocks": []}))
+    try:
+        info = await board.describe()
+    except ModuleNotFoundError as exc:
+        line = missing_package_line(exc)
+        if line is None:
+            raise
+        report(False, what, line.removeprefix("error: "))
+        return
+    finally:
+        await board.close()
+    if info is None:
+        report(False, what, board.last_error or "not found")
+    else:
+        report(True, what, _board_line(info))
+        print(f"note {what}: {_timer_line(info)}")
+
+
+def _board_line(info: BoardInfo) -> str:
+    """Firmware, port and what the pins can do, from the board's own reports."""
+    usable = [pin for pin in info.pins if pin.capabilities]
+    pwm = [pin.number for pin in usable if "pwm" in pin.capabilities]
+    analog = [f"A{pin.analog_channel}" for pin in usable if pin.analog_channel is not None]
+    return (
+        f"{info.firmware} {info.firmware_version} on {info.port} (Firmata protocol "
+        f"{info.protocol_version}), {info.pin_count} pins: digital "
+        f"{pin_runs([pin.number for pin in usable if 'output' in pin.capabilities])}, "
+        f"PWM {pin_runs(pwm) or 'none'}, analog {', '.join(analog) or 'none'}"
+    )
+
+
+def _timer_line(info: BoardInfo) -> str:
+    if not info.model:
+        return "timers: board not recognised, so no timer conflicts are predicted"
+    return f"{info.model}, PWM timers {info.timer_groups}"
+
+
+def _report_state(state_db: Path, report: Callable[[bool, str, str], None]) -> str | None:
+    """state.db: usable by this pinclaw (its schema version, its backups) or the one line
+    that says why not — then nothing else reads it, and doctor exits 2; and whether the
+    disk has the room the daemon needs to take messages."""
+    from agent.durable.file.migrations import describe, diagnose
+    from agent.durable.file.storage_health import space_line
+
+    unusable = diagnose(state_db)
+    if unusable is not None:
+        report(False, "state.db", str(unusable).removeprefix("state.db error: "))
+        return unusable.problem
+    full = space_line(state_db.parent)
+    if full is not None:
+        report(False, "disk", full)
+    if not state_db.exists() or state_db.stat().st_size == 0:
+        print(f"note state.db: {state_db} not created yet")
+        return None
+    with contextlib.closing(sqlite3.connect(state_db, timeout=2)) as db:
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    backups = sorted((state_db.parent / "backups").glob("state-*.db"))
+    kept = f"{len(backups)} backup(s), newest {backups[-1].name}" if backups else "no backups"
+    report(True, "state.db", f"{state_db}, schema version {describe(version)}; {kept}")
+    return None
+
+
+def _report_sandbox(
+    settings: Settings, report: Callable[[bool, str, str], None], *, approvals: bool = True
+) -> None:
+    """Which OS sandbox confines commands and why; and the remembered "Always allow"s
+    (`approvals`: state.db can be read)."""
+    from agent.durable.always_allowed import read_rules
+    from tools.sandbox.sandboxes import SandboxUnavailable, choose_sandbox
+
+    security = settings.security
+    try:
+        sandbox = choose_sandbox(security.sandbox)
+    except SandboxUnavailable as exc:
+        report(False, "sandbox", f'{exc}, or set sandbox = "auto" under [security]')
+        return
+    unconfined_full = sandbox.kind == "none" and security.autonomy == "full"
+    refused = unconfined_full and security.sandbox != "off"
+    detail = f"{sandbox.kind} ({sandbox.reason})"
+    if refused:
+        detail += '; autonomy "full" refuses every command until a sandbox is available'
+    report(not refused, "sandbox", detail)
+    from tools.mcp.manager import preflight  # each MCP server, not started: `agent mcp list`
+
+    for name, server in settings.mcp.servers.items():
+        line = preflight(name, server, sandbox)
+        report(not line.startswith("cannot"), f"mcp {name}", line)
+    if not approvals:
+        return
+    rules = read_rules(settings.state_db, settings.workspace_dir.resolve())
+    print(f"note approvals: always allowed: {', '.join(rules) if rules else 'none'}")
+
+
+def _daemon_line(home: Path) -> str:
+    """Whether `agent run` serves this home's socket, so one-shots are warm."""
+    from agent.cli.local_client import ping
+    from agent.home import socket_path
+
+    pid = ping(home)
+    if pid is None:
+        return "note daemon: not running (one-shots start cold)"
+    return f"note daemon: running (pid {pid}) on {socket_path(home)}"
+
+
+def _note_queues(state_db: Path) -> None:
+    """What a stopped daemon left for its next start (read-only; the daemon may be running)."""
+    from agent.durable.inbox import count_waiting
+    from agent.durable.outbox import count_replies, part_fates
+
+    if not state_db.exists():
+        return
+    try:
+        uri = f"file:{state_db}?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=2)) as db:
+            waiting = count_waiting(db)
+            queued, expired = count_replies(db, "pending"), count_replies(db, "expired")
+            fates = part_fates(db)
+    except sqlite3.Error:
+        return  # an older state.db without the queues
+    print(
+        f"note queues: {waiting} message(s) waiting for an answer, {queued} repl(ies) "
+        f"waiting to be sent, {expired} never delivered"
+    )
+    print(
+        f"note delivery: {fates.get('refused', 0)} part(s) refused by the platform (blocked, "
+        f"chat gone), {fates.get('unknown', 0)} possibly lost (sent, no answer, no way to ask)"
+    )

@@ -1,0 +1,1 @@
+"""The owner's commands for a running pinclaw: usage, budget, pairing, reload, send."""

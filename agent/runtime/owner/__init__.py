@@ -1,0 +1,2 @@
+"""The owner's controls at run time: the budget, the metered model, /usage /budget /model,
+pairing."""
