@@ -24,7 +24,7 @@ from agent.durable.schedules import Schedules
 from agent.durable.sessions import SessionStore
 from agent.home import ENV_FILE_NAME
 from agent.model.client import LLMClient
-from agent.model.facts import context_window, count_tokens
+from agent.model.facts import token_counter, window_of
 from agent.model.keys import check_model
 from agent.model.responses import ModelClient
 from agent.model.side_calls import embed, transcribe
@@ -259,10 +259,9 @@ def prompt_source(
     budget_tokens: int | None = None,
     skills: SkillCatalog | None = None,
 ) -> PromptSource:
-    model = settings.llm.model
     budget = budget_tokens or default_budget(
         settings.agent.prompt_budget_tokens,
-        None if settings.agent.prompt_budget_tokens else context_window(model),
+        None if settings.agent.prompt_budget_tokens else window_of(settings.llm),
     )
     return PromptSource(
         settings=settings,
@@ -270,7 +269,7 @@ def prompt_source(
         builder=SystemPromptBuilder.with_defaults(),
         security_summary=policy.summary(),
         host=host_info(),
-        count_tokens=lambda text: count_tokens(model, text),
+        count_tokens=token_counter(settings.llm),
         budget_tokens=budget,
         skills=skills,
     )
@@ -394,4 +393,4 @@ def history_budget(settings: Settings) -> int:
     """Tokens of earlier turns sent with each message: as configured, else half the model's
     window (the other half is the system prompt's quarter, the message and the answer)."""
     configured = settings.agent.history_budget_tokens
-    return configured or (context_window(settings.llm.model) or 16_000) // 2
+    return configured or (window_of(settings.llm) or 16_000) // 2

@@ -48,6 +48,7 @@ def budget_env(telegram_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) ->
     """Heartbeats every 1.2 s whose own limit the first one spends; a daily limit far off."""
     values = {
         "PINCLAW_LLM__MODEL": PRICED,
+        "PINCLAW_LLM__CLIENT": "litellm",  # the fake is local: priced through LiteLLM
         "PINCLAW_PEOPLE": '{"me": {"telegram": "42", "owner": true}}',
         "PINCLAW_HEARTBEAT__ENABLED": "true",
         "PINCLAW_HEARTBEAT__INTERVAL_MINUTES": "0.02",

@@ -71,7 +71,8 @@ def test_well_formed_tokens_pass(llm_env: dict[str, str]) -> None:
 def test_a_model_name_litellm_cannot_route_is_said_with_the_form_to_use(
     llm_env: dict[str, str],
 ) -> None:
-    result = doctor({**llm_env, "PINCLAW_LLM__MODEL": "llama3"})
+    """(At a server of one's own a bare name is the server's name for its model.)"""
+    result = doctor({**llm_env, "PINCLAW_LLM__MODEL": "llama3", "PINCLAW_LLM__API_BASE": ""})
     assert result.returncode == 1
     assert (
         "FAIL model: llm.model 'llama3' names no provider LiteLLM knows: write it as "
@@ -89,12 +90,18 @@ def test_an_ollama_model_needs_no_key(llm_env: dict[str, str]) -> None:
     assert "ok  api key: no key needed (ollama_chat)" in found
 
 
-def test_a_local_openai_compatible_server_is_said_to_need_a_dummy_key(
+def test_a_local_openai_compatible_server_needs_a_key_only_through_litellm(
     llm_env: dict[str, str], fake_llm: FakeLLM
 ) -> None:
-    result = doctor({**llm_env, "OPENAI_API_KEY": ""})
-    assert result.returncode == 1
     base = fake_llm.base_url
+    direct = doctor({**llm_env, "OPENAI_API_KEY": ""})
+    assert lines(direct)[2:5] == [
+        f"ok  model: openai/test-model (openai at {base})",
+        "ok  api key: not needed (a server of your own; set PINCLAW_LLM__API_KEY if it checks one)",
+        f"ok  api base: {base} answers (HTTP 200 for /models)",
+    ]
+    result = doctor({**llm_env, "OPENAI_API_KEY": "", "PINCLAW_LLM__CLIENT": "litellm"})
+    assert result.returncode == 1
     assert lines(result)[2:5] == [
         f"ok  model: openai/test-model (openai at {base})",
         f"FAIL api key: the OpenAI client sends a key even to {base}: set PINCLAW_LLM__API_KEY "

@@ -139,7 +139,7 @@ def test_a_first_setup_on_a_terminal_asks_checks_and_writes_config_and_agent_env
     t.expect("5) Ollama, on this machine or your network (no key)\n       e.g. ollama_chat/")
     t.expect("6) A local OpenAI-compatible server (llama.cpp's llama-server, LM Studio, vLLM)")
     choose_the_local_server(t, fake_llm)
-    t.expect("LiteLLM sends one anyway: Enter stores the dummy 'sk-no-key-required'")
+    t.expect("(--api-key): Enter stores the dummy 'sk-no-key-required'")
     t.answer(LOCAL_KEY_Q, SECRET)
     t.expect("ok  model: openai/test-model answered 'ready' in ")
     t.expect("Telegram: a bot token from @BotFather")

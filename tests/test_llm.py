@@ -1,7 +1,10 @@
-"""The LLM client against the fake provider through real LiteLLM: retries, fallbacks, usage."""
+"""The LLM client against the fake provider, each case through both transports (the OpenAI
+SDK, as for a server of one's own like the fake, and real LiteLLM): retries, fallbacks,
+usage."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -13,6 +16,12 @@ from agent.model.facts import load_litellm, price_of
 from agent.model.responses import LLMError, LLMRequestRejected
 
 HELLO = [{"role": "user", "content": "hello"}]
+VIA: dict[str, str] = {}  # llm.client, set for each case by the fixture below
+
+
+@pytest.fixture(autouse=True, params=["auto", "litellm"])
+def _via(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(VIA, "client", request.param)
 
 
 def client(fake: FakeLLM, **overrides: object) -> LLMClient:
@@ -21,6 +30,7 @@ def client(fake: FakeLLM, **overrides: object) -> LLMClient:
         "api_base": fake.base_url,
         "num_retries": 2,
         "retry_backoff_s": 0.01,
+        **VIA,
     }
     options.update(overrides)
     return LLMClient(LLMSettings(**options))  # type: ignore[arg-type]
@@ -81,6 +91,25 @@ async def test_tool_calls_and_usage(fake_llm: FakeLLM) -> None:
     assert fake_llm.requests[0]["tools"] == tools
 
 
+async def test_streamed_tool_calls_are_put_back_together(fake_llm: FakeLLM) -> None:
+    """Each call's arguments arrive in pieces under its index, the usage in the last chunk."""
+    fake_llm.script(
+        tool_calls(
+            ("shell", {"command": "ls -la /tmp"}, "call_a"),
+            ("file_read", {"path": "notes/today.md"}, "call_b"),
+            content="Looking.",
+        )
+    )
+    reply = await client(fake_llm).complete(HELLO, on_text=lambda _: None)
+    assert reply.content == "Looking."
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in reply.tool_calls] == [
+        ("call_a", "shell", {"command": "ls -la /tmp"}),
+        ("call_b", "file_read", {"path": "notes/today.md"}),
+    ]
+    assert reply.prompt_tokens > 0 and reply.completion_tokens > 0
+    assert reply.first_token_s is not None
+
+
 async def test_streaming_hands_over_each_delta(fake_llm: FakeLLM) -> None:
     fake_llm.script(text("streamed reply arrives in pieces"))
     pieces: list[str] = []
@@ -93,6 +122,9 @@ async def test_streaming_hands_over_each_delta(fake_llm: FakeLLM) -> None:
 async def test_the_cost_is_litellms_price_for_the_tokens_used(fake_llm: FakeLLM) -> None:
     litellm = load_litellm()
     reply = await client(fake_llm, model="openai/gpt-4o-mini").complete(HELLO)
+    if VIA["client"] == "auto":  # the fake is a server of one's own: no price is guessed
+        assert reply.cost_usd is None
+        return
     prompt, completion = litellm.cost_per_token(
         model="gpt-4o-mini",
         prompt_tokens=reply.prompt_tokens,
@@ -120,7 +152,9 @@ async def test_a_model_without_a_price_costs_unknown_and_is_not_priced_again(
     assert asked == []  # LiteLLM priced each response as it logged it: not priced twice
     # A response LiteLLM did not price (no figure in its hidden params) is priced here,
     # and a model it has no price for only once.
-    bare = litellm.ModelResponse(model="no-price-known-for-this-one-either")
+    # (A name of each case's own: the process remembers a model it could not price.)
+    unpriced = f"no-price-known-for-this-one-either-{VIA['client']}"
+    bare = litellm.ModelResponse(model=unpriced)
     for _ in range(3):
-        assert price_of(litellm, bare, "openai/no-price-known-for-this-one-either") is None
-    assert asked == ["no-price-known-for-this-one-either"]
+        assert price_of(litellm, bare, f"openai/{unpriced}") is None
+    assert asked == [unpriced]

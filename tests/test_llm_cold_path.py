@@ -1,6 +1,7 @@
-"""What the first call to LiteLLM costs: no MCP client imported for our tools, and after
-the warm-up no import left for the first message. Each case runs in a fresh interpreter
-(this one has imported everything already), against the fake LLM.
+"""What the first call costs: a model served directly never imports LiteLLM; through
+LiteLLM no MCP client is imported for our tools, and after the warm-up no import is left for
+the first message. Each case runs in a fresh interpreter (this one has imported everything
+already), against the fake LLM.
 
 These lean on LiteLLM's internals (its `_skip_mcp_handler` switch, where its dry run
 stops), so they are what fails loudly when an upgrade changes them: checked with
@@ -17,11 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from daemon_process import agent
 from fakes.llm_server import FakeLLM
 
 from agent.config import LLMSettings
 from agent.daemon.warmup import warm_up
-from agent.model.client import SKIP_MCP_PROBE
+from agent.model.facts import count_tokens
+from agent.model.litellm_call import SKIP_MCP_PROBE
+from agent.model.stand_in_tokenizer import CL100K_CACHED, stand_in_counter
 
 REPO = Path(__file__).resolve().parent.parent
 LITELLM = version("litellm")
@@ -37,7 +41,9 @@ from agent.config import LLMSettings
 from agent.model.client import LLMClient
 from agent.model.facts import load_litellm
 
-settings = LLMSettings(model="openai/primary", api_base=sys.argv[1], num_retries=0)
+settings = LLMSettings(
+    model="openai/primary", api_base=sys.argv[1], num_retries=0, client="litellm"
+)
 load_litellm()
 if sys.argv[2] == "warm":
     from agent.daemon.warmup import warm_up_now
@@ -75,7 +81,7 @@ def test_a_call_with_tools_imports_no_mcp_client(fake_llm: FakeLLM) -> None:
     probed = [name for name in MCP_MODULES if name in result["loaded"]]
     assert not probed, (
         f"LiteLLM {LITELLM} probed our tools for MCP gateway tools ({probed}) although we "
-        f"pass {SKIP_MCP_PROBE}=True: find its new switch and update agent/model/client.py"
+        f"pass {SKIP_MCP_PROBE}=True: find its new switch and update agent/model/litellm_call.py"
     )
     [body] = fake_llm.requests
     assert body["tools"][0]["function"]["name"] == "shell"
@@ -96,6 +102,37 @@ def test_after_the_warm_up_the_first_call_imports_next_to_nothing(fake_llm: Fake
     )
 
 
+@pytest.mark.parametrize("via", ["auto", "litellm"])
+def test_a_one_shot_to_a_server_of_ones_own_never_imports_litellm(
+    llm_env: dict[str, str], fake_llm: FakeLLM, via: str
+) -> None:
+    """The fake is at 127.0.0.1: its `openai/` model is served directly, unless llm.client
+    says "litellm" (which shows that the count below sees LiteLLM when it is imported)."""
+    fake_llm.script("answered")
+    done = agent(
+        "run",
+        "-m",
+        "hi",
+        "--no-daemon",
+        env={**llm_env, "PINCLAW_LLM__CLIENT": via, "PYTHONPROFILEIMPORTTIME": "1"},
+    )
+    assert (done.returncode, done.stdout) == (0, "answered\n"), done.stderr[-2000:]
+    imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()]
+    litellm = [name for name in imported if name.split(".")[0] == "litellm"]
+    assert (not litellm) if via == "auto" else len(litellm) > 100, litellm[:5]
+    assert "openai.resources.chat" in imported
+
+
+def test_a_model_served_directly_is_counted_as_litellm_counts_it() -> None:
+    """With LiteLLM's copy of cl100k_base, found without importing LiteLLM: when a release
+    moves it, agent/model/stand_in_tokenizer.py must look where it went."""
+    counter = stand_in_counter()
+    assert counter is not None, f"LiteLLM {LITELLM} keeps no {CL100K_CACHED} where it did"
+    schema = {"name": "shell", "parameters": {"type": "object", "properties": {"cmd": {}}}}
+    for text in ["Hello there.", "東京 12345 <|endoftext|> `ls -la`", json.dumps(schema)]:
+        assert counter(text) == count_tokens("openai/local-model", text)
+
+
 async def test_a_warm_up_that_fails_is_only_logged(caplog: pytest.LogCaptureFixture) -> None:
     await warm_up(LLMSettings(model="no-provider-knows-this-model"))
-    assert "could not warm up LiteLLM" in caplog.text
+    assert "could not warm up the model's client" in caplog.text

@@ -1,8 +1,10 @@
 """The LLM client on a provider that misbehaves without failing outright: a 200 with no
-choice, a stream cut half-way, a first failure the caller is told of (real LiteLLM against
-the fake provider)."""
+choice, a stream cut half-way, a first failure the caller is told of (each case through the
+OpenAI SDK and through real LiteLLM, against the fake provider)."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 import pytest
 from fakes.llm_server import FakeLLM, cut, error, no_choices, text
@@ -11,11 +13,21 @@ from agent.config import LLMSettings
 from agent.model.client import LLMClient
 
 HELLO = [{"role": "user", "content": "hello"}]
+VIA: dict[str, Literal["auto", "litellm"]] = {}  # llm.client, set for each case below
+
+
+@pytest.fixture(autouse=True, params=["auto", "litellm"])
+def _via(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(VIA, "client", request.param)
 
 
 def client(fake: FakeLLM) -> LLMClient:
     settings = LLMSettings(
-        model="openai/primary", api_base=fake.base_url, num_retries=3, retry_backoff_s=0.01
+        model="openai/primary",
+        api_base=fake.base_url,
+        num_retries=3,
+        retry_backoff_s=0.01,
+        client=VIA["client"],
     )
     return LLMClient(settings)
 

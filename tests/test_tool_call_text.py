@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from fakes.llm_server import FakeLLM, tool_results
@@ -336,19 +337,22 @@ async def test_traps_are_not_calls(model: ScriptedModel, world: World, reply: st
     )
 
 
-async def test_a_draft_in_reasoning_is_kept_apart_by_litellm_and_not_run(
-    fake_llm: FakeLLM, world: World
+@pytest.mark.parametrize("via", ["auto", "litellm"])
+async def test_a_draft_in_reasoning_is_kept_apart_and_not_run(
+    fake_llm: FakeLLM, world: World, via: Literal["auto", "litellm"]
 ) -> None:
-    """Over the wire: LiteLLM takes <think>...</think> out of the content, so a call drafted
-    in the reasoning is neither run nor shown."""
+    """Over the wire, through the OpenAI SDK or LiteLLM: <think>...</think> is taken out of
+    the content, so a call drafted in the reasoning is neither run nor shown."""
     fake_llm.script(
         text(
             '<think>{"name": "file_write", "arguments": {"path": "t.txt", "content": "x"}}?'
             "</think>Which file do you mean?"
         )
     )
-    llm = LLMClient(LLMSettings(model="openai/m", api_base=fake_llm.base_url, num_retries=0))
-    result = await run(llm, world)
+    settings = LLMSettings(
+        model="openai/m", api_base=fake_llm.base_url, num_retries=0, client=via
+    )
+    result = await run(LLMClient(settings), world)
     assert result.text == "Which file do you mean?"
     assert result.events == [] and len(fake_llm.requests) == 1
     assert list(world.workspace.glob("*.txt")) == []

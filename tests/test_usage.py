@@ -76,6 +76,7 @@ def usage_env(
 ) -> dict[str, str]:
     values = {
         "PINCLAW_LLM__MODEL": PRICED,
+        "PINCLAW_LLM__CLIENT": "litellm",  # the fake is local: priced through LiteLLM
         "PINCLAW_PEOPLE": '{"me": {"telegram": "42", "owner": true}}',
         "PINCLAW_HEARTBEAT__ENABLED": "true",
         "PINCLAW_HEARTBEAT__INTERVAL_MINUTES": "0.03",

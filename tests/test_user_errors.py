@@ -21,6 +21,7 @@ from fakes.llm_server import FakeLLM, error
 
 from agent.config import LLMSettings
 from agent.model.client import LLMClient
+from agent.model.openai_sdk_call import NO_KEY
 from agent.model.responses import LLMError
 
 CLOSED = "http://127.0.0.1:9/v1"  # the discard port: nothing listens
@@ -123,23 +124,32 @@ def test_a_missing_key_stops_before_the_first_call(
     )
 
 
-def test_a_local_openai_compatible_server_is_said_to_need_a_dummy_key(
+def test_a_local_openai_compatible_server_needs_no_key(
     llm_env: dict[str, str], fake_llm: FakeLLM
 ) -> None:
+    """Called directly (the OpenAI SDK), a server of one's own gets a stand-in key; through
+    LiteLLM (llm.client = "litellm") the missing key is said before the first call."""
+    fake_llm.script("hello back")
     env = {**llm_env, "OPENAI_API_KEY": ""}
+    answered = agent("run", "-m", "hello?", env=env)
+    assert (answered.returncode, answered.stdout) == (0, "hello back\n"), answered.stderr
+    [sent] = fake_llm.request_headers
+    assert sent["authorization"] == f"Bearer {NO_KEY}"
     one_line(
-        agent("run", "-m", "hello?", env=env),
+        agent("run", "-m", "hello?", env={**env, "PINCLAW_LLM__CLIENT": "litellm"}),
         2,
         f"error: openai/test-model: the OpenAI client sends a key even to {fake_llm.base_url}: "
         "set PINCLAW_LLM__API_KEY to its key, or to any text (e.g. dummy) if that server "
         "checks none",
     )
-    assert fake_llm.requests == []
+    assert len(fake_llm.requests) == 1
 
 
 def test_a_model_name_without_a_provider_is_refused_at_start(llm_env: dict[str, str]) -> None:
+    """(At a server of one's own a bare name is the server's name for its model.)"""
+    hosted = {**llm_env, "PINCLAW_LLM__API_BASE": ""}
     one_line(
-        agent("run", "-m", "hello?", env={**llm_env, "PINCLAW_LLM__MODEL": "gpt4o"}),
+        agent("run", "-m", "hello?", env={**hosted, "PINCLAW_LLM__MODEL": "gpt4o"}),
         2,
         "error: llm.model 'gpt4o' names no provider LiteLLM knows: write it as provider/model, "
         "e.g. openai/gpt-4o-mini, anthropic/claude-sonnet-4-5 or ollama_chat/llama3.1",

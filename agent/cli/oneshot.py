@@ -13,7 +13,7 @@ from agent import collector
 from agent.app import build_app
 from agent.cli.oneshot_screen import PlainScreen, Screen
 from agent.config import Settings
-from agent.model.facts import load_first_call_modules, load_litellm
+from agent.model.facts import load_first_call_modules
 from agent.runtime.one_shot import answer
 from agent.turns.state import Access
 from channels.base import ApprovalAnswer, ApprovalQuestion, ChatRef, MayAnswer, OutgoingPart
@@ -51,7 +51,7 @@ async def run_once(
     channel = OneShotTerminal(screen)
     app = await build_app(settings)
     try:
-        load_first_call_modules(load_litellm(), settings.llm.model)
+        load_first_call_modules(settings.llm)
         collector.release()  # start-up is done: what it loaded lives until the exit
         runtime = app.runtime(channel, Access(open_to_all=True))
         screen.busy("thinking")

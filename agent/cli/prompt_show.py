@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from agent.app import build_tools, prompt_source
-from agent.config import Settings
+from agent.config import LLMSettings, Settings
 from agent.durable.quirks import ProviderQuirks
 from agent.proactive.hardware import make_boards
 from agent.prompt.context import Dispatch, PromptMode, SectionText
@@ -52,7 +52,7 @@ def dispatcher_for(settings: Settings) -> Dispatch:
     model = settings.llm.model
     if model in ProviderQuirks.read(settings.state_db).xml_tools:
         return "xml"
-    return configured_dispatcher(settings.agent.tool_dispatcher, model)
+    return configured_dispatcher(settings, model)
 
 
 def inspect_prompt(
@@ -94,25 +94,26 @@ def _schemas(tools: Any, mode: str) -> list[dict[str, Any]]:
 def prompt_stats(
     settings: Settings, channel: str, mode: str | None, model: str | None = None
 ) -> tuple[str, str]:
-    """A table: one row per section with characters and tokens (LiteLLM's counter for the
-    model), then the total and the budget; and what the model gets, for stderr: its
-    profile, the mode and why, and the first request (system prompt + tool schemas)."""
-    from agent.model.facts import count_tokens
+    """A table: one row per section with characters and tokens (counted as the budget
+    counts them for the model), then the total and the budget; and what the model gets, for
+    stderr: its profile, the mode and why, and the first request (prompt + tool schemas)."""
+    from agent.model.facts import token_counter
 
     found = inspect_prompt(settings, channel, mode, model)
     model = model or settings.llm.model
-    rows = [(s.name, len(s.text), count_tokens(model, s.text)) for s in found.sections]
+    count = token_counter(settings.llm, model)
+    rows = [(s.name, len(s.text), count(s.text)) for s in found.sections]
     width = max([len("section"), *(len(name) for name, _, _ in rows)])
     lines = [f"{'section':<{width}}  {'chars':>7}  {'tokens':>7}"]
     lines += [f"{name:<{width}}  {chars:>7,}  {tokens:>7,}" for name, chars, tokens in rows]
-    total = count_tokens(model, found.text)
+    total = count(found.text)
     lines.append(f"{'total':<{width}}  {len(found.text):>7,}  {total:>7,}")
     lines.append(f"{'budget':<{width}}  {'':>7}  {found.budget_tokens:>7,}")
-    schemas = count_tokens(model, json.dumps(found.schemas)) if found.schemas else 0
-    return "\n".join(lines), _summary(found, model, total, schemas)
+    schemas = count(json.dumps(found.schemas)) if found.schemas else 0
+    return "\n".join(lines), _summary(found, settings.llm, model, total, schemas)
 
 
-def _summary(found: Inspected, model: str, prompt: int, schemas: int) -> str:
+def _summary(found: Inspected, llm: LLMSettings, model: str, prompt: int, schemas: int) -> str:
     profile, choice = found.profile, found.choice
     about = f"{profile.family}: {profile.works}" if profile.family else "no built-in profile"
     tools = (
@@ -124,9 +125,9 @@ def _summary(found: Inspected, model: str, prompt: int, schemas: int) -> str:
     window = choice.window
     room = f"; {window - first:,} of a {window:,}-token window left" if window else ""
     if window is None:
-        from agent.model.facts import context_window
+        from agent.model.facts import window_of
 
-        known = context_window(model)
+        known = window_of(llm, model)
         window_line = f"{known:,} tokens (LiteLLM's table)" if known else "unknown"
     else:
         window_line = _window_line(profile, window)

@@ -1,4 +1,4 @@
-"""LiteLLM's call path warmed in the background, so a daemon's first message costs about
+"""The model's call path warmed in the background, so a daemon's first message costs about
 what later ones do.
 
 `import litellm` is not the whole cold start: the first call imports about 450 more modules
@@ -6,7 +6,8 @@ what later ones do.
 per-model tables, about half a second on a small machine. The daemon calls `warm_up` once
 its channels run; it does that work in a worker thread through LiteLLM's own dry run
 (`mock_response`: the request is built, logged and priced, nothing is sent), so no token is
-spent and nothing leaves the machine.
+spent and nothing leaves the machine. A model served directly (agent/model/facts.py) needs
+only the OpenAI SDK's modules: LiteLLM is not loaded for it.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ import logging
 import time
 
 from agent.config import LLMSettings
-from agent.model.client import request
 from agent.model.facts import (
     load_first_call_modules,
     load_litellm,
     price_of,
+    served_directly,
     supports_native_tools,
 )
+from agent.model.litellm_call import request
+from agent.model.openai_sdk_call import OpenAISDKCall
 from agent.model.responses import Message
 
 log = logging.getLogger(__name__)
@@ -48,12 +51,15 @@ def warm_up_now(settings: LLMSettings) -> float:
     """Import and prime what the first call to `settings.model` would, without sending a
     request; the seconds it took."""
     started = time.perf_counter()
-    litellm = load_litellm()
-    kwargs = request(litellm, settings, settings.model, _MESSAGES, [_TOOL])
-    response = litellm.completion(**kwargs, mock_response="ok")
-    price_of(litellm, response, settings.model)
-    supports_native_tools(settings.model)
-    load_first_call_modules(litellm, settings.model)
+    if served_directly(settings):
+        OpenAISDKCall(settings).warm_up()
+    else:
+        litellm = load_litellm()
+        kwargs = request(litellm, settings, settings.model, _MESSAGES, [_TOOL])
+        response = litellm.completion(**kwargs, mock_response="ok")
+        price_of(litellm, response, settings.model)
+        supports_native_tools(settings, settings.model)
+    load_first_call_modules(settings)
     return time.perf_counter() - started
 
 
@@ -63,6 +69,6 @@ async def warm_up(settings: LLMSettings) -> None:
     try:
         took = await asyncio.to_thread(warm_up_now, settings)
     except Exception as exc:
-        log.warning("could not warm up LiteLLM (%s); the first message will be slower", exc)
+        log.warning("could not warm up the model's client (%s); the first message is slower", exc)
         return
-    log.info("LiteLLM warmed up for %s in %.2f s", settings.model, took)
+    log.info("model client warmed up for %s in %.2f s", settings.model, took)

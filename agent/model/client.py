@@ -1,5 +1,7 @@
-"""LLMClient: the one place that calls LiteLLM for a chat completion — retries with backoff,
-fallback models, streaming with a first-token limit, usage and cost.
+"""LLMClient: the one place a chat completion is asked for — retries with backoff, fallback
+models, streaming with a first-token limit, usage and cost — through one of two transports:
+the OpenAI SDK for a model served directly, LiteLLM for the rest (agent/model/facts.py's
+`served_directly` chooses).
 
 A call is tried again after a 429, a 5xx, a timeout, a dropped connection or a 200 that
 carries no choice (never after a key missing or refused: agent/model/failures.py); the caller
@@ -15,13 +17,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from agent.config import LLMSettings
-from agent.model.facts import explicit_cache_control, load_litellm, price_of
-from agent.model.failures import failure_line, is_auth
+from agent.model.facts import served_directly
+from agent.model.failures import failure_line, is_rejection, is_transient, short
+from agent.model.openai_sdk_call import OpenAISDKCall
 from agent.model.responses import (
+    EmptyReply,
     LLMError,
     LLMRequestRejected,
     LLMResponse,
@@ -29,56 +32,25 @@ from agent.model.responses import (
     OnRetry,
     OnText,
     ProviderHealth,
-    ToolCall,
     Tools,
 )
 
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 30.0
-# LiteLLM's own switch (its MCP handlers set it on their inner calls), popped before sending.
-SKIP_MCP_PROBE = "_skip_mcp_handler"
 
 
-class EmptyReply(Exception):
-    """A 200 whose body holds no choice, or a stream with no chunk: the provider answered
-    nothing, which a second try usually mends."""
+class Transport(Protocol):
+    """How a completion is sent and read back: agent/model/openai_sdk_call.py and
+    agent/model/litellm_call.py."""
 
+    async def send(
+        self, model: str, messages: list[Message], tools: Tools, *, stream: bool
+    ) -> Any: ...
 
-def request(
-    litellm: ModuleType,
-    settings: LLMSettings,
-    model: str,
-    messages: list[Message],
-    tools: Tools = None,
-) -> dict[str, Any]:
-    """The keyword arguments of one `litellm.acompletion` call: what every call sends, and
-    what the warm-up (agent/daemon/warmup.py) primes LiteLLM's code path with."""
-    kwargs: dict[str, Any] = {
-        "model": model,
-        "messages": messages,
-        "temperature": settings.temperature,
-        # The HTTP client's own limit (per read) only backs up the limits of LLMClient._call.
-        "timeout": settings.call_limit_s(model),
-        "num_retries": 0,
-        "max_retries": 0,
-    }
-    if tools:
-        kwargs["tools"] = tools
-        # Our tools are plain functions: LiteLLM's probe for MCP gateway tools imports its
-        # MCP client (0.6 s on the first call) only to find none. tests/test_llm_cold_path.py
-        # fails when a LiteLLM release stops honouring this.
-        kwargs[SKIP_MCP_PROBE] = True
-    if explicit_cache_control(litellm, model):
-        # The byte-stable system prompt is billed as cached from the second turn on.
-        kwargs["cache_control_injection_points"] = [{"location": "message", "role": "system"}]
-    if settings.max_tokens:
-        kwargs["max_tokens"] = settings.max_tokens
-    if settings.api_base:
-        kwargs["api_base"] = settings.api_base
-    if settings.api_key is not None:
-        kwargs["api_key"] = settings.api_key.get_secret_value()
-    return kwargs
+    def response(self, reply: Any, model: str) -> LLMResponse: ...
+
+    def assembled(self, chunks: list[Any], model: str, messages: list[Message]) -> LLMResponse: ...
 
 
 class ShownOnce:
@@ -105,6 +77,8 @@ class LLMClient:
         self.settings = settings
         self._sleep = sleep
         self.health = ProviderHealth()
+        self._sdk: OpenAISDKCall | None = None
+        self._litellm: Transport | None = None
 
     @property
     def model(self) -> str:
@@ -148,6 +122,18 @@ class LLMClient:
         first = first or self.settings.model
         return [first, *(name for name in configured if name != first)]
 
+    def _transport(self, model: str) -> Transport:
+        """The OpenAI SDK for a model served directly (kept: it holds the HTTP client),
+        LiteLLM for the rest (imported on the first such call)."""
+        if served_directly(self.settings, model):
+            self._sdk = self._sdk or OpenAISDKCall(self.settings)
+            self._sdk.connect(model)
+            return self._sdk
+        from agent.model.litellm_call import LiteLLMCall
+
+        self._litellm = self._litellm or LiteLLMCall(self.settings)
+        return self._litellm
+
     async def _complete(
         self,
         messages: list[Message],
@@ -156,7 +142,6 @@ class LLMClient:
         on_retry: OnRetry,
         first: str | None,
     ) -> LLMResponse:
-        litellm = load_litellm()
         errors: list[str] = []
         failed: dict[str, Exception] = {}  # each model's last failure, said once at the end
         status: int | None = None  # the last HTTP status seen
@@ -166,51 +151,60 @@ class LLMClient:
                 try:
                     if shown is not None:
                         shown.new_attempt()
-                    kwargs = request(litellm, self.settings, model, messages, tools)
-                    return await self._call(litellm, kwargs, shown)
+                    transport = self._transport(model)
+                    return await self._call(transport, model, messages, tools, shown)
                 except Exception as exc:
                     code = getattr(exc, "status_code", None)
                     status = code if isinstance(code, int) else status
-                    errors.append(f"{model}: {_short(exc)}")
+                    errors.append(f"{model}: {short(exc)}")
                     failed[model] = exc
-                    if _is_rejection(litellm, exc):
-                        raise LLMRequestRejected(_short(exc), status=status) from exc
-                    if not _is_transient(litellm, exc):
+                    if is_rejection(exc):
+                        raise LLMRequestRejected(short(exc), status=status) from exc
+                    if not is_transient(exc):
                         break  # auth, unknown model...: this model will not answer
                     if on_retry is not None and not isinstance(exc, EmptyReply):
                         await on_retry(errors[-1])  # an empty reply is retried quietly
                     if attempt < self.settings.num_retries:
                         delay = min(self.settings.retry_backoff_s * 2**attempt, MAX_BACKOFF_S)
                         log.warning(
-                            "model %s failed (%s); retrying in %.1f s", model, _short(exc), delay
+                            "model %s failed (%s); retrying in %.1f s", model, short(exc), delay
                         )
                         await self._sleep(delay)
             log.warning("model %s gave up: %s", model, errors[-1])
-        said = (failure_line(litellm, self.settings, m, exc) for m, exc in failed.items())
+        said = (failure_line(self.settings, m, exc) for m, exc in failed.items())
         raise LLMError("no model answered: " + "; ".join(said), status=status)
 
     async def _call(
-        self, litellm: ModuleType, kwargs: dict[str, Any], on_text: OnText
+        self,
+        transport: Transport,
+        model: str,
+        messages: list[Message],
+        tools: Tools,
+        on_text: OnText,
     ) -> LLMResponse:
-        model = kwargs["model"]
         if on_text is None:
             async with asyncio.timeout(self.settings.call_limit_s(model)):
-                return _to_response(litellm, await litellm.acompletion(**kwargs), model)
-        response, first_token_s = await self._stream(litellm, kwargs, on_text)
-        return replace(_to_response(litellm, response, model), first_token_s=first_token_s)
+                reply = await transport.send(model, messages, tools, stream=False)
+                return transport.response(reply, model)
+        chunks, first_token_s = await self._stream(transport, model, messages, tools, on_text)
+        response = transport.assembled(chunks, model, messages)
+        return replace(response, first_token_s=first_token_s)
 
     async def _stream(
-        self, litellm: ModuleType, kwargs: dict[str, Any], on_text: Callable[[str], None]
-    ) -> tuple[Any, float | None]:
+        self,
+        transport: Transport,
+        model: str,
+        messages: list[Message],
+        tools: Tools,
+        on_text: Callable[[str], None],
+    ) -> tuple[list[Any], float | None]:
         """The first token within the model's first-token limit, then no pause between chunks
         over llm.timeout_s: a reply that keeps coming is never cut for its length."""
         loop = asyncio.get_running_loop()
         started, first_token_s = loop.time(), None
         chunks = []
-        async with asyncio.timeout(self.settings.first_token_limit_s(kwargs["model"])) as limit:
-            stream = await litellm.acompletion(
-                **kwargs, stream=True, stream_options={"include_usage": True}
-            )
+        async with asyncio.timeout(self.settings.first_token_limit_s(model)) as limit:
+            stream = await transport.send(model, messages, tools, stream=True)
             async for chunk in stream:
                 chunks.append(chunk)
                 delta = chunk.choices[0].delta if chunk.choices else None
@@ -222,53 +216,10 @@ class LLMClient:
                     on_text(delta.content)
         if not chunks:  # (LiteLLM gives choice-less chunks an empty choice: an empty reply)
             raise EmptyReply("the stream ended before its first chunk")
-        return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"]), first_token_s
+        return chunks, first_token_s
 
 
 def _carries_token(delta: Any) -> bool:
     """A chunk with something the model generated (not the opening role chunk)."""
     names = ("content", "tool_calls", "reasoning_content")
     return delta is not None and any(getattr(delta, name, None) for name in names)
-
-
-def _to_response(litellm: ModuleType, response: Any, model: str) -> LLMResponse:
-    if response is None or not getattr(response, "choices", None):
-        raise EmptyReply("the provider answered with no choices")
-    message = response.choices[0].message
-    calls = tuple(
-        ToolCall(id=call.id, name=call.function.name or "", arguments=call.function.arguments or "")
-        for call in (message.tool_calls or [])
-    )
-    usage = getattr(response, "usage", None)
-    details = getattr(usage, "prompt_tokens_details", None)  # cached: OpenAI's and Anthropic's
-    return LLMResponse(
-        content=message.content or "",
-        tool_calls=calls,
-        model=model,
-        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-        completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-        cost_usd=price_of(litellm, response, model),
-        cached_tokens=getattr(details, "cached_tokens", 0) or 0,
-    )
-
-
-def _is_transient(litellm: ModuleType, exc: Exception) -> bool:
-    """Worth another try; never a key missing or refused, however LiteLLM wraps it."""
-    if is_auth(litellm, exc):
-        return False
-    transient: tuple[type[Exception], ...] = (TimeoutError, EmptyReply, litellm.RateLimitError)
-    transient += (litellm.Timeout, litellm.APIConnectionError, litellm.InternalServerError)
-    transient += (litellm.ServiceUnavailableError,)
-    status = getattr(exc, "status_code", None)
-    return isinstance(exc, transient) or (isinstance(status, int) and status >= 500)
-
-
-def _is_rejection(litellm: ModuleType, exc: Exception) -> bool:
-    return isinstance(exc, litellm.BadRequestError) and not isinstance(
-        exc, litellm.ContextWindowExceededError
-    )
-
-
-def _short(exc: Exception) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:300]}"

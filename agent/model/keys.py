@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from agent.config import LLMSettings
-from agent.model.facts import Unroutable, route
+from agent.model.facts import Unroutable, route, served_directly
 
 # The environment variable LiteLLM reads for each provider prefix of a model name.
 PROVIDER_KEYS = {
@@ -44,11 +44,6 @@ class KeyCheck:
     detail: str = ""
 
 
-def provider_of(model: str) -> str:
-    """The provider prefix of a model name; a bare name (gpt-4o-mini) counts as OpenAI's."""
-    return model.split("/", 1)[0] if "/" in model else "openai"
-
-
 def check_key(llm: LLMSettings, provider: str) -> KeyCheck:
     """Whether `provider` gets the key it needs: from llm.api_key, else its variable (the
     environment holds agent.env's too: load_settings put them there)."""
@@ -61,6 +56,8 @@ def check_key(llm: LLMSettings, provider: str) -> KeyCheck:
     found = next((name for name in names if os.environ.get(name)), None)
     if found is not None:
         return KeyCheck(None, f"present ({found})")
+    if served_directly(llm):
+        return KeyCheck(None, f"not needed (a server of your own; set {SETTING} if it checks one)")
     if provider == "openai" and llm.api_base and not _is_openai(llm.api_base):
         return KeyCheck(
             f"the OpenAI client sends a key even to {llm.api_base}: set {SETTING} to its key, "

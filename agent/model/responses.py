@@ -3,6 +3,7 @@ through: `ModelClient`, which LLMClient satisfies and the tests' in-process doub
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ class LLMResponse:
     model: str
     prompt_tokens: int
     completion_tokens: int
-    cost_usd: float | None  # LiteLLM's price; None when it has none for the model (a local one)
+    cost_usd: float | None  # LiteLLM's price; None when it has none (a model of your own)
     first_token_s: float | None = None  # a streamed reply: seconds until its first token
     cached_tokens: int = 0  # of prompt_tokens, those the provider read from its prompt cache
 
@@ -50,6 +51,52 @@ class Usage:
         self.completion_tokens += response.completion_tokens
         known = self.cost_usd is not None and response.cost_usd is not None
         self.cost_usd = (self.cost_usd or 0.0) + (response.cost_usd or 0.0) if known else None
+
+
+# A reply that opens with the model's reasoning in tags (local reasoning models write it in
+# the content): taken out, as LiteLLM does, so nothing drafted in it is shown or run.
+_REASONING = re.compile(
+    r"<(?:think|thinking|budget:thinking)>.*?</(?:think|thinking|budget:thinking)>", re.S
+)
+
+
+def without_reasoning(content: str) -> str:
+    """`content` without the reasoning block it opens with, if it opens with one."""
+    found = _REASONING.match(content)
+    return content[found.end() :] if found else content
+
+
+def to_response(reply: Any, model: str, cost_usd: float | None) -> LLMResponse:
+    """LLMResponse from a completion in OpenAI's shape (the SDK's and LiteLLM's alike)."""
+    if reply is None or not getattr(reply, "choices", None):
+        raise EmptyReply("the provider answered with no choices")
+    message = reply.choices[0].message
+    calls = tuple(
+        ToolCall(id=call.id, name=call.function.name or "", arguments=call.function.arguments or "")
+        for call in (message.tool_calls or [])
+    )
+    return response_of(message.content or "", calls, getattr(reply, "usage", None), model, cost_usd)
+
+
+def response_of(
+    content: str, calls: tuple[ToolCall, ...], usage: Any, model: str, cost_usd: float | None
+) -> LLMResponse:
+    """LLMResponse from a reply's text, its calls and its usage block (OpenAI's shape)."""
+    details = getattr(usage, "prompt_tokens_details", None)  # cached: OpenAI's and Anthropic's
+    return LLMResponse(
+        content=without_reasoning(content),
+        tool_calls=calls,
+        model=model,
+        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+        completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        cost_usd=cost_usd,
+        cached_tokens=getattr(details, "cached_tokens", 0) or 0,
+    )
+
+
+class EmptyReply(Exception):
+    """A 200 whose body holds no choice, or a stream with no chunk: the provider answered
+    nothing, which a second try usually mends."""
 
 
 class LLMError(Exception):

@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agent.config import Settings
 from agent.model.facts import supports_native_tools
 from agent.model.responses import LLMResponse, Message, ToolCall
 from agent.prompt.context import Dispatch
@@ -182,12 +183,13 @@ def _block(call: ToolCall) -> str:
     return f"<tool_call>{body}</tool_call>"
 
 
-def configured_dispatcher(choice: str, model: str) -> Dispatch:
-    """The dispatcher a runtime starts with: as configured, or for "auto" native unless
-    LiteLLM positively knows the model lacks function calling."""
+def configured_dispatcher(settings: Settings, model: str) -> Dispatch:
+    """The dispatcher a runtime starts with: agent.tool_dispatcher, or for "auto" native
+    unless LiteLLM positively knows the model lacks function calling."""
+    choice = settings.agent.tool_dispatcher
     if choice in ("native", "xml"):
-        return choice  # type: ignore[return-value]
-    return "native" if supports_native_tools(model) else "xml"
+        return choice
+    return "native" if supports_native_tools(settings.llm, model) else "xml"
 
 
 def visible_text(response: LLMResponse) -> str:

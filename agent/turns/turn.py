@@ -221,7 +221,7 @@ class TurnRunner:
         llm = self.source.settings.llm
         if not photos or llm.vision == "off":
             return user
-        if llm.vision == "auto" and not supports_vision(model):
+        if llm.vision == "auto" and not supports_vision(llm, model):
             return user
         parts = [await asyncio.to_thread(self._image, path, llm.vision_max_px) for path in photos]
         images = [part for part in parts if part is not None]
@@ -247,7 +247,7 @@ class TurnRunner:
     def _dispatcher(self, model: str) -> Dispatch:
         if model in self.quirks.xml_tools:
             return "xml"
-        return configured_dispatcher(self.source.settings.agent.tool_dispatcher, model)
+        return configured_dispatcher(self.source.settings, model)
 
     def envelope(
         self, msg: IncomingMessage, remembered: str = "", trigger: Trigger | None = None

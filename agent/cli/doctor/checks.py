@@ -119,7 +119,7 @@ async def _ask_model(
     time the first token: on a small machine that first call is the slow one."""
     from agent.cli.prompt_show import inspect_prompt
     from agent.model.client import LLMClient
-    from agent.model.facts import count_tokens
+    from agent.model.facts import token_counter
     from agent.model.responses import LLMError
     from agent.model.server_probe import probe_server
 
@@ -141,7 +141,7 @@ async def _ask_model(
         {"role": "user", "content": "Reply with the word: ready"},
     ]
     schemas = found.schemas or None
-    weight = count_tokens(llm.model, found.text + (json.dumps(schemas) if schemas else ""))
+    weight = token_counter(llm)(found.text + (json.dumps(schemas) if schemas else ""))
     started = time.monotonic()
     try:
         reply = await LLMClient(llm).complete(ask, tools=schemas, on_text=lambda _: None)

@@ -120,8 +120,8 @@ def ask_key(var: str, model: str, *, existing: bool, dummy: bool, key_url: str) 
     Enter means: the key already there, the dummy, or none)."""
     if dummy:
         click.echo(
-            "A local server takes any key unless it was started with one (--api-key), but "
-            f"LiteLLM sends one anyway: Enter stores the dummy {DUMMY_KEY!r} as {var}."
+            "A local server checks a key only when it was started with one (--api-key): "
+            f"Enter stores the dummy {DUMMY_KEY!r} as {var}."
         )
     elif key_url and not existing:
         click.echo(f"Make a key at {key_url}")

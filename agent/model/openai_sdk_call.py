@@ -1,0 +1,147 @@
+"""One chat completion from a model served directly (agent/model/facts.py's
+`served_directly`: an OpenAI-protocol server of the owner's own) through the OpenAI SDK's
+own client: what LiteLLM would send through the same SDK, without its import. Such a model
+has no price."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import ssl
+from typing import Any
+
+from agent.config import LLMSettings
+from agent.model.facts import provider_of
+from agent.model.responses import (
+    EmptyReply,
+    LLMResponse,
+    Message,
+    ToolCall,
+    Tools,
+    response_of,
+    to_response,
+)
+
+# Each provider's key variable (LiteLLM reads the same), read when llm.api_key is not set.
+KEY_VARIABLES = {
+    "openai": "OPENAI_API_KEY",
+    "hosted_vllm": "HOSTED_VLLM_API_KEY",
+    "lm_studio": "LM_STUDIO_API_KEY",
+}
+# The SDK will not send a request without a key: a server that checks none ignores this one.
+NO_KEY = "no-key"
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """httpx's TLS context (its CA bundle), made once for every client: 15-20 ms each time."""
+    import httpx
+
+    return httpx.create_ssl_context()
+
+
+def wire_name(model: str) -> str:
+    """The name the server knows: LiteLLM's name without its provider prefix."""
+    return model.split("/", 1)[1] if "/" in model else model
+
+
+class OpenAISDKCall:
+    """The Transport (agent/model/client.py) through the OpenAI SDK. Its HTTP client is
+    made on the first call and kept for the event loop it was made in."""
+
+    def __init__(self, settings: LLMSettings) -> None:
+        self._settings = settings
+        self._made: tuple[asyncio.AbstractEventLoop, str, Any] | None = None
+
+    def connect(self, model: str) -> Any:
+        """The SDK's client for `model`, made (and its modules imported) outside the time
+        limits of a call."""
+        from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+
+        key = self._key(model)
+        loop = asyncio.get_running_loop()
+        if self._made is None or self._made[0] is not loop or self._made[1] != key:
+            # Its own HTTP client: the SDK's default one, dropped with a closed event loop
+            # (a reload, a test), would try to close itself on that loop and log an error.
+            client = AsyncOpenAI(
+                api_key=key,
+                base_url=self._settings.api_base,
+                max_retries=0,
+                http_client=DefaultAsyncHttpxClient(verify=tls_context()),
+            )
+            client.chat.completions  # noqa: B018 (imports the SDK's chat resources)
+            self._made = (loop, key, client)
+        return self._made[2]
+
+    def warm_up(self) -> None:
+        """What the first call imports and loads, without an event loop or a request: a
+        client's modules, and the tokenizer its prompt is counted with."""
+        from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+
+        from agent.model.stand_in_tokenizer import stand_in_counter
+
+        model = self._settings.model
+        http = DefaultAsyncHttpxClient(verify=tls_context())
+        AsyncOpenAI(api_key=self._key(model), http_client=http).chat.completions  # noqa: B018
+        counter = stand_in_counter()
+        if counter is not None:
+            counter("warming up")
+
+    def _key(self, model: str) -> str:
+        if self._settings.api_key is not None:
+            return self._settings.api_key.get_secret_value()
+        variable = KEY_VARIABLES.get(provider_of(model))
+        return (os.environ.get(variable, "") if variable else "") or NO_KEY
+
+    async def send(self, model: str, messages: list[Message], tools: Tools, *, stream: bool) -> Any:
+        settings = self._settings
+        body: dict[str, Any] = {
+            "model": wire_name(model),
+            "messages": messages,
+            "temperature": settings.temperature,
+            "timeout": settings.call_limit_s(model),  # per read: backs up LLMClient's limits
+        }
+        if tools:
+            body["tools"] = tools
+        if settings.max_tokens:
+            body["max_tokens"] = settings.max_tokens
+        if stream:
+            body.update(stream=True, stream_options={"include_usage": True})
+        return await self.connect(model).chat.completions.create(**body)
+
+    def response(self, reply: Any, model: str) -> LLMResponse:
+        return to_response(reply, model, None)
+
+    def assembled(self, chunks: list[Any], model: str, messages: list[Message]) -> LLMResponse:
+        return joined(chunks, model)
+
+
+def joined(chunks: list[Any], model: str) -> LLMResponse:
+    """A streamed reply put back together: its text, each tool call's name and arguments
+    (sent in pieces under the call's index) and the usage of the last chunk that has it."""
+    text: list[str] = []
+    calls: dict[int, dict[str, str]] = {}
+    usage = None
+    answered = False  # a chunk with a choice came: else the provider answered nothing
+    for chunk in chunks:
+        usage = getattr(chunk, "usage", None) or usage
+        delta = chunk.choices[0].delta if chunk.choices else None
+        if delta is None:
+            continue
+        answered = True
+        text.append(delta.content or "")
+        for part in delta.tool_calls or []:
+            index = part.index if part.index is not None else max(calls, default=0)
+            call = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+            call["id"] = call["id"] or part.id or ""
+            if part.function is not None:
+                call["name"] = call["name"] or part.function.name or ""
+                call["arguments"] += part.function.arguments or ""
+    if not answered:
+        raise EmptyReply("the stream carried no choice")
+    tool_calls = tuple(
+        ToolCall(id=call["id"] or f"call_{index}", name=call["name"], arguments=call["arguments"])
+        for index, call in sorted(calls.items())
+    )
+    return response_of("".join(text), tool_calls, usage, model, None)
