@@ -2,7 +2,9 @@
 
 - `python -c pass` (the interpreter and its site-packages alone, for scale) and
   `agent --help` wall time;
-- a cold `agent run -m --no-daemon`: wall time and peak RSS;
+- a cold `agent run -m --no-daemon`: wall time and peak RSS, with the fake's model served
+  directly (the OpenAI SDK: the fake is a server of one's own) and through LiteLLM (what a
+  hosted model's cold one-shot pays);
 - the local daemon (`agent run`, no chat channel): how long until its socket is served, the
   first one-shot sent at once and, in a second daemon, the first one sent once LiteLLM's
   warm-up is done, then `agent run -m` through it — wall time and the client's peak RSS.
@@ -116,7 +118,7 @@ def through_daemon(agent: str, env: dict[str, str], home: Path, runs: int) -> No
         stop(daemon)
     daemon, log, _ = start_daemon(agent, env, home)
     try:
-        while "LiteLLM warmed up" not in log.read_text():
+        while "warmed up for" not in log.read_text():
             time.sleep(0.01)
         [(warm_first, _)] = timed([agent, "run", "-m", "hello"], env)
     finally:
@@ -194,11 +196,21 @@ def main() -> None:
         bare_ms, _ = medians(timed([sys.executable, "-c", "pass"], env, helps))
         help_ms, _ = medians(timed([agent, "--help"], env, helps))
         cold_ms, cold_rss = medians(timed([agent, "run", "-m", "hello", "--no-daemon"], env, runs))
+        # The same model through LiteLLM (llm.client = "litellm"): what a hosted model's
+        # cold one-shot pays, the fake being a server of one's own, called directly otherwise.
+        via_litellm = {**env, "PINCLAW_LLM__CLIENT": "litellm"}
+        timed([agent, "run", "-m", "warm-up", "--no-daemon"], via_litellm)
+        lite_ms, lite_rss = medians(
+            timed([agent, "run", "-m", "hello", "--no-daemon"], via_litellm, runs)
+        )
         print("medians (runs)")
         print(f"python -c pass             {bare_ms:7.0f} ms   ({helps}; this interpreter, bare)")
         print(f"agent --help               {help_ms:7.0f} ms   ({helps})")
         print(
             f"agent run -m (cold)        {cold_ms:7.0f} ms   peak RSS {cold_rss:.0f} MiB   ({runs})"
+        )
+        print(
+            f"  the same, via LiteLLM    {lite_ms:7.0f} ms   peak RSS {lite_rss:.0f} MiB   ({runs})"
         )
         if options.nanobot:
             with tempfile.TemporaryDirectory() as peer_folder:
