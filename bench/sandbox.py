@@ -102,7 +102,7 @@ def label(kind: str, mode: str, memory_mb: int) -> str:
         return f"{kind} (keeper off, no memory)"
     keeper = "cgroup" if mode == "auto" and reaper.cgroup_base() is not None else "subreaper"
     if kind == "bubblewrap":
-        keeper = "memory cgroup" if reaper.memory_cgroup(0) is not None else "pid namespace"
+        keeper = "cgroup" if reaper.cgroup_base() is not None else "pid namespace"
     return f"{kind} + {keeper}, {memory_mb} MiB"
 
 

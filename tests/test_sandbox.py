@@ -455,6 +455,19 @@ async def test_killing_leaves_nothing_running(
     assert processes_with(marker) == []
 
 
+async def test_under_bubblewrap_a_command_is_held_in_a_cgroup_too(world: World) -> None:
+    """bwrap arms --die-with-parent in its child without checking that bwrap still lives: a
+    daemon killed in that moment would leave the command running but for the cgroup, whose
+    watcher ends it with the daemon (tools/sandbox/reaper.py)."""
+    bubblewrap = available("bubblewrap")
+    if reaper.cgroup_base() is None:
+        pytest.skip("no writable cgroup v2 here: the pid namespace alone holds the command")
+    code, output = await run(bubblewrap, SandboxSpec(world.workspace), "cat /proc/self/cgroup")
+    assert code == 0, output
+    [line] = [line for line in output.splitlines() if line.startswith("0::")]
+    assert Path(line[3:]).name.startswith(f"pinclaw-{os.getpid()}-"), output
+
+
 def test_off_means_no_sandbox() -> None:
     sandbox = choose_sandbox("off")
     assert (sandbox.kind, sandbox.reason) == ("none", "off in config")

@@ -23,9 +23,12 @@ fork leaves it). One of two keepers holds a command, chosen once per daemon:
   limit: a process that may signal it (same user, no Landlock signal scope: ABI < 6, or no
   sandbox) can kill it first, and what the command started then lives on.
 
-bubblewrap needs neither: its pid namespace ends with the command (--unshare-pid,
---die-with-parent, armed before bwrap runs by tools/sandbox/parent_death.py);
-it joins a cgroup only where memory.max can be set.
+bubblewrap needs no supervisor: its pid namespace ends with the command (--unshare-pid,
+--die-with-parent, armed before bwrap runs by tools/sandbox/parent_death.py). But bwrap arms
+--die-with-parent in its child without checking that bwrap still lives, so a daemon killed
+in that moment left the command running in an orphaned namespace (the kill-9 test of
+tests/test_effects_once.py saw a journalled command act after the crash, under load). So it
+joins a cgroup too wherever one can be made, whose watcher ends it with the daemon.
 """
 
 from __future__ import annotations
@@ -143,13 +146,11 @@ def keeper(memory_mb: int) -> Keeper | None:
         return None
 
 
-def memory_cgroup(memory_mb: int) -> Cgroup | None:
-    """A cgroup only where it bounds memory (for bubblewrap, whose pid namespace already
-    keeps the processes together)."""
+def cgroup_if_possible(memory_mb: int) -> Cgroup | None:
+    """A cgroup where one can be made, never a supervisor (for bubblewrap, whose pid
+    namespace keeps the processes together)."""
     base = cgroup_base() if _mode in ("auto", "cgroup") else None
-    if base is None or not memory_mb or not _memory_controller(base):
-        return None
-    return Cgroup(base, memory_mb)
+    return None if base is None else Cgroup(base, memory_mb)
 
 
 @functools.cache

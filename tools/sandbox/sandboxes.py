@@ -173,7 +173,7 @@ class Bubblewrap(Sandbox):
         args, fds = bwrap_args(self.bwrap, seen, argv, writable=spec.writable, network=spec.network)
         descriptors = Descriptors(fds)
         try:
-            keeper = reaper.memory_cgroup(spec.limits.memory_mb)  # the pid namespace does the rest
+            keeper = reaper.cgroup_if_possible(spec.limits.memory_mb)
         except BaseException:
             descriptors.close()
             raise
