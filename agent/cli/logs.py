@@ -14,7 +14,7 @@ import sys
 
 from agent.daemon.status import STATUS_LOGGER
 
-NOISY = ("httpx", "LiteLLM", "litellm", "telegram", "discord", "asyncio")
+NOISY = ("httpx", "openai", "LiteLLM", "litellm", "telegram", "discord", "asyncio")
 
 
 class PlainLines(logging.Formatter):

@@ -147,11 +147,12 @@ class LLMClient:
         status: int | None = None  # the last HTTP status seen
         shown = ShownOnce(on_text) if on_text is not None else None
         for model in self.chain(first):
+            # Outside the try: a client library that is missing is not the model's failure.
+            transport = self._transport(model)
             for attempt in range(self.settings.num_retries + 1):
                 try:
                     if shown is not None:
                         shown.new_attempt()
-                    transport = self._transport(model)
                     return await self._call(transport, model, messages, tools, shown)
                 except Exception as exc:
                     code = getattr(exc, "status_code", None)

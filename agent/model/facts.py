@@ -47,11 +47,13 @@ def served_directly(llm: LLMSettings, model: str | None = None) -> bool:
     llm.client says "litellm". LiteLLM would send it through the same SDK, knows no price
     for it, and costs 0.8 s of import and about 100 MiB before the first request."""
     model = model or llm.model
+    return llm.client == "auto" and _at_own_server(model, llm.api_base)
+
+
+def _at_own_server(model: str, api_base: str) -> bool:
+    """An OpenAI-protocol model at an api_base on this machine or the local network."""
     return (
-        llm.client == "auto"
-        and provider_of(model) in OPENAI_PROTOCOL
-        and bool(llm.api_base)
-        and served_locally(model, llm.api_base)
+        provider_of(model) in OPENAI_PROTOCOL and bool(api_base) and served_locally(model, api_base)
     )
 
 
@@ -207,9 +209,8 @@ def route(model: str, api_base: str = "") -> tuple[str, str]:
     """The provider LiteLLM sends `model` to and the address it calls (`api_base`, else the
     provider's own); Unroutable when the name names no provider LiteLLM knows. An
     OpenAI-protocol model at a server of one's own goes to `api_base`: LiteLLM is not asked."""
-    provider = provider_of(model)
-    if provider in OPENAI_PROTOCOL and api_base and served_locally(model, api_base):
-        return provider, api_base
+    if _at_own_server(model, api_base):
+        return provider_of(model), api_base
     litellm = load_litellm()
     try:
         _, provider, _, found = litellm.get_llm_provider(model, api_base=api_base or None)

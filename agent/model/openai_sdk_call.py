@@ -57,36 +57,35 @@ class OpenAISDKCall:
     def connect(self, model: str) -> Any:
         """The SDK's client for `model`, made (and its modules imported) outside the time
         limits of a call."""
-        from openai import AsyncOpenAI, DefaultAsyncHttpxClient
-
         key = self._key(model)
         loop = asyncio.get_running_loop()
         if self._made is None or self._made[0] is not loop or self._made[1] != key:
-            # Its own HTTP client: the SDK's default one, dropped with a closed event loop
-            # (a reload, a test), would try to close itself on that loop and log an error.
-            client = AsyncOpenAI(
-                api_key=key,
-                base_url=self._settings.api_base,
-                max_retries=0,
-                http_client=DefaultAsyncHttpxClient(verify=tls_context()),
-            )
-            client.chat.completions  # noqa: B018 (imports the SDK's chat resources)
-            self._made = (loop, key, client)
+            self._made = (loop, key, self._new_client(key))
         return self._made[2]
 
     def warm_up(self) -> None:
         """What the first call imports and loads, without an event loop or a request: a
         client's modules, and the tokenizer its prompt is counted with."""
-        from openai import AsyncOpenAI, DefaultAsyncHttpxClient
-
         from agent.model.stand_in_tokenizer import stand_in_counter
 
-        model = self._settings.model
-        http = DefaultAsyncHttpxClient(verify=tls_context())
-        AsyncOpenAI(api_key=self._key(model), http_client=http).chat.completions  # noqa: B018
+        self._new_client(self._key(self._settings.model))
         counter = stand_in_counter()
         if counter is not None:
             counter("warming up")
+
+    def _new_client(self, key: str) -> Any:
+        from openai import AsyncOpenAI, DefaultAsyncHttpxClient
+
+        # Its own HTTP client: the SDK's default one, dropped with a closed event loop (a
+        # reload, a test), would try to close itself on that loop and log an error.
+        client = AsyncOpenAI(
+            api_key=key,
+            base_url=self._settings.api_base,
+            max_retries=0,
+            http_client=DefaultAsyncHttpxClient(verify=tls_context()),
+        )
+        client.chat.completions  # noqa: B018 (imports the SDK's chat resources)
+        return client
 
     def _key(self, model: str) -> str:
         if self._settings.api_key is not None:
