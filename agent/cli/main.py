@@ -220,7 +220,7 @@ def _load_with_model(ctx: click.Context) -> Settings:
 
 def _cold_one_shot(ctx: click.Context, message: str, session: str | None) -> int:
     """The one-shot in this process; on a terminal a spinner on stderr once the settings are
-    read (what they say goes to stderr first) while LiteLLM loads, seconds, and until the
+    read (what they say goes to stderr first) while the model's client loads, and until the
     reply. Its exit status."""
     import asyncio
 

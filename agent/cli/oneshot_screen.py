@@ -1,6 +1,6 @@
 """What `agent run -m` shows on stderr besides the reply: tool lines, notes, a spinner.
 
-On a terminal a cold one-shot spins while it starts (loading LiteLLM takes seconds) and
+On a terminal a cold one-shot spins while it starts (loading the model's client) and
 until the reply, and its tool lines are coloured (ok / error); piped, the same lines are plain
 text and there is no spinner, so nothing of this lands in a script's output. The daemon's thin
 client (agent/cli/local_client.py) colours its tool lines with the same `paint` and spins with

@@ -125,8 +125,8 @@ def render(calls: list[Call], by: str, start: float, zone: ZoneInfo) -> None:
         console.print(f"  {day}  {bar:<{BAR_WIDTH}}  {figure}")
     if summed.unpriced:
         console.print(
-            f"{summed.unpriced} of {summed.calls} calls were to models LiteLLM has no price "
-            'for ("+N?" above): their cost is not counted.'
+            f"{summed.unpriced} of {summed.calls} calls were to models with no price (LiteLLM "
+            'has none, or a server of your own; "+N?" above): their cost is not counted.'
         )
 
 
