@@ -6,8 +6,9 @@
   directly (the OpenAI SDK: the fake is a server of one's own) and through LiteLLM (what a
   hosted model's cold one-shot pays);
 - the local daemon (`agent run`, no chat channel): how long until its socket is served, the
-  first one-shot sent at once and, in a second daemon, the first one sent once LiteLLM's
-  warm-up is done, then `agent run -m` through it — wall time and the client's peak RSS.
+  first one-shot sent at once and, in a second daemon, the first one sent once the model
+  client's warm-up is done, then `agent run -m` through it — wall time and the client's peak
+  RSS — and the daemon's own resident set after them.
 
 Run it with an installed (not editable) pinclaw for the figures a user gets: an editable
 install adds an import hook to every start.
@@ -111,6 +112,7 @@ def through_daemon(agent: str, env: dict[str, str], home: Path, runs: int) -> No
     try:
         [(first, _)] = timed([agent, "run", "-m", "hello"], env)
         wall, rss = medians(timed([agent, "run", "-m", "hello"], env, runs))
+        daemon_rss = resident_mib(daemon.pid)
         answered = log.read_text().count("one-shot from the local socket")
         if answered != runs + 1:  # a one-shot that fell back in-process measures nothing here
             raise SystemExit(f"the daemon answered {answered} of {runs + 1} one-shots")
@@ -127,6 +129,14 @@ def through_daemon(agent: str, env: dict[str, str], home: Path, runs: int) -> No
     print(f"daemon: first one-shot     {first * 1000:7.0f} ms   (sent once the socket is served)")
     print(f"daemon: first, warmed      {warm_first * 1000:7.0f} ms   (sent after the warm-up)")
     print(f"agent run -m (daemon)      {wall:7.0f} ms   client peak RSS {rss:.0f} MiB   ({runs})")
+    print(f"daemon: resident           {daemon_rss:7.0f} MiB  (after those one-shots)")
+
+
+def resident_mib(pid: int) -> float:
+    """A running process's resident set (VmRSS), MiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    [line] = [line for line in status.splitlines() if line.startswith("VmRSS:")]
+    return int(line.split()[1]) / 1024
 
 
 def nanobot_home(nanobot: str, base_url: str, folder: Path) -> dict[str, str]:
