@@ -468,6 +468,24 @@ async def test_under_bubblewrap_a_command_is_held_in_a_cgroup_too(world: World) 
     assert Path(line[3:]).name.startswith(f"pinclaw-{os.getpid()}-"), output
 
 
+async def test_under_bubblewrap_without_a_cgroup_the_command_checks_its_daemon_lives(
+    world: World,
+) -> None:
+    """No cgroup (the subreaper mode makes none): the command runs behind the check that the
+    daemon still holds its lock (tools/sandbox/parent_death.py), which passes while it does."""
+    bubblewrap = available("bubblewrap")
+    reaper.use("subreaper")
+    try:
+        launch = bubblewrap.launch(["sh", "-c", "echo ok"], SandboxSpec(world.workspace), {})
+        if launch.cleanup is not None:
+            launch.cleanup()
+        code, output = await run(bubblewrap, SandboxSpec(world.workspace), "echo ok")
+    finally:
+        reaper.use("auto")
+    assert "flock" in " ".join(launch.argv)
+    assert (code, output) == (0, "ok\n")
+
+
 def test_off_means_no_sandbox() -> None:
     sandbox = choose_sandbox("off")
     assert (sandbox.kind, sandbox.reason) == ("none", "off in config")

@@ -75,3 +75,27 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return "zombie"
+
+
+# A stand-in daemon that guards a command, hands it to a process of its own that waits a
+# second before running it (as bwrap's child may, armed against nothing), then leaves or not.
+GUARDED = """
+import os, subprocess, sys, time
+from tools.sandbox.parent_death import while_daemon_lives
+argv, fd = while_daemon_lives(["/bin/sh", "-c", "echo ran > " + sys.argv[1]])
+late = ["/bin/sh", "-c", 'sleep 1; exec "$@"', "late", *argv]
+subprocess.Popen(late, pass_fds=(fd,), start_new_session=True)
+if sys.argv[2] == "stays":
+    time.sleep(2.5)
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("daemon", ["stays", "leaves"])
+def test_a_guarded_command_runs_only_while_its_daemon_lives(tmp_path: Path, daemon: str) -> None:
+    """What bwrap's child runs where no cgroup covers it: left behind by a daemon that is
+    gone, it does not act."""
+    marker = tmp_path / "ran"
+    subprocess.run([sys.executable, "-c", GUARDED, str(marker), daemon], cwd=Path.cwd(), check=True)
+    time.sleep(2.0 if daemon == "leaves" else 0.5)
+    assert marker.exists() == (daemon == "stays")

@@ -9,11 +9,19 @@ before the arming, it is not, and nothing runs (exit 125). A launch with a preex
 it there (`step`); one without (vfork kept) goes through util-linux's setpriv and a shell
 (`dying_with_daemon`, about 1.4 ms). The supervisor of tools/sandbox/subreaper.py does
 the same for itself.
+
+bwrap arms its own --die-with-parent in its child without that check, so a daemon killed
+in that moment leaves the namespace running. Where no cgroup's watcher covers it
+(tools/sandbox/reaper.py), the command inside checks once more, after that arming: it goes
+on only while the daemon still holds an exclusive lock on a file of its own
+(`while_daemon_lives`, about 2 ms). The daemon alive then means bwrap alive at its child's
+arming, and from there each process dies with its parent.
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import functools
 import os
 import shutil
@@ -24,6 +32,10 @@ from collections.abc import Callable
 _PR_SET_PDEATHSIG = 1
 # Run between setpriv and the command: goes on only while the daemon ($0) is the parent.
 _STILL_OURS = '[ "$PPID" = "$0" ] || exit 125; exec "$@"'
+# Run inside the sandbox before the command: goes on only while flock ($1) finds the lock on
+# the daemon's file (open as descriptor $0) held, exclusively, by the daemon.
+_HELD = 75
+_DAEMON_HOLDS_LOCK = f'"$1" -n -s -E {_HELD} "$0"; [ $? = {_HELD} ] || exit 125; shift; exec "$@"'
 
 
 def dying_with_daemon(argv: list[str]) -> list[str]:
@@ -51,6 +63,25 @@ def step() -> Callable[[], None]:
             os._exit(125)
 
     return die_with_daemon
+
+
+def while_daemon_lives(argv: list[str]) -> tuple[list[str], int] | None:
+    """argv behind the lock check, and the descriptor it reads (a new open of the daemon's
+    lock file: the caller passes it to the child and closes it after); None without flock."""
+    flock = shutil.which("flock")
+    if flock is None or not os.path.exists("/bin/sh"):
+        return None
+    fd = os.open(f"/proc/self/fd/{_daemon_lock()}", os.O_RDONLY | os.O_CLOEXEC)
+    return ["/bin/sh", "-c", _DAEMON_HOLDS_LOCK, str(fd), flock, *argv], fd
+
+
+@functools.cache
+def _daemon_lock() -> int:
+    """A file only this process holds an exclusive lock on, for as long as it lives (its
+    descriptor is closed at every exec, so no child holds the lock)."""
+    fd = os.memfd_create("pinclaw-daemon-lock", os.MFD_CLOEXEC)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
 
 
 @functools.cache

@@ -170,13 +170,22 @@ class Bubblewrap(Sandbox):
     def launch(self, argv: Sequence[str], spec: SandboxSpec, env: Mapping[str, str]) -> Launch:
         workspace = _workspace(spec)
         seen = view(workspace, spec.masked, spec.reads, spec.writes)
-        args, fds = bwrap_args(self.bwrap, seen, argv, writable=spec.writable, network=spec.network)
-        descriptors = Descriptors(fds)
+        keeper = reaper.cgroup_if_possible(spec.limits.memory_mb)
+        # Without a cgroup's watcher, the command checks the daemon lives once bwrap's child
+        # has armed its --die-with-parent (tools/sandbox/parent_death.py).
+        guarded = parent_death.while_daemon_lives(list(argv)) if keeper is None else None
+        descriptors = Descriptors([guarded[1]] if guarded is not None else [])
         try:
-            keeper = reaper.cgroup_if_possible(spec.limits.memory_mb)
+            inner = guarded[0] if guarded is not None else argv
+            args, fds = bwrap_args(
+                self.bwrap, seen, inner, writable=spec.writable, network=spec.network
+            )
         except BaseException:
             descriptors.close()
+            if keeper is not None:
+                keeper.close()
             raise
+        descriptors.fds += fds
         command, preexec = _started(args, rlimit_plan(spec.limits), keeper)
 
         def cleanup() -> None:
