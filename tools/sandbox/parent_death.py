@@ -68,11 +68,17 @@ def step() -> Callable[[], None]:
 def while_daemon_lives(argv: list[str]) -> tuple[list[str], int] | None:
     """argv behind the lock check, and the descriptor it reads (a new open of the daemon's
     lock file: the caller passes it to the child and closes it after); None without flock."""
-    flock = shutil.which("flock")
-    if flock is None or not os.path.exists("/bin/sh"):
+    flock = _flock()
+    if flock is None:
         return None
     fd = os.open(f"/proc/self/fd/{_daemon_lock()}", os.O_RDONLY | os.O_CLOEXEC)
     return ["/bin/sh", "-c", _DAEMON_HOLDS_LOCK, str(fd), flock, *argv], fd
+
+
+@functools.cache
+def _flock() -> str | None:
+    found = shutil.which("flock")
+    return found if found is not None and os.path.exists("/bin/sh") else None
 
 
 @functools.cache
