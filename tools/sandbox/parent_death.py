@@ -14,7 +14,7 @@ bwrap arms its own --die-with-parent in its child without that check, so a daemo
 in that moment leaves the namespace running. Where no cgroup's watcher covers it
 (tools/sandbox/reaper.py), the command inside checks once more, after that arming: it goes
 on only while the daemon still holds an exclusive lock on a file of its own
-(`while_daemon_lives`, about 2 ms). The daemon alive then means bwrap alive at its child's
+(`while_daemon_lives`, about 1 ms). The daemon alive then means bwrap alive at its child's
 arming, and from there each process dies with its parent.
 """
 
