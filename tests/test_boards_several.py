@@ -17,6 +17,7 @@ from fakes.firmata_board import FirmataBoard
 from fakes.model_double import ScriptedModel, text, tool_calls
 from fakes.tcp_serial import TcpSerial
 from fakes.telegram_server import FakeTelegram
+from hardware_calls import eventually
 from pydantic import ValidationError
 
 from agent.config import ConfigError, load_settings
@@ -242,3 +243,56 @@ def test_doctor_asks_each_board_and_leaves_its_outputs_alone(
         "20 pins: digital 2–19, PWM 3, 5, 6, 9–11, analog A0, A1, A2, A3, A4, A5",
     ]
     assert garage.level(7) == 0 and garage.transitions(7) == 0
+
+
+async def test_the_actuation_log_names_the_board_once(
+    home: Path, emulator: FirmataBoard, tmp_path: Path
+) -> None:
+    """A pump on bench switched on by Ann and off by its max_on_s: each line of the log (the
+    hardware_log tool and `agent hardware log`) says the board once, in one phrase."""
+    import re
+
+    from daemon_process import agent
+
+    from agent.app import open_store
+    from agent.durable.hardware_records import StateRecords
+    from tools.base import Speaker
+    from tools.board.oversight.log_tools import LogTools
+
+    pump = {"pump": {"pin": 8, "mode": "output", "max_on_s": 1.0}}
+    with FirmataBoard(tmp_path / "garage") as garage:
+        quick = {"connect_timeout_s": 1.0, "sampling_interval_ms": 10}
+        boards = {"bench": {"port": str(emulator.path), "pins": pump, **quick},
+                  "garage": {"port": str(garage.path), "pins": GARAGE, **quick}}  # fmt: skip
+        store = await open_store(home / "state.db")
+        keeper = Keeper(
+            Boards({
+                name: Board(BoardSettings.model_validate(values), name=name)
+                for name, values in boards.items()
+            }),
+            StateRecords(store.db),
+        )  # fmt: skip
+        tools = {t.name: t for t in [*hardware_tools(keeper), *LogTools(keeper, "UTC").tools()]}
+        ann = ToolCallContext(Path.cwd(), "telegram:42:", speaker=Speaker("42", "Ann", "ann"))
+        try:
+            said = await tools["gpio_write"].run({"pin": "pump", "value": 1}, ann)
+            assert said.output == (
+                "pump (pin 8) on bench is now high. pinclaw switches it off in 1 s (max_on_s 1 s)."
+            )
+            await eventually(lambda: emulator.level(8) == 0, within=3.0, what="the pump off")
+            await eventually(lambda: not keeper.limits.armed, what="the deadline done")
+            result = await tools["hardware_log"].run({"pin": "bench.pump"}, ann)
+        finally:
+            await keeper.close()
+            await store.db.close()
+    stamp = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ", re.MULTILINE)
+    assert stamp.sub("", result.output).splitlines() == [
+        "Changes of pump (pin 8) on bench in the last 24 h, newest first (UTC):",
+        "pump (pin 8) on bench: off, confirmed low; max_on_s by pinclaw in telegram:42:",
+        "pump (pin 8) on bench: high, confirmed high; gpio_write by Ann (@ann) in telegram:42:",
+    ]
+    printed = agent("hardware", "log", env={"PINCLAW_BOARDS": json.dumps(boards)})
+    assert stamp.sub("", printed.stdout).splitlines() == [
+        "pump (pin 8) on bench: high, confirmed high; gpio_write by Ann (@ann) in telegram:42:",
+        "pump (pin 8) on bench: off, confirmed low; max_on_s by pinclaw in telegram:42:",
+    ]

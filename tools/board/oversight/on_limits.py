@@ -22,6 +22,7 @@ from tools.board.link.firmata_types import BoardError, PinReading
 from tools.board.oversight.records import MAX_ON, PINCLAW, Actuation, Deadline, HardwareRecords
 from tools.board.pin_names import Target
 from tools.board.pin_policy import describe_value
+from tools.config import pin_token
 
 log = logging.getLogger(__name__)
 Tell = Callable[[str, str], Awaitable[None]]  # (chat key, text): a message to that chat
@@ -141,7 +142,8 @@ class OnLimits:
         limit = self.limits.get(key, 0.0)
         state = describe_value(reading.mode, reading.value, note=reading.note)
         if self._records is not None:
-            entry = Actuation(time.time(), deadline.board, deadline.label, "off", state, MAX_ON)
+            pin = self._pin_label(deadline)
+            entry = Actuation(time.time(), deadline.board, pin, "off", state, MAX_ON)
             await self._records.log(dataclasses.replace(entry, who=PINCLAW, chat=deadline.chat))
         log.warning("%s switched off: on for %g s, its max_on_s", deadline.label, limit)
         await self._say(
@@ -149,6 +151,13 @@ class OnLimits:
             f"pinclaw switched {deadline.label} off: it had been on for {limit:g} s, its "
             "max_on_s. It is now " + (state or "off") + ".",
         )
+
+    def _pin_label(self, deadline: Deadline) -> str:
+        """The pin as the actuation log names it, without its board: the log has a column
+        for the board, while the deadline's label names it too (said to the chat)."""
+        policy = self._boards.names.policies.get(deadline.board)
+        ref = policy.allowed.get(pin_token(deadline.pin)) if policy is not None else None
+        return ref.label if ref is not None else deadline.label
 
     async def _switch_off(self, deadline: Deadline) -> PinReading:
         board = self._boards[deadline.board]
