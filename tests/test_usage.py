@@ -229,3 +229,49 @@ def test_a_version_2_state_db_gains_the_usage_tables_and_keeps_its_rows(tmp_path
     assert {"usage", "budget_overrides", "budget_notices", "chat_models"} <= tables
     assert rows(path, "SELECT chat_key FROM chats") == [("telegram:42:",)]
     assert rows(path, "SELECT COUNT(*) FROM usage") == [(0,)]
+
+
+async def test_agent_usage_shows_chat_keys_names_and_models_verbatim(
+    llm_env: dict[str, str], home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chat key that spells an emoji code (`:100:`), a name holding rich markup and a
+    model name with brackets are data: each table prints them as they are."""
+    from agent.durable.owner.usage import Call, UsageBook
+
+    store = await open_store(home / "state.db")
+    book, now = UsageBook(store.db), datetime.now().timestamp()
+    for chat, person, model in (
+        ("telegram:100:", "[bold]Ann[/] :smile:", "openai/[red]mini"),
+        ("discord:7:[/]", "Bob [/]", "openai/:100:"),
+    ):
+        await book.record(Call(now, chat, person, "message", model, 1200, 0, 30, None))
+    await store.db.close()
+    monkeypatch.setenv("COLUMNS", "120")
+    shown = {by: (await agent("usage", "--by", by)) for by in ("chat", "person", "model")}
+    for done in shown.values():
+        assert done.returncode == 0, done.stderr
+    rows_of = {
+        by: [line for line in done.stdout.splitlines() if " 1,200 │" in line]
+        for by, done in shown.items()
+    }
+    calls = "│     1 │     1,200 │      0 │         30 │ unknown │"
+    assert sorted(rows_of["chat"]) == [f"│ discord:7:[/] {calls}", f"│ telegram:100: {calls}"]
+    assert sorted(rows_of["person"]) == [
+        f"│ Bob [/]              {calls}",
+        f"│ [bold]Ann[/] :smile: {calls}",
+    ]
+    models = [f"│ openai/:100:     {calls}", f"│ openai/[red]mini {calls}"]
+    assert sorted(rows_of["model"]) == models
+    assert "💯" not in "".join(done.stdout for done in shown.values())
+
+
+def test_every_console_of_the_cli_prints_data_verbatim() -> None:
+    """agent/cli/verbatim.py's console, which `agent usage`, `agent chat` and the one-shot's
+    screen print through: a line of data is printed as it is."""
+    import io
+
+    from agent.cli import verbatim
+
+    out = io.StringIO()
+    verbatim.console(file=out, width=100).print("telegram:100: [bold]Ann[/] :smile: [/]")
+    assert out.getvalue() == "telegram:100: [bold]Ann[/] :smile: [/]\n"

@@ -82,10 +82,11 @@ class RichScreen:
     routed above it too (a warning logged, a config error), so nothing breaks its line."""
 
     def __init__(self) -> None:
-        from rich.console import Console
         from rich.spinner import Spinner
 
-        self._console = Console(stderr=True, highlight=False, soft_wrap=True)  # the terminal wraps
+        from agent.cli import verbatim
+
+        self._console = verbatim.console(stderr=True, soft_wrap=True)  # the terminal wraps
         self._spinner = Spinner("dots", style="cyan")
         self._live: Live | None = None
 

@@ -25,6 +25,7 @@ from rich.markdown import Markdown
 from rich.spinner import Spinner
 from rich.text import Text
 
+from agent.cli import verbatim
 from agent.cli.chat.view import STOPPED, STOPPING, View
 
 PROMPT = "› "
@@ -213,7 +214,7 @@ class TtyScreen:
     hint = HINT
 
     def __init__(self, history: Path | None) -> None:
-        self._console = Console(highlight=False)
+        self._console = verbatim.console()  # replies, tool lines, names: data
         self._editor = LineEditor(history)
         self.view: View = RichView(self._console, self._editor)
 

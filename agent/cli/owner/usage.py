@@ -86,12 +86,12 @@ def bars(days: list[str], by_day: dict[str, Totals]) -> list[tuple[str, str, str
 
 
 def render(calls: list[Call], by: str, start: float, zone: ZoneInfo) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from agent.cli.verbatim import console as verbatim_console
     from agent.durable.owner.usage import GroupBy, grouped, total
 
-    console = Console(highlight=False)
+    console = verbatim_console()  # a chat key, person or model name is data, never markup
     began = datetime.fromtimestamp(start, zone).strftime("%a %Y-%m-%d %H:%M")
     if not calls:
         console.print(f"No model calls since {began} ({zone.key}).")
