@@ -332,7 +332,7 @@ def test_a_refused_key_without_a_terminal_is_one_line_and_exit_1(
 
 
 @pytest.mark.parametrize("how", ["no terminal", "--defaults on a terminal"])
-def test_without_a_terminal_or_with_defaults_init_is_what_it_was(
+def test_without_a_terminal_or_with_defaults_init_copies_and_says_what_next(
     how: str, terminal: list[Terminal], clean_env: dict[str, str], home: Path
 ) -> None:
     if how == "no terminal":
@@ -349,6 +349,14 @@ def test_without_a_terminal_or_with_defaults_init_is_what_it_was(
             "AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md", "HEARTBEAT.md",
             "BOOTSTRAP.md", "MEMORY.md",
         )),
+        "Next:",
+        "  agent doctor                               check the whole setup "
+        "(--check-model: and time one request)",
+        "  agent chat                                 talk to it here, in the terminal",
+        '  agent run -m "What is in your workspace?"  one message, one reply',
+        "  agent run                                  the local daemon and the enabled bots, "
+        "until Ctrl-C",
+        "  agent service install                      start `agent run` at every login",
     ]  # fmt: skip
     assert (home / "config.toml").read_text() == TEMPLATE.read_text()
     assert not (home / "agent.env").exists()

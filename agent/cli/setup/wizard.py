@@ -2,8 +2,8 @@
 first the questions of a first setup: the model and its key (checked with one tiny call),
 the Telegram and Discord bots (their tokens checked), who may talk to them, the Arduino's
 port. Every question has a flag, so a script answers them all without a terminal. With
-no terminal (or `--defaults`) and no answer given, it does exactly what it always did:
-copies the template and the workspace, keeping whatever is there.
+no terminal (or `--defaults`) and no answer given, it copies the template and the workspace,
+keeping whatever is there, and prints the same next commands as the guided setup.
 
 The key and the tokens go to `<home>/agent.env` (0600), which every command reads at
 start; config.toml holds no secret (the settings refuse one there)."""
@@ -114,6 +114,7 @@ def _as_before(ctx: click.Context, home: Path, config_file: Path) -> int:
         click.echo(f"created  {path}")
     for path in report.kept:
         click.echo(f"kept     {path} (already there)")
+    _print_next_steps()  # a script's or a Dockerfile's reader needs them as much
     return 0
 
 
