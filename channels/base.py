@@ -116,7 +116,10 @@ class SendFailed(Exception):
     """A part did not go out, or may not have. `retry_after`: the platform said when to try
     again; `permanent`: the platform refused it and trying again cannot help (the user
     blocked the bot, the chat is gone); `maybe_sent`: the request was written and no answer
-    came (a read timeout, a dropped connection): it may have been delivered."""
+    came (a read timeout, a dropped connection): it may have been delivered;
+    `token_refused`: the platform refused the bot's token (revoked or replaced): nothing
+    went out, and nothing will until the channel starts with its next token. None of them:
+    not sent, try again. Each adapter's table says which its errors are."""
 
     def __init__(
         self,
@@ -125,11 +128,13 @@ class SendFailed(Exception):
         retry_after: float | None = None,
         permanent: bool = False,
         maybe_sent: bool = False,
+        token_refused: bool = False,
     ) -> None:
         super().__init__(reason)
         self.retry_after = retry_after
         self.permanent = permanent
         self.maybe_sent = maybe_sent
+        self.token_refused = token_refused
 
 
 # Stores the message durably and returns; the channel acknowledges the message only after.

@@ -14,6 +14,9 @@ logged as possibly lost, or, with `channels.delivery = "at_least_once"`, sent ag
 visible marker. A part that fails plainly (a 429, a refused connection) is retried with
 backoff, honouring the platform's retry_after, until the reply's deadline; then the reply is
 marked expired. A part the platform refuses for good is stored as refused, with the reason.
+A part refused because the bot's token was (revoked or replaced: a definite "not sent") stays
+pending, and the courier sends nothing more: the channel restarts when its token changes in
+agent.env, and the next runtime's courier sends it, once, with the new token.
 """
 
 from __future__ import annotations
@@ -56,11 +59,14 @@ class Courier:
         self._at_least_once = delivery == "at_least_once"
         self._worker = KeyedWorker(self._send_all, what="delivery", health=outbox.health)
         self._unsaved: dict[str, list[PartOutcome]] = {}  # chat -> outcomes not written yet
+        self._token_refused = ""  # why the platform refused the bot's token; "": it did not
         self.streams: dict[int, ReplyStream] = {}  # outbox id -> the preview its reply replaces
 
     def wake(self, chat_key: str) -> None:
-        """There is something new to send in this chat."""
-        self._worker.wake(chat_key)
+        """There is something new to send in this chat (kept for the channel's next start
+        while the platform refuses the bot's token)."""
+        if not self._token_refused:
+            self._worker.wake(chat_key)
 
     async def resume(self) -> None:
         """Send what an earlier run left in the outbox (also the sweep's call)."""
@@ -122,6 +128,9 @@ class Courier:
             try:
                 message_id = await self._send(outgoing, index, resend, stream)
             except SendFailed as exc:
+                if exc.token_refused:
+                    await self._wait_for_token(outgoing, index, str(exc))
+                    return None  # this chat's worker ends: nothing to send with this token
                 if exc.permanent:
                     log.warning("%s: the platform refused part %d: %s", key, index + 1, exc)
                     refused = PartOutcome(outgoing.id, index, "refused", last, reason=str(exc))
@@ -229,6 +238,22 @@ class Courier:
                 part, text=f"(Could not send {media.name}: {why}.)", media=None
             )
         return dataclasses.replace(part, media=dataclasses.replace(media, data=data))
+
+    async def _wait_for_token(self, outgoing: Outgoing, index: int, error: str) -> None:
+        """The platform refused the bot's token: the part was not sent (its attempt is
+        removed) and stays pending, past its deadline too, for the channel's next token;
+        nothing more is sent with this one."""
+        self._token_refused = error
+        unsent = PartOutcome(outgoing.id, index, "unsent", reason=f"token refused: {error}")
+        await self._save(outgoing.chat.key, unsent)
+        log.warning(
+            "%s: the platform refused the bot's token (%s); reply %d part %d was not sent and "
+            "waits for the channel's next token (agent.env)",
+            outgoing.chat.key,
+            error,
+            outgoing.id,
+            index + 1,
+        )
 
     async def _wait_or_expire(
         self, outgoing: Outgoing, index: int, error: str, wait_s: float

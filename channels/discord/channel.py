@@ -36,13 +36,13 @@ from channels.base import (
     RemoteFile,
     Reply,
     ReplyStream,
-    SendFailed,
     Submit,
     reply_parts,
 )
 from channels.capabilities import CHAT_COMMANDS, DISCORD, DISCORD_DELIVERY
 from channels.config import DiscordSettings
 from channels.discord.approvals import DiscordApprovals
+from channels.discord.send_errors import send_failed
 from channels.stream import PacedStream
 from channels.text import split_message
 
@@ -295,14 +295,11 @@ class DiscordChannel:
                 part.text, reference=reference, mention_author=False, nonce=nonce
             )
             return _id(sent)
-        except (discord.Forbidden, discord.NotFound) as exc:
-            raise SendFailed(str(exc), permanent=True) from exc
-        except discord.HTTPException as exc:
-            raise SendFailed(str(exc), permanent=400 <= exc.status < 500) from exc
-        except aiohttp.ClientConnectorError as exc:  # never reached Discord
-            raise SendFailed(f"{type(exc).__name__}: {exc}") from exc
-        except (OSError, aiohttp.ClientError) as exc:  # a timeout, a dropped connection
-            raise SendFailed(f"{type(exc).__name__}: {exc}", maybe_sent=True) from exc
+        except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
+            failed = send_failed(exc)  # channels/discord/send_errors.py: one row per error
+            if failed is None:
+                raise
+            raise failed from exc
 
     async def ask_approval(
         self, chat: ChatRef, question: ApprovalQuestion, may_answer: MayAnswer

@@ -15,10 +15,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
 from telegram import Bot, BotCommand, InlineKeyboardMarkup, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError
+from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 
 from channels.base import (
@@ -41,6 +40,7 @@ from channels.stream import PacedStream
 from channels.telegram.approvals import TelegramApprovals
 from channels.telegram.incoming import addressed_to_bot, remote_files, to_incoming
 from channels.telegram.polling import UpdatePoller, retry_seconds
+from channels.telegram.send_errors import as_send_failed
 from channels.text import markdown_to_telegram_html, split_message
 
 log = logging.getLogger(__name__)
@@ -52,16 +52,9 @@ STREAM_EDIT_EVERY_S = 1.0
 MAX_RETRIES = 5
 # Telegram answers a send in well under a second, but a few seconds happen and 8 s has been
 # seen; python-telegram-bot's default read timeout (5 s) turned such a send into a failure,
-# and the part was sent again. A read timeout now means "maybe delivered" (see below).
+# and the part was sent again. A read timeout now means "maybe delivered"
+# (channels/telegram/send_errors.py, where every failed send is read).
 SEND_READ_TIMEOUT_S = 30.0
-# Failures where the request never reached Telegram whole: safe to send again.
-NOT_SENT = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.PoolTimeout,
-    httpx.WriteError,
-    httpx.WriteTimeout,
-)
 
 
 async def with_retries(call: Callable[[], Awaitable[T]]) -> T:
@@ -82,26 +75,6 @@ async def with_retries(call: Callable[[], Awaitable[T]]) -> T:
             log.warning("telegram: network error (%s); retrying", exc)
             await asyncio.sleep(0.5 * 2**attempt)
     return await call()
-
-
-async def as_send_failed(call: Callable[[], Awaitable[Any]]) -> Any:
-    """One attempt; what went wrong said in the outbox's terms. A 403 (the user blocked the
-    bot) and a 400 (chat not found) are refusals; a request written with no answer (a read
-    timeout, a dropped connection) may have been delivered: Telegram cannot be asked."""
-    try:
-        return await call()
-    except RetryAfter as exc:
-        raise SendFailed(str(exc), retry_after=retry_seconds(exc.retry_after)) from exc
-    except (BadRequest, Forbidden) as exc:
-        raise SendFailed(str(exc), permanent=True) from exc
-    except NetworkError as exc:  # timeouts, 5xx, connection errors
-        raise SendFailed(str(exc) or type(exc).__name__, maybe_sent=_maybe_sent(exc)) from exc
-
-
-def _maybe_sent(exc: NetworkError) -> bool:
-    """The request went out and no answer came back (an answer, even a 502, says no)."""
-    cause = exc.__cause__
-    return isinstance(cause, httpx.TransportError) and not isinstance(cause, NOT_SENT)
 
 
 class TelegramChannel:
@@ -243,8 +216,6 @@ class TelegramChannel:
         except SendFailed as exc:
             if not exc.permanent or not isinstance(exc.__cause__, BadRequest):
                 raise  # a 403 (blocked) is not about the markup
-            if "not modified" in str(exc).lower():
-                return None
             if "chat not found" in str(exc).lower():
                 raise
             log.info("telegram: HTML refused (%s); sending plain text", exc)

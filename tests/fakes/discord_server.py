@@ -121,6 +121,8 @@ class FakeDiscord:
     ) -> None:
         self.token = token
         self.port = 0
+        # fail_next's errors: (status, message, code, headers, retry_after), oldest first
+        self._failures: list[tuple[int, str, int, dict[str, str], float | None]] = []
         self._world = World(
             bot_id=bot_id,
             bot_name=bot_name,
@@ -325,6 +327,36 @@ class FakeDiscord:
         ``seconds``, ``before`` Discord handles them or ``after`` (fakes/discord_delivery.py)."""
         return self._world.gates.add(SendGate(stage, seconds, text, times))
 
+    def fail_next(
+        self,
+        status: int,
+        message: str,
+        code: int = 0,
+        *,
+        times: int = 1,
+        headers: dict[str, str] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        """Answer the next ``times`` message sends (POST .../messages) with this error, as
+        Discord words it (``retry_after`` goes in a 429's body; a 429 without a ``Via``
+        header is what discord.py takes for Cloudflare's block)."""
+        with self._world.lock:
+            self._failures.extend([(status, message, code, headers or {}, retry_after)] * times)
+
+    def _failure(self, request: web.Request) -> web.Response | None:
+        if request.method != "POST" or not request.path.endswith("/messages"):
+            return None
+        with self._world.lock:
+            if not self._failures:
+                return None
+            status, message, code, headers, retry_after = self._failures.pop(0)
+        body: dict[str, Any] = {"message": message, "code": code}
+        if retry_after is not None:
+            body |= {"retry_after": retry_after, "global": False}
+        resp = json_response(body, status=status)
+        resp.headers.update(headers)
+        return resp
+
     @property
     def deduplicated(self) -> int:
         """Sends that Discord answered with the message their nonce had already created."""
@@ -464,7 +496,7 @@ class FakeDiscord:
         try:
             if not public and request.headers.get("Authorization") != f"Bot {self.token}":
                 raise ApiError(401, "401: Unauthorized", 0)
-            resp = await handler(request)
+            resp = self._failure(request) or await handler(request)
         except ApiError as err:
             body: dict[str, Any] = {"message": err.message, "code": err.code}
             if err.errors:

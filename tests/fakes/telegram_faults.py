@@ -12,6 +12,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from fakes.telegram_files import Download
 from fakes.telegram_models import ApiCall, ApiError, int_param
@@ -29,15 +30,18 @@ _PHRASES = {
 }
 
 
-def api_error(status: int, retry_after: int, description: str | None = None) -> ApiError:
-    """The error as Telegram words it; a 429 carries ``parameters.retry_after``."""
+def api_error(
+    status: int, retry_after: int, description: str | None = None, **parameters: Any
+) -> ApiError:
+    """The error as Telegram words it; a 429 carries ``parameters.retry_after``, others the
+    ``parameters`` given (``migrate_to_chat_id``)."""
     if status == 429:
         return ApiError(
             429,
             description or f"Too Many Requests: retry after {retry_after}",
             retry_after=retry_after,
         )
-    return ApiError(status, description or _PHRASES.get(status, "Error"))
+    return ApiError(status, description or _PHRASES.get(status, "Error"), **parameters)
 
 
 def _matches(rule: str, method: str) -> bool:
@@ -130,10 +134,13 @@ class InjectFaults:
         retry_after: int = 1,
         times: int = 1,
         description: str | None = None,
+        **parameters: Any,
     ) -> None:
         """Answer the next ``times`` calls of ``method`` ("*" for any, getUpdates included)
-        with an error; these come before any ``fail_for`` window."""
-        self._faults.fail_next(method, api_error(status, retry_after, description), times)
+        with an error (with ``parameters``: its ResponseParameters, e.g. migrate_to_chat_id);
+        these come before any ``fail_for`` window."""
+        error = api_error(status, retry_after, description, **parameters)
+        self._faults.fail_next(method, error, times)
 
     def fail_for(
         self,
