@@ -18,8 +18,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from daemon_process import DaemonProcess, env_of, rows, wait_until
 from fakes.discord_server import FakeDiscord
 from fakes.fault_proxy import FaultProxy
+from fakes.llm_server import FakeLLM
+from fakes.llm_server import Outcome as LLMOutcome
+from fakes.llm_server import text as llm_text
 from fakes.telegram_server import FakeTelegram
 from pydantic import SecretStr
 
@@ -406,3 +410,46 @@ async def test_discord_no_answer_after_the_request_was_written_is_sent_again_onc
     assert found.texts == [ANSWER] and fake_discord.deduplicated == 1
     assert found.reply[0] == "sent" and found.parts == [("sent", "")]
     assert f"discord:{PLACE}:: part 1 got no answer (TimeoutError: " in found.log
+
+
+# -- the daemon: a token revoked between a turn's end and its send, then replaced -------------
+
+
+def test_a_reply_refused_for_a_revoked_token_is_sent_once_with_the_new_one(
+    telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    owner = 42
+    monkeypatch.delenv("PINCLAW_CHANNELS__TELEGRAM__BOT_TOKEN")
+    home.mkdir(parents=True)
+    env_file = home / "agent.env"
+    env_file.write_text(f"PINCLAW_CHANNELS__TELEGRAM__BOT_TOKEN={fake_telegram.token}\n")
+
+    def answer_then_revoke(body: dict[str, Any]) -> LLMOutcome:
+        fake_telegram.token = NEW_TOKEN  # @BotFather revokes the old token as the turn ends
+        return llm_text("The pump ran for 10 minutes.")
+
+    fake_llm.responder = answer_then_revoke
+    daemon = DaemonProcess(env_of(), tmp_path / "run.log").start()
+    try:
+        daemon.wait_ready()
+        fake_telegram.inject_message(owner, owner, "how long did the pump run?")
+        waits = "waits for the channel's next token (agent.env)"
+        wait_until(lambda: waits in daemon.log, 30, "the refusal", daemon)
+        db = home / "state.db"
+        assert rows(db, "SELECT status FROM outbox") == [("pending",)]
+        env_file.write_text(f"PINCLAW_CHANNELS__TELEGRAM__BOT_TOKEN={NEW_TOKEN}\n")
+        fake_telegram.wait_for(lambda m: m.chat_id == owner, timeout=30)
+        time.sleep(1.0)  # nothing more comes
+        assert [m.plain for m in fake_telegram.sent if m.chat_id == owner] == [
+            "The pump ran for 10 minutes."
+        ]
+        sends = [c.status for c in fake_telegram.calls if c.method == "sendMessage"]
+        assert sends == [401, 200]  # once refused (the old token), once sent (the new one)
+        assert rows(db, "SELECT status FROM outbox") == [("sent",)]
+        assert rows(db, "SELECT status, sends FROM outbox_parts") == [("sent", 1)]
+        assert "telegram restarted for: channels.telegram.bot_token" in daemon.log
+        assert "possibly lost" not in daemon.log
+        assert len(fake_llm.requests) == 1  # the turn ran once
+    finally:
+        daemon.ensure_stopped()
