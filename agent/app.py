@@ -148,7 +148,7 @@ async def start_watcher(app: App, runtimes: Sequence[ChannelRuntime]) -> PinWatc
     from agent.proactive.pin_watcher import PinWatcher
 
     by_channel = {runtime.channel.name: runtime for runtime in runtimes}
-    await start_boards(app.boards, by_channel)
+    await start_boards(app.boards, by_channel, lambda: app.settings, app.store.db)
     if not app.settings.watches.enabled:
         return None
     boards = app.boards.boards
@@ -369,7 +369,7 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
     app = App(
         settings=settings,
         tools=tools,
-        llm=model if model is not None else LLMClient(settings.llm),
+        llm=model if model is not None else LLMClient(settings.llm, scrub=scrub),
         store=store,
         source=prompt_source(settings, tools, policy, skills=skills),
         scrub=scrub,

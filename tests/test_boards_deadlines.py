@@ -29,14 +29,18 @@ def started(telegram_env: dict[str, str], tmp_path: Path) -> Iterator[list[Daemo
         daemon.ensure_stopped()
 
 
+def hardware_env(emulator: FirmataBoard) -> dict[str, str]:
+    return {
+        "PINCLAW_HARDWARE__ENABLED": "true",
+        "PINCLAW_HARDWARE__PORT": str(emulator.path),
+        "PINCLAW_HARDWARE__CONNECT_TIMEOUT_S": "3",
+        "PINCLAW_HARDWARE__PINS": json.dumps(PINS),
+        "PINCLAW_LLM__NUM_RETRIES": "0",
+    }
+
+
 def start(daemons: list[DaemonProcess], tmp_path: Path, emulator: FirmataBoard) -> DaemonProcess:
-    env = env_of(
-        PINCLAW_HARDWARE__ENABLED="true",
-        PINCLAW_HARDWARE__PORT=str(emulator.path),
-        PINCLAW_HARDWARE__CONNECT_TIMEOUT_S="3",
-        PINCLAW_HARDWARE__PINS=json.dumps(PINS),
-        PINCLAW_LLM__NUM_RETRIES="0",
-    )
+    env = env_of(**hardware_env(emulator))
     daemon = DaemonProcess(env, tmp_path / f"daemon{len(daemons)}.log").start()
     daemons.append(daemon)
     return daemon.wait_ready()
@@ -82,3 +86,34 @@ def test_a_pump_on_when_the_daemon_was_killed_goes_off_at_its_original_deadline(
     assert agent("hardware", "log", "--board", "garage").stderr.strip() == (
         "No change of an output on garage since 24h."
     )
+
+
+def test_a_pump_a_one_shot_switched_on_goes_off_after_a_restart_and_the_owner_is_told_once(
+    started: list[DaemonProcess], fake_llm: FakeLLM, fake_telegram: FakeTelegram,
+    emulator: FirmataBoard, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The chat that switched it on was a one-shot (`agent run -m` through the daemon):
+    nobody reads that afterwards, so the owner's private chat hears it, once."""
+    owner = {"me": {"telegram": str(OWNER), "owner": True}}
+    monkeypatch.setenv("PINCLAW_PEOPLE", json.dumps(owner))
+    for name, value in hardware_env(emulator).items():  # the one-shot's settings: the daemon's
+        monkeypatch.setenv(name, value)
+    fake_llm.script(tool_calls(("gpio_write", {"pin": "pump", "value": 1})), text("Pump on."))
+    first = start(started, tmp_path, emulator)
+    done = agent("run", "-m", "run the pump")
+    assert (done.returncode, done.stdout.strip()) == (0, "Pump on."), done.stderr
+    assert "one-shot from the local socket" in first.log  # the daemon ran it
+    assert emulator.level(8) == 1
+    [(chat,)] = rows(home / "state.db", "SELECT chat_key FROM output_deadlines")
+    assert chat.startswith("cli:oneshot:")
+    first.kill9()
+    second = start(started, tmp_path, emulator)
+    wait_until(lambda: emulator.level(8) == 0, MAX_ON_S + 5, "the pump switched off", second)
+    notice = (
+        "pinclaw switched pump (pin 8) off: it had been on for 12 s, its max_on_s. It is now low."
+    )
+    wait_until(lambda: to_owner(fake_telegram) == [notice], 10, "the owner told", second)
+    time.sleep(1.5)
+    assert to_owner(fake_telegram) == [notice]  # once
+    assert "not told" not in second.log
+    assert rows(home / "state.db", "SELECT status FROM outbox") == [("sent",)]

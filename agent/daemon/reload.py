@@ -22,6 +22,7 @@ import logging
 import os
 import signal
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from agent.app import App, build_channels, make_scrubber, start_scheduler, start_watcher
 from agent.config import ConfigError, Settings, load_settings
@@ -48,12 +49,15 @@ from agent.home import (
     settings_fingerprint,
 )
 from agent.model.keys import ModelUnusable, check_model
+from agent.proactive.hardware import board_teller
 from agent.proactive.pin_watcher import PinWatcher
 from agent.proactive.scheduler import Scheduler
 from agent.runtime.channel_runtime import ChannelRuntime
 from agent.runtime.owner.budget import Tell
 from agent.security import ScrubbingFilter
-from channels.base import ChatRef, Reply
+
+if TYPE_CHECKING:  # the board modules load only where a board is configured
+    from tools.board.oversight.on_limits import Tell as BoardTell
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +105,7 @@ class Reloader:
         everything runs."""
         self.scheduler, self.watcher = scheduler, watcher
         if self.app.boards is not None:
-            self.app.boards.tell = self._tell_chat  # the channels as they run, not at start
+            self.app.boards.tell = self._board_teller()  # the channels as they run
         self._watch.start()
         self._running.set()
 
@@ -273,16 +277,13 @@ class Reloader:
             if app.watches is not None:
                 app.watches.live = self.watcher
         if app.boards is not None:
-            app.boards.tell = self._tell_chat
+            app.boards.tell = self._board_teller()
 
-    async def _tell_chat(self, chat_key: str, text: str) -> None:
-        """What pinclaw did to a board by itself, to the chat whose tool had set it."""
-        chat = ChatRef.parse(chat_key)
-        runtime = self.runtimes.get(chat.channel)
-        if runtime is None:
-            log.warning("not told (the %s channel is not running): %s", chat.channel, text)
-            return
-        await runtime.queue_reply(chat, Reply(text))
+    def _board_teller(self) -> BoardTell:
+        """What pinclaw did to a board by itself, to the chat whose tool set it (or the
+        owner's private chat): agent/proactive/hardware.py's one rule, over the channels
+        as they run now."""
+        return board_teller(lambda: self.app.settings, self.app.store.db, self.runtimes)
 
 
 def learn_secrets(app: App, settings: Settings) -> None:

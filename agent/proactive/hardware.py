@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from agent.config import Settings
+from agent.durable.file.state_db import StateDB
+from agent.proactive.schedule_book import owner_chat
 from agent.runtime.channel_runtime import ChannelRuntime
 from channels.base import ChatRef, Reply
 from tools.base import Tool
@@ -23,6 +25,7 @@ from tools.proactive.watch_tools import WatchBook, WatchDefaults, WatchTools
 
 if TYPE_CHECKING:  # the board modules load only where a board is configured
     from tools.board.oversight.keeper import Keeper
+    from tools.board.oversight.on_limits import Tell as BoardTell
     from tools.board.oversight.records import HardwareRecords
 
 log = logging.getLogger(__name__)
@@ -67,19 +70,44 @@ def board_tools(
     return tools
 
 
-async def start_boards(keeper: Keeper, runtimes: Mapping[str, ChannelRuntime]) -> None:
+def board_teller(
+    settings: Callable[[], Settings], db: StateDB, runtimes: Mapping[str, ChannelRuntime]
+) -> BoardTell:
+    """How pinclaw tells what it did to a board by itself (a max_on_s switching a pump off):
+    to the chat whose tool set it; when that was a one-shot (the cli channel: nobody reads
+    it afterwards) or its channel is not running, to the owner's private chat instead.
+    Through that chat's outbox, like any reply: written once, sent once, also when the
+    daemon is killed and started again meanwhile. `runtimes`: the channels as they run."""
+
+    async def tell(chat_key: str, text: str) -> None:
+        chat = ChatRef.parse(chat_key) if chat_key else None
+        runtime = runtimes.get(chat.channel) if chat is not None else None
+        if chat is None or runtime is None:
+            owner = await owner_chat(settings(), db, runtimes.keys())
+            if owner is None:
+                log.warning(
+                    "not told (%s is not a running chat, and no private chat of the owner is "
+                    "known on a running channel): %s",
+                    chat_key or "no chat",
+                    text,
+                )
+                return
+            chat, runtime = owner.chat, runtimes[owner.chat.channel]
+        await runtime.queue_reply(chat, Reply(text))
+
+    return tell
+
+
+async def start_boards(
+    keeper: Keeper,
+    runtimes: Mapping[str, ChannelRuntime],
+    settings: Callable[[], Settings],
+    db: StateDB,
+) -> None:
     """The daemon holds the boards: chats hear what pinclaw switched off by itself, boards
     with safe states or deadlines connect now (in the background, retried with backoff),
     and the deadlines a previous run left are armed."""
-
-    async def tell(chat_key: str, text: str) -> None:
-        chat = ChatRef.parse(chat_key)
-        runtime = runtimes.get(chat.channel)
-        if runtime is None:
-            log.warning("not told (the %s channel is not running): %s", chat.channel, text)
-            return
-        await runtime.queue_reply(chat, Reply(text))
-
+    tell = board_teller(settings, db, runtimes)
     keeper.tell = tell
     armed = await keeper.start()
     if armed:

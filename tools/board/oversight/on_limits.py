@@ -1,5 +1,6 @@
 """`max_on_s`: the longest an output (or a PWM above 0) may stay on before pinclaw turns it
-off, and tells the chat that switched it on.
+off, and tells the chat that switched it on (the daemon's `tell` picks the owner's private
+chat when that chat cannot hear it: agent/proactive/hardware.py).
 
 When a limited pin goes on, its deadline is written down (`HardwareRecords.set_deadline`,
 state.db) before the tool answers, and a timer waits for it; switching the pin off clears
@@ -183,7 +184,9 @@ class OnLimits:
                 wait = min(wait * 2, RETRY_MAX_S)
 
     async def _say(self, chat: str, text: str) -> None:
-        if self.tell is None or not chat:
+        """To the chat that switched it on ("" for none): the daemon's `tell` finds someone
+        to tell when that chat cannot hear it (agent/proactive/hardware.py)."""
+        if self.tell is None:
             return
         try:
             await self.tell(chat, text)
