@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from aiohttp import web
+from fakes.discord_models import json_response
 
-__all__ = ["NONCE_WINDOW_S", "NonceBook", "SendGate", "SendGates", "Stage"]
+__all__ = ["NONCE_WINDOW_S", "NonceBook", "SendFailures", "SendGate", "SendGates", "Stage"]
 
 NONCE_WINDOW_S = 300.0
 Stage = Literal["before", "after"]
@@ -106,3 +107,41 @@ class SendGates:
         gate = self._take("after", payload)
         if gate is not None:
             await asyncio.sleep(gate.seconds)
+
+
+class SendFailures:
+    """Errors to answer the next message sends (POST .../messages) with, oldest first."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queued: list[tuple[int, str, int, dict[str, str], float | None]] = []
+
+    def add(
+        self,
+        status: int,
+        message: str,
+        code: int = 0,
+        *,
+        times: int = 1,
+        headers: dict[str, str] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        """As Discord words it: ``retry_after`` goes in a 429's body; a 429 without a
+        ``Via`` header is what discord.py takes for Cloudflare's block."""
+        with self._lock:
+            self._queued.extend([(status, message, code, headers or {}, retry_after)] * times)
+
+    def answer(self, request: web.Request) -> web.Response | None:
+        """The error for this request, if it is a message send and one is queued."""
+        if request.method != "POST" or not request.path.endswith("/messages"):
+            return None
+        with self._lock:
+            if not self._queued:
+                return None
+            status, message, code, headers, retry_after = self._queued.pop(0)
+        body: dict[str, Any] = {"message": message, "code": code}
+        if retry_after is not None:
+            body |= {"retry_after": retry_after, "global": False}
+        resp = json_response(body, status=status)
+        resp.headers.update(headers)
+        return resp

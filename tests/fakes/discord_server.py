@@ -54,7 +54,7 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from aiohttp import web
-from fakes.discord_delivery import SendGate, Stage
+from fakes.discord_delivery import SendFailures, SendGate, Stage
 from fakes.discord_gateway import (
     INTENT_DIRECT_MESSAGES,
     INTENT_GUILD_MESSAGES,
@@ -121,8 +121,7 @@ class FakeDiscord:
     ) -> None:
         self.token = token
         self.port = 0
-        # fail_next's errors: (status, message, code, headers, retry_after), oldest first
-        self._failures: list[tuple[int, str, int, dict[str, str], float | None]] = []
+        self._failures = SendFailures()  # fail_next's errors
         self._world = World(
             bot_id=bot_id,
             bot_name=bot_name,
@@ -327,35 +326,10 @@ class FakeDiscord:
         ``seconds``, ``before`` Discord handles them or ``after`` (fakes/discord_delivery.py)."""
         return self._world.gates.add(SendGate(stage, seconds, text, times))
 
-    def fail_next(
-        self,
-        status: int,
-        message: str,
-        code: int = 0,
-        *,
-        times: int = 1,
-        headers: dict[str, str] | None = None,
-        retry_after: float | None = None,
-    ) -> None:
-        """Answer the next ``times`` message sends (POST .../messages) with this error, as
-        Discord words it (``retry_after`` goes in a 429's body; a 429 without a ``Via``
-        header is what discord.py takes for Cloudflare's block)."""
-        with self._world.lock:
-            self._failures.extend([(status, message, code, headers or {}, retry_after)] * times)
-
-    def _failure(self, request: web.Request) -> web.Response | None:
-        if request.method != "POST" or not request.path.endswith("/messages"):
-            return None
-        with self._world.lock:
-            if not self._failures:
-                return None
-            status, message, code, headers, retry_after = self._failures.pop(0)
-        body: dict[str, Any] = {"message": message, "code": code}
-        if retry_after is not None:
-            body |= {"retry_after": retry_after, "global": False}
-        resp = json_response(body, status=status)
-        resp.headers.update(headers)
-        return resp
+    def fail_next(self, status: int, message: str, code: int = 0, **more: Any) -> None:
+        """Answer the next message sends with this error (fakes/discord_delivery.py's
+        ``SendFailures.add``: ``times``, ``headers``, ``retry_after``)."""
+        self._failures.add(status, message, code, **more)
 
     @property
     def deduplicated(self) -> int:
@@ -496,7 +470,7 @@ class FakeDiscord:
         try:
             if not public and request.headers.get("Authorization") != f"Bot {self.token}":
                 raise ApiError(401, "401: Unauthorized", 0)
-            resp = self._failure(request) or await handler(request)
+            resp = self._failures.answer(request) or await handler(request)
         except ApiError as err:
             body: dict[str, Any] = {"message": err.message, "code": err.code}
             if err.errors:
