@@ -369,7 +369,7 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
     app = App(
         settings=settings,
         tools=tools,
-        llm=model if model is not None else LLMClient(settings.llm, scrub=scrub),
+        llm=model if model is not None else LLMClient(settings.llm),
         store=store,
         source=prompt_source(settings, tools, policy, skills=skills),
         scrub=scrub,
