@@ -8,6 +8,11 @@ carries no choice (never after a key missing or refused: agent/model/failures.py
 hears of the first such failure (`on_retry`) so the person waiting is told early. A stream cut
 and tried again shows only what goes beyond the text already shown, so the preview is not
 written twice.
+
+A provider's error may quote the key the call sent ("Incorrect API key provided: <key>"):
+every failure's text is scrubbed here, where it is made, of that key and every other secret
+known, before it reaches a log line, `on_retry`, the LLMError a turn stores and tells, or
+/status (`health.last_error`).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from agent.model.responses import (
     ProviderHealth,
     Tools,
 )
+from agent.security import Scrubber
 
 log = logging.getLogger(__name__)
 
@@ -157,23 +163,31 @@ class LLMClient:
                 except Exception as exc:
                     code = getattr(exc, "status_code", None)
                     status = code if isinstance(code, int) else status
-                    errors.append(f"{model}: {short(exc)}")
+                    words = self._scrubbed(short(exc))
+                    errors.append(f"{model}: {words}")
                     failed[model] = exc
                     if is_rejection(exc):
-                        raise LLMRequestRejected(short(exc), status=status) from exc
+                        raise LLMRequestRejected(words, status=status) from exc
                     if not is_transient(exc):
                         break  # auth, unknown model...: this model will not answer
                     if on_retry is not None and not isinstance(exc, EmptyReply):
                         await on_retry(errors[-1])  # an empty reply is retried quietly
                     if attempt < self.settings.num_retries:
                         delay = min(self.settings.retry_backoff_s * 2**attempt, MAX_BACKOFF_S)
-                        log.warning(
-                            "model %s failed (%s); retrying in %.1f s", model, short(exc), delay
-                        )
+                        log.warning("model %s failed (%s); retrying in %.1f s", model, words, delay)
                         await self._sleep(delay)
             log.warning("model %s gave up: %s", model, errors[-1])
-        said = (failure_line(self.settings, m, exc) for m, exc in failed.items())
-        raise LLMError("no model answered: " + "; ".join(said), status=status)
+        said = "; ".join(failure_line(self.settings, m, exc) for m, exc in failed.items())
+        raise LLMError(self._scrubbed("no model answered: " + said), status=status)
+
+    def _scrubbed(self, text: str) -> str:
+        """`text` without the key a call may have sent — llm.api_key, or the provider's
+        variable (`from_environment` knows every *_API_KEY, also one agent.env put there
+        after this client was made), nor any other secret of the environment. Made at each
+        failure, so a key read later counts too."""
+        configured = self.settings.api_key
+        keys = [configured.get_secret_value()] if configured is not None else []
+        return Scrubber.from_environment(extra=keys)(text)
 
     async def _call(
         self,
