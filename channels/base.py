@@ -100,6 +100,9 @@ class Reply:
     text: str
     media: tuple[OutgoingMedia, ...] = ()
     reply_to: str = ""  # the message id to answer, when the platform threads replies
+    # False: no link previews or embeds (a reply of a turn that read untrusted content:
+    # a platform that fetches a link to preview it would carry data in its URL out).
+    previews: bool = True
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,7 @@ class OutgoingPart:
     media: OutgoingMedia | None = None
     reply_to: str = ""
     nonce: str = ""  # the same on every attempt at this part (set by the courier when sending)
+    previews: bool = True  # False: sent with link previews and embeds off (Reply.previews)
 
 
 class SendFailed(Exception):

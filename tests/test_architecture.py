@@ -44,6 +44,7 @@ TOOLS_CORE = (
     "tools.policy",
     "tools.files",
     "tools.sqlite_thread",
+    "tools.taint",
 )
 TOOLS_CORE_ALL = (*TOOLS_CORE, "tools.boundaries")
 MAY_IMPORT: dict[str, tuple[str, ...]] = {

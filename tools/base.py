@@ -11,11 +11,13 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from tools.taint import Taint
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,9 @@ class ToolCallContext:
     owner_private: bool = False
     # The turn's journal of effectful calls; None where nothing is run again (a one-shot).
     journal: CallJournal | None = None
+    # What the turn has read that the owner did not write (tools/taint.py): one per turn,
+    # shared by its calls; a tainted turn asks before it sends out or changes what lasts.
+    taint: Taint = field(default_factory=Taint)
 
     async def ask(self, request: ApprovalRequest) -> bool:
         return await self.approve(request) if self.approve is not None else False

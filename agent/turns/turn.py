@@ -62,6 +62,9 @@ class TurnOutcome:
     text: str  # the reply (scrubbed), or the failure line
     messages: list[Message]  # what to store: the user's message, then what answered it
     record: TurnRecord
+    # What untrusted content the turn read ("" none; else Taint.why(), "after reading
+    # example.org/page"): its reply goes out without link previews.
+    tainted_by: str = ""
 
 
 class TurnRunner:
@@ -160,7 +163,8 @@ class TurnRunner:
             events=result.events,
         )
         stored = [user, *(scrub_message(m, self._scrub) for m in result.new_messages)]
-        return TurnOutcome("done", self._scrub(result.text), stored, record)
+        tainted_by = context.taint.why()
+        return TurnOutcome("done", self._scrub(result.text), stored, record, tainted_by)
 
     async def _loop(
         self,
