@@ -27,7 +27,8 @@ _PATTERNS = re.compile(
             r"xox[abpr]-[A-Za-z0-9\-]{10,}",  # Slack
             r"AKIA[0-9A-Z]{16}",  # AWS access key id
             r"AIza[0-9A-Za-z_\-]{30,}",  # Google
-            r"\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b",  # Telegram bot token
+            # Telegram bot token; also in a URL's /bot<token>/, where no \b comes before it
+            r"(?<!\d)\d{6,12}:[A-Za-z0-9_\-]{30,}\b",
             r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
         )
     )
@@ -118,7 +119,8 @@ class ScrubbedStream:
 
 
 class ScrubbingFilter(logging.Filter):
-    """Applied to log handlers: a secret in a log message or its arguments is redacted."""
+    """Applied to log handlers, and to every record as it is made (`cover_every_record`): a
+    secret in a log message, its arguments, its traceback or its stack is redacted."""
 
     def __init__(self, scrub: Scrubber) -> None:
         super().__init__()
@@ -128,9 +130,48 @@ class ScrubbingFilter(logging.Filter):
         self._scrub.learn(other)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = self._scrub(record.getMessage())
+        try:
+            message = record.getMessage()
+        except Exception:  # arguments that do not fit: logging's handler says so, scrubbed
+            message = f"{record.msg} {record.args!r}"
+        record.msg = self._scrub(message)
         record.args = None
+        if record.exc_info and not record.exc_text:
+            # Formatters use exc_text once it is set: an exception's words (a URL holding
+            # /bot<token>/, a provider's echo of a key) are scrubbed like the message.
+            record.exc_text = _TRACEBACKS.formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self._scrub(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self._scrub(record.stack_info)
         return True
+
+    def cover_every_record(self) -> None:
+        """Scrub every log record when it is made, whichever logger makes it and whichever
+        handler writes it: a library's own handler (LiteLLM adds one to its logger) or one
+        added later has no filter of ours. Once per process: a second call replaces the
+        filter rather than wrapping the factory again."""
+        current = logging.getLogRecordFactory()
+        if isinstance(current, _ScrubbedRecords):
+            current.scrub_filter = self
+        else:
+            logging.setLogRecordFactory(_ScrubbedRecords(current, self))
+
+
+_TRACEBACKS = logging.Formatter()
+
+
+class _ScrubbedRecords:
+    """A log record factory: the records of `made`, scrubbed by `scrub_filter`."""
+
+    def __init__(self, made: Callable[..., logging.LogRecord], scrub_filter: ScrubbingFilter):
+        self.made = made
+        self.scrub_filter = scrub_filter
+
+    def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = self.made(*args, **kwargs)
+        self.scrub_filter.filter(record)
+        return record
 
 
 def scrub_message(message: dict[str, Any], scrub: Callable[[str], str]) -> dict[str, Any]:

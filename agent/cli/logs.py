@@ -3,8 +3,10 @@
 Without -v a person sees short lines: `agent run`'s own (`pinclaw: telegram connected as
 @x_bot`, agent/daemon/status.py) and every warning or error as it happens (`pinclaw: warning:
 ...`). -v adds the INFO logs, timestamped and named; -vv the debug ones; -q leaves only
-errors. Every line is scrubbed of secrets. Lines go to `sys.stderr` as it is when they are
-written, so a one-shot's spinner, which routes stderr above itself, keeps them off its line.
+errors. Every line is scrubbed of secrets — its message, its traceback — at every level and
+whichever logger or handler writes it: the records are scrubbed as they are made. Lines go to
+`sys.stderr` as it is when they are written, so a one-shot's spinner, which routes stderr
+above itself, keeps them off its line.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import sys
 
 from agent.daemon.status import STATUS_LOGGER
+from agent.security import ScrubbingFilter
 
 NOISY = ("httpx", "openai", "LiteLLM", "litellm", "telegram", "discord", "asyncio")
 
@@ -54,7 +57,7 @@ def quiet_for_one_shot(verbose: int) -> None:
             logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def setup_logging(verbose: int, quiet: bool, scrub_filter: logging.Filter) -> None:
+def setup_logging(verbose: int, quiet: bool, scrub_filter: ScrubbingFilter) -> None:
     handler = ToStderr()
     if verbose:
         handler.setFormatter(
@@ -62,7 +65,8 @@ def setup_logging(verbose: int, quiet: bool, scrub_filter: logging.Filter) -> No
         )
     else:
         handler.setFormatter(PlainLines("%(message)s"))
-    handler.addFilter(scrub_filter)
+    handler.addFilter(scrub_filter)  # reload's learn_secrets finds it here
+    scrub_filter.cover_every_record()
     root = logging.getLogger()
     root.handlers[:] = [handler]
     level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING

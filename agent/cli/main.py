@@ -17,9 +17,8 @@ import click
 from agent import __version__, collector
 
 if TYPE_CHECKING:
-    import logging
-
     from agent.config import Settings
+    from agent.security import ScrubbingFilter
 
 
 def _load(ctx: click.Context) -> Settings:
@@ -51,7 +50,7 @@ def _say(line: str | None) -> None:
         click.echo(line, err=True)
 
 
-def _setup_logging(verbose: int, scrub_filter: logging.Filter, quiet: bool = False) -> None:
+def _setup_logging(verbose: int, scrub_filter: ScrubbingFilter, quiet: bool = False) -> None:
     from agent.cli.logs import setup_logging
 
     setup_logging(verbose, quiet, scrub_filter)
