@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pwd
 import secrets
 import shutil
 import sys
@@ -352,6 +353,26 @@ async def test_without_a_sandbox_root_reads_the_password_hashes(
     """The control: the command above does find the hashes when nothing masks them."""
     _, output = await run(NoSandbox("test"), SandboxSpec(world.workspace), SHADOW)
     assert all(line in output for line in hashes)
+
+
+def host_accounts() -> list[str]:
+    return Path("/etc/passwd").read_text().splitlines()
+
+
+async def test_bubblewrap_shows_a_passwd_and_group_of_root_and_the_user(world: World) -> None:
+    """As Flatpak does: the host's other accounts are not a command's business. (Landlock
+    cannot change a file's content: there the host's passwd reads; README says so.)"""
+    uid, gid = os.getuid(), os.getgid()
+    others = [line for line in host_accounts() if line.split(":")[2] not in ("0", str(uid))]
+    assert others, "the control: the host's passwd names more accounts than these"
+    bwrap, spec = available("bubblewrap"), SandboxSpec(world.workspace)
+    code, output = await run(bwrap, spec, "cat /etc/passwd; echo; cat /etc/group; echo; id -un")
+    passwd, group, name = output.split("\n\n")
+    assert code == 0 and passwd.splitlines()[0] == first_passwd_line(), output
+    assert [line.split(":")[2] for line in passwd.splitlines()] == ["0", *[str(uid)][: uid != 0]]
+    assert [line.split(":")[2] for line in group.splitlines()] == ["0", *[str(gid)][: gid != 0]]
+    assert not [line for line in others if line in output]
+    assert name.strip() == pwd.getpwuid(uid).pw_name  # `id` still names the user
 
 
 @pytest.mark.parametrize("network", [True, False])

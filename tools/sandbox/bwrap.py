@@ -25,6 +25,7 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
+from tools.sandbox.etc_files import GENERATED, minimal_names
 from tools.sandbox.view import SYSTEM_DIRS, View
 
 MAX_REBUILT_ENTRIES = 256
@@ -77,15 +78,28 @@ def _system(view: View, fds: list[int]) -> list[str]:
     for folder in view.etc.folders:
         args += ["--dir", str(folder)]
     for link, target in view.etc.links:
-        args += ["--symlink", target, str(link)]
+        if link not in GENERATED:
+            args += ["--symlink", target, str(link)]
     for path in view.etc.reads:
-        if path in view.hidden:
+        if path in view.hidden or path in GENERATED:
             continue
         if path.is_dir() and not _copied_tree(path, view, args, fds):
             args += ["--ro-bind", str(path), str(path)]
         elif not path.is_dir():
             _copy(path, args, fds)
+    for path, text in minimal_names().items():
+        _generated(path, text, args, fds)
     return args
+
+
+def _generated(path: Path, text: str, args: list[str], fds: list[int]) -> None:
+    """`text` as the namespace's `path` (passwd, group), from a memory file: no file on
+    disk to clean up, and read-only there once the root is."""
+    fd = os.memfd_create(path.name, os.MFD_CLOEXEC)
+    fds.append(fd)
+    os.write(fd, text.encode())
+    os.lseek(fd, 0, os.SEEK_SET)
+    args += ["--perms", "0644", "--file", str(fd), str(path)]
 
 
 def _copied_tree(root: Path, view: View, args: list[str], fds: list[int]) -> bool:

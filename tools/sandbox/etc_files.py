@@ -8,7 +8,10 @@ open there, plus the certificate layouts of Fedora and Arch:
 
 - the loader: ld.so.cache, ld.so.conf, ld.so.conf.d/, ld.so.preload;
 - names: passwd and group (user names for `ls -l`, `id`; no password is in them),
-  nsswitch.conf, hosts, host.conf, resolv.conf, gai.conf, services, protocols;
+  nsswitch.conf, hosts, host.conf, resolv.conf, gai.conf, services, protocols. Under
+  bubblewrap passwd and group are generated (`minimal_names`): root and the running user,
+  as Flatpak does, not the host's accounts. Landlock cannot change what a file holds, only
+  allow or deny its path: there a command reads the host's passwd and group;
 - TLS: ssl/certs/, ssl/openssl.cnf, ca-certificates/, pki/tls/certs/, pki/tls/cert.pem,
   pki/tls/openssl.cnf, pki/ca-trust/extracted/, crypto-policies/back-ends/, gnutls/;
 - time: localtime, timezone;
@@ -27,8 +30,11 @@ fstab, shadow, ssh/, cron.d/, …) does not exist for a command.
 
 from __future__ import annotations
 
+import functools
 import glob
+import grp
 import os
+import pwd
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,3 +146,37 @@ def _outside_target(target: Path, roots: list[Path]) -> bool:
     if not target.is_file() or target == ETC or ETC in target.parents:
         return False
     return not any(root in target.parents for root in (*roots, *_NOT_TARGETS))
+
+
+# Generated under bubblewrap instead of copied: the host's accounts are not a command's
+# business (issue 36). Landlock only allows or denies a path and cannot change what a file
+# holds: its launcher grants these two as they are, so there the host's accounts read.
+GENERATED = (ETC / "passwd", ETC / "group")
+
+
+@functools.cache
+def minimal_names() -> dict[Path, str]:
+    """/etc/passwd and /etc/group holding root and the running user only: enough for `id`,
+    `ls -l` and `whoami`, and nothing of the host's other accounts. No password is in them."""
+    uid, gid = os.getuid(), os.getgid()
+    passwd = dict.fromkeys([_user(0, 0), _user(uid, gid)])
+    groups = dict.fromkeys([_group(0), _group(gid)])
+    return {GENERATED[0]: "".join(passwd), GENERATED[1]: "".join(groups)}
+
+
+def _user(uid: int, gid: int) -> str:
+    try:
+        user = pwd.getpwuid(uid)
+        name, gecos, home, shell = user.pw_name, user.pw_gecos, user.pw_dir, user.pw_shell
+    except KeyError:  # a uid the host does not name (a container's)
+        name = "root" if uid == 0 else f"user{uid}"
+        gecos, home, shell = name, "/root" if uid == 0 else "/", ""
+    return f"{name}:x:{uid}:{gid}:{gecos}:{home}:{shell or '/bin/sh'}\n"
+
+
+def _group(gid: int) -> str:
+    try:
+        name = grp.getgrgid(gid).gr_name
+    except KeyError:
+        name = "root" if gid == 0 else f"group{gid}"
+    return f"{name}:x:{gid}:\n"
