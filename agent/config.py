@@ -123,6 +123,10 @@ class LLMSettings(_Section):
 
 class AgentSettings(_Section):
     max_tool_iterations: int = Field(default=10, ge=1, le=100)
+    # Tool calls run per model reply and per turn, parallel ones counted one by one: what a
+    # page telling the model to fetch 25 URLs at once cannot get past.
+    max_tool_calls_per_reply: int = Field(default=8, ge=1, le=100)
+    max_tool_calls_per_turn: int = Field(default=30, ge=1, le=1000)
     tool_timeout_s: float = Field(default=60.0, gt=0)
     # "auto": compact for a local model or a window of 8,192 tokens or less (see
     # agent/prompt/profiles.py); true: compact; false: never compact unless prompt_mode says.

@@ -141,6 +141,38 @@ async def test_iteration_limit_then_one_answer_without_tools(model: ScriptedMode
     assert final["messages"][-1]["role"] == "user"
 
 
+async def test_parallel_calls_count_one_by_one_against_the_caps(model: ScriptedModel) -> None:
+    """A reply of 25 calls runs 8; the turn stops at 12 run calls, whatever the replies."""
+    ran: list[str] = []
+
+    async def count(call: ToolCallContext, n: int) -> ToolResult:
+        """Count a call.
+
+        Args:
+            n: Its number.
+        """
+        ran.append(str(n))
+        return ToolResult.success(f"#{n}")
+
+    tools = ToolRegistry([FunctionTool(count)])
+    burst = tool_calls(*[("count", {"n": n}) for n in range(25)])
+    model.script(burst, tool_calls(*[("count", {"n": 100 + n}) for n in range(6)]), text("done"))
+    result = await run_tool_call_loop(
+        HISTORY,
+        tools,
+        model,
+        context=ToolCallContext(Path(".")),
+        options=LoopOptions(max_calls_per_reply=8, max_calls_per_turn=12),
+    )
+    assert ran == [*map(str, range(8)), "100", "101", "102", "103"]
+    assert result.stop_reason == "call_limit" and result.text == "done"
+    first = tool_messages(model.requests[1])
+    assert [m["content"] for m in first[:8]] == [f"#{n}" for n in range(8)]
+    assert all(m["content"].startswith("Error: Not run: at most 8 tool calls") for m in first[8:])
+    assert len(first) == 25  # every call answered, run or not
+    assert "tools" not in model.requests[2]  # past the turn's cap: an answer, no more tools
+
+
 async def test_xml_dispatcher_runs_tool_calls_written_as_text(model: ScriptedModel) -> None:
     model.script(
         text(

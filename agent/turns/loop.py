@@ -31,7 +31,7 @@ from tools.base import ApprovalRequest, JournalEntry, ToolCallContext, ToolRegis
 
 log = logging.getLogger(__name__)
 
-StopReason = Literal["done", "iteration_limit", "loop_detected", "error"]
+StopReason = Literal["done", "iteration_limit", "call_limit", "loop_detected", "error"]
 MAX_SAME_CALL = 3  # the fourth identical call in a turn is refused
 _WRAP_UP = (
     "Stop calling tools now. Answer the user with what you have found so far, and say "
@@ -43,6 +43,8 @@ _WRAP_UP = (
 class LoopOptions:
     max_iterations: int = 10
     tool_timeout_s: float = 60.0
+    max_calls_per_reply: int = 8
+    max_calls_per_turn: int = 30
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ async def run_tool_call_loop(
     result = TurnResult(text="", new_messages=[], stop_reason="done")
     seen: Counter[tuple[str, str]] = Counter()
     corrected: set[str] = set()  # the kinds of slip already re-asked in this turn
+    calls_run = 0  # tool calls let through (parallel ones each count), against the caps
     journal = context.journal
     replay = CallReplay(journal, tools, scrub, options.tool_timeout_s) if journal else None
 
@@ -111,13 +114,20 @@ async def run_tool_call_loop(
             return result
         add(dispatch.assistant_message(response, parsed))
         repeated = [_is_repeat(seen, call) for call in parsed.calls]
+        room = min(options.max_calls_per_reply, options.max_calls_per_turn - calls_run)
+        over = [index >= room for index in range(len(parsed.calls))]
+        calls_run += min(room, len(parsed.calls))
         claims = await replay.claim(parsed.calls, repeated) if replay else [None] * len(repeated)
         outcomes = await asyncio.gather(
             *(
-                _refuse_repeat(call)
+                _refuse_over(call, options)
+                if beyond
+                else _refuse_repeat(call)
                 if again
                 else _run_timed(call, tools, context, options, scrub, replay, claim)
-                for call, again, claim in zip(parsed.calls, repeated, claims, strict=True)
+                for call, again, beyond, claim in zip(
+                    parsed.calls, repeated, over, claims, strict=True
+                )
             )
         )
         for event, _ in outcomes:
@@ -128,6 +138,9 @@ async def run_tool_call_loop(
             add(message)
         if any(repeated):
             result.stop_reason = "loop_detected"
+            break
+        if calls_run >= options.max_calls_per_turn:
+            result.stop_reason = "call_limit"
             break
     else:
         result.stop_reason = "iteration_limit"
@@ -233,6 +246,15 @@ async def _refuse_repeat(call: ToolCall) -> tuple[ToolEvent, ToolResult]:
     message = (
         f"Not run: {call.name} was already called {MAX_SAME_CALL} times with these same "
         "arguments in this turn and it would not change the outcome. Answer the user now."
+    )
+    return ToolEvent(call.name, call.arguments, False, 0.0), ToolResult.error(message)
+
+
+async def _refuse_over(call: ToolCall, options: LoopOptions) -> tuple[ToolEvent, ToolResult]:
+    message = (
+        f"Not run: at most {options.max_calls_per_reply} tool calls of one reply and "
+        f"{options.max_calls_per_turn} in a turn are run. Answer with what you have, or "
+        "make fewer calls."
     )
     return ToolEvent(call.name, call.arguments, False, 0.0), ToolResult.error(message)
 

@@ -196,7 +196,12 @@ class TurnRunner:
                     self.source.turn_tools(),  # what load_tool loads lives as long as the loop
                     llm,
                     context=context,
-                    options=LoopOptions(agent.max_tool_iterations, agent.tool_timeout_s),
+                    options=LoopOptions(
+                        agent.max_tool_iterations,
+                        agent.tool_timeout_s,
+                        agent.max_tool_calls_per_reply,
+                        agent.max_tool_calls_per_turn,
+                    ),
                     dispatcher=dispatcher,
                     scrub=self._scrub,
                     on_event=streams.on_event,
