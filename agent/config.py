@@ -53,8 +53,7 @@ class _Section(BaseModel):
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_TURN_DEADLINE_S = 300.0
-# How long a model may think before its first token when llm.first_token_timeout_s is 0: a
-# small model on a home server's CPU reads a 2,000-token prompt for minutes.
+# The first token's limit when llm.first_token_timeout_s is 0 (a CPU reads for minutes)
 LOCAL_FIRST_TOKEN_S = 600.0
 HOSTED_FIRST_TOKEN_S = 60.0
 _LOCAL_SUFFIXES = (".localhost", ".local", ".lan", ".internal", ".home.arpa")
@@ -123,19 +122,16 @@ class LLMSettings(_Section):
 
 class AgentSettings(_Section):
     max_tool_iterations: int = Field(default=10, ge=1, le=100)
-    # Tool calls run per model reply and per turn, parallel ones counted one by one: what a
-    # page telling the model to fetch 25 URLs at once cannot get past.
+    # Tool calls run per model reply and per turn (parallel ones count one by one).
     max_tool_calls_per_reply: int = Field(default=8, ge=1, le=100)
     max_tool_calls_per_turn: int = Field(default=30, ge=1, le=1000)
     tool_timeout_s: float = Field(default=60.0, gt=0)
-    # "auto": compact for a local model or a window of 8,192 tokens or less (see
-    # agent/prompt/profiles.py); true: compact; false: never compact unless prompt_mode says.
+    # "auto": a local model or a window of 8,192 tokens or less (agent/prompt/profiles.py)
     compact_context: bool | Literal["auto"] = "auto"
     prompt_mode: Literal["auto", "full", "compact", "minimal", "none"] = "auto"
     prompt_budget_tokens: int = Field(default=0, ge=0)
     tool_dispatcher: Literal["auto", "native", "xml"] = "auto"
-    # Past this many tokens of tool schemas, deferrable tools (MCP) are listed by name and
-    # loaded on demand (agent/prompt/deferred_tools.py); 0: always sent whole.
+    # Past it, MCP tools are listed by name, loaded on demand (agent/prompt/deferred_tools.py)
     tool_schema_budget_tokens: int = Field(default=1_500, ge=0)
     timezone: str = ""
     delivery_instructions: Literal["after_user", "in_user", "system_prompt"] = "after_user"
