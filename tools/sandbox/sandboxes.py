@@ -136,6 +136,12 @@ class Sandbox(ABC):
     def __init__(self, reason: str) -> None:
         self.reason = reason  # one line for `agent doctor`: why this kind
 
+    @property
+    def cuts_network(self) -> bool:
+        """Whether a launch with `network=False` runs without the network (TCP at least):
+        bubblewrap, Landlock from ABI 4; not Landlock before it, nor no sandbox."""
+        return self.kind == "bubblewrap" or getattr(self, "abi", 0) >= 4
+
     @abstractmethod
     def launch(self, argv: Sequence[str], spec: SandboxSpec, env: Mapping[str, str]) -> Launch:
         """How to run argv confined by spec, with env (the caller's chosen variables) plus

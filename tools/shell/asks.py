@@ -8,6 +8,8 @@ one thing, and `describe` says it in words before the button is pressed:
 - `shell:overwrite:BY` (BY a program, `>`, or a git command such as `git checkout`): BY
   replacing, moving or deleting existing files outside tmp/ and scratch/;
 - `shell:find -delete`: find deleting the files it matches;
+- `shell:network:WHAT` (WHAT: `curl`, `git ls-remote`): WHAT running with network access
+  (tools/shell/network.py);
 - `each-time:NAME`: a change to an identity file, which shapes every chat's prompt: never
   remembered, so it is asked each time, whatever else was allowed.
 """
@@ -23,6 +25,7 @@ from pathlib import Path
 from tools.base import ASK_EACH_TIME
 from tools.boundaries import IDENTITY_FILES, SCRATCH_DIRS
 from tools.shell.effects.file_effects import DELETERS, Effect, abs_path
+from tools.shell.network import network_reason
 
 _IDENTITY = ", ".join(name + "/" * (name == "skills") for name in IDENTITY_FILES)
 _SHOWN_NAMES = 5
@@ -57,10 +60,17 @@ class Asks:
         self.workspace = workspace
         self._found: dict[tuple[str, str], list[str]] = {}  # (rule, template) -> names
         self._identity_inodes: dict[tuple[int, int], str] | None = None
+        self.reaching: list[str] = []  # what would run with network access, if approved
 
     def program(self, program: str) -> None:
         why = f"{_literal(program)} is not in the allowed commands"
         self._found = {(f"shell:{program}", why): [], **self._found}  # said first
+
+    def network(self, what: str) -> None:
+        """Ask before `what` ("curl", "git ls-remote") runs with network access."""
+        if what not in self.reaching:
+            self.reaching.append(what)
+        self._add(f"shell:network:{what}", _literal(network_reason(what)), what, "")
 
     def effect(self, effect: Effect, path: Path, is_identity: Callable[[Path], bool]) -> None:
         """Ask about `effect` (its real path: `path`) when it changes an identity file, or
@@ -164,6 +174,8 @@ def describe(rule: str) -> str:
     """A remembered rule in words: exactly what it lets through."""
     body = rule.removeprefix("shell:")
     outside = "existing files outside tmp/ and scratch/"
+    if body.startswith("network:"):
+        return f"{body.removeprefix('network:')} running with network access"
     if body.startswith("overwrite:"):
         by = body.removeprefix("overwrite:")
         return f"{by} {_DOING.get(by, 'replacing or deleting')} {outside}"

@@ -9,9 +9,10 @@ the words that were checked. Under `supervised` a command makes no link (tools/s
 and what it would replace, delete or move (tools/shell/effects/effects.py) asks the owner: an
 existing
 file outside tmp/ and scratch/ under a rule "Always allow" may remember, an identity file each
-time (tools/shell/asks.py). Under `full` the text runs as written, after the forbidden paths
-among the words that can be read are refused (tools/shell/full_mode.py): the OS sandbox is the
-boundary there, as it is the first one at every level.
+time (tools/shell/asks.py), and so does a program that reaches the network
+(tools/shell/network.py: nothing else gets it). Under `full` the text runs as written, after
+the forbidden paths among the words that can be read are refused (tools/shell/full_mode.py):
+the OS sandbox is the boundary there, as it is the first one at every level.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from tools.shell.grammar import (
     parse_command_line,
 )
 from tools.shell.links import injected, program_refusal
+from tools.shell.network import reaches_network
 from tools.shell.program_rules import WRAPPERS, check_program
 from tools.shell.render import render_posix as render
 
@@ -53,11 +55,15 @@ class ShellPlan:
     rules: tuple[str, ...] = ()  # what "Always allow" remembers, e.g. "shell:rm"
     covers: str = ""  # what "Always allow" would cover, in words, for the owner to read
     argv: tuple[str, ...] = ()  # check_argv: the words to run (with the words it adds)
+    # What reaches the network ("curl", "git ls-remote"): approved, the command runs with
+    # it (tools/shell/network.py); nothing else gets the network below autonomy full.
+    network: tuple[str, ...] = ()
 
 
 @dataclass
 class _Planner:
     policy: SecurityPolicy
+    network: bool = True  # [security] sandbox_network: False, nothing asks for it
     asks: Asks = field(init=False)
     expansions: dict[Word, list[str]] = field(default_factory=dict)
     injections: dict[int, Injection] = field(default_factory=dict)
@@ -124,8 +130,16 @@ class _Planner:
                 path = self.check_path(raw, f"{name}: the path")
                 if verdict.writes:  # which of its paths it writes is not known: all count
                     self.check_writable(raw, path, f"{name} writes, and")
+        reaching = reaches_network(program, args) if self.network else None
+        if reaching and read_only:
+            raise PolicyError(
+                f"{reaching} reaches the network, which needs the owner's approval, and "
+                "autonomy is read_only"
+            )
         if read_only:
             return
+        if reaching:
+            self.asks.network(reaching)
         if why := program_refusal(name):
             raise PolicyError(why)
         self.injections[index] = injected(name, args)
@@ -182,12 +196,15 @@ class _Planner:
 
     def plan(self, script: str, argv: Sequence[str] = ()) -> ShellPlan:
         asks = self.asks
-        return ShellPlan(script, asks.reasons(), asks.rules(), asks.covers(), tuple(argv))
+        return ShellPlan(
+            script, asks.reasons(), asks.rules(), asks.covers(), tuple(argv), tuple(asks.reaching)
+        )
 
 
-def plan_command(command: str, policy: SecurityPolicy) -> ShellPlan:
+def plan_command(command: str, policy: SecurityPolicy, *, network: bool = True) -> ShellPlan:
     """The script to run for `command`, and what needs the owner's approval; PolicyError
-    when it cannot run at this autonomy level at all."""
+    when it cannot run at this autonomy level at all. `network`: [security]
+    sandbox_network (False: no command gets the network, so none asks for it)."""
     if not command.strip():
         raise PolicyError("the command is empty")
     if policy.autonomy == "full":
@@ -197,7 +214,7 @@ def plan_command(command: str, policy: SecurityPolicy) -> ShellPlan:
         line: CommandLine = parse_command_line(command)
     except ShellRefused as exc:
         raise PolicyError(str(exc)) from None
-    planner = _Planner(policy)
+    planner = _Planner(policy, network)
     index = 0
     for _connector, pipeline in line.steps:
         for position, simple in enumerate(pipeline.commands):

@@ -2,7 +2,8 @@
 and output.
 
 The order is the design: the command is parsed and checked (tools/shell/plan.py), the
-owner is asked when the policy says so, and the checked script runs in the sandbox
+owner is asked when the policy or the turn's taint says so (tools/shell/network.py, which
+also says whether the sandbox has the network), and the checked script runs in the sandbox
 (tools/sandbox/sandboxes.py) with a small environment — never the runtime's own.
 """
 
@@ -15,12 +16,13 @@ import os
 import subprocess
 from collections.abc import Sequence
 
-from tools.base import ApprovalRequest, FunctionTool, ToolCallContext, ToolResult
+from tools.base import FunctionTool, ToolCallContext, ToolResult
 from tools.boundaries import make_placeholders
 from tools.config import ShellSettings
 from tools.paths import PolicyError
 from tools.policy import SecurityPolicy
 from tools.sandbox.sandboxes import Launch, Limits, Sandbox, SandboxSpec
+from tools.shell.network import gate
 from tools.shell.plan import plan_command
 
 # The child gets a small, known environment: API keys and bot tokens in ours stay out of it.
@@ -79,20 +81,28 @@ class ShellTool(FunctionTool):
             make_placeholders(self._policy.paths, self._policy.owner_private)
         policy = self._policy.for_call(call)
         try:
-            plan = plan_command(command, policy)
+            plan = plan_command(command, policy, network=self._network)
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
-        if plan.ask:
-            reasons = "; ".join(plan.ask)
-            request = ApprovalRequest(
-                "shell", command, reasons, plan.rules, always_covers=plan.covers
+        passage = gate(
+            "shell",
+            command,
+            autonomy=policy.autonomy,
+            asks=plan.ask,
+            rules=plan.rules,
+            covers=plan.covers,
+            network=plan.network,
+            taint=call.taint,
+            sandbox_network=self._network,
+        )
+        request = passage.request
+        if request is not None and not await call.ask(request):
+            return ToolResult.error(
+                f"Not run: the owner did not approve it ({request.reason}). Say what you "
+                "wanted to do, or do it with the allowed commands."
             )
-            if not await call.ask(request):
-                return ToolResult.error(
-                    f"Not run: the owner did not approve it ({reasons}). Say what you wanted "
-                    "to do, or do it with the allowed commands."
-                )
-        return await self.execute(["/bin/sh", "-c", plan.script], policy)
+        argv = ["/bin/sh", "-c", plan.script]
+        return await self.execute(argv, policy, network=passage.online)
 
     @property
     def sandbox_kind(self) -> str:
@@ -109,19 +119,28 @@ class ShellTool(FunctionTool):
             )
         return None
 
-    async def execute(self, argv: Sequence[str], policy: SecurityPolicy) -> ToolResult:
+    async def execute(
+        self, argv: Sequence[str], policy: SecurityPolicy, *, network: bool | None = None
+    ) -> ToolResult:
         """Run `argv` as it is, no shell, in the sandbox with the shell's limits: the
         shell's checked script, or a skill tool's words. `policy` is the call's own
-        (SecurityPolicy.for_call): what it forbids inside the workspace is masked."""
-        return await self._run(self._launch(argv, policy))
+        (SecurityPolicy.for_call): what it forbids inside the workspace is masked.
+        `network`: whether the sandbox has it (tools/shell/network.py's gate decides for the
+        shell); None: as `[security] sandbox_network` says. A sandbox that cannot take
+        the network away (Landlock before ABI 4, none) leaves it as that setting says:
+        there the shell's questions are the only line."""
+        online = self._network
+        if network is not None and self._sandbox.cuts_network:
+            online = network and self._network
+        return await self._run(self._launch(argv, policy, online))
 
-    def _launch(self, argv: Sequence[str], policy: SecurityPolicy) -> Launch:
+    def _launch(self, argv: Sequence[str], policy: SecurityPolicy, network: bool) -> Launch:
         env = {key: os.environ[key] for key in _PASSED_ENV if key in os.environ}
         inside = tuple(p for p in policy.forbidden_paths if policy.workspace in p.parents)
         spec = SandboxSpec(
             policy.workspace,
             writable=policy.can_write,
-            network=self._network,
+            network=network,
             masked=inside,
             limits=Limits(
                 cpu_s=math.ceil(self._settings.timeout_s) + 1, memory_mb=self._settings.memory_mb
