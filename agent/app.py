@@ -16,6 +16,7 @@ from agent.conversation.scopes import LegacyScope
 from agent.durable.file.migrations import LegacyScope as LegacyMemoryScope
 from agent.durable.file.migrations import migrate
 from agent.durable.file.state_db import StateDB
+from agent.durable.file_sources import FileSources
 from agent.durable.hardware_records import StateRecords
 from agent.durable.inbox import Inbox
 from agent.durable.outbox import Outbox
@@ -53,6 +54,7 @@ from tools.proactive.watch_tools import WatchBook
 from tools.sandbox.sandboxes import Sandbox, choose_sandbox
 from tools.shell.shell_tool import ShellTool
 from tools.skills.skill_tools import ReadSkillTool, SkillDoc, SkillTool
+from tools.taint import FileProvenance
 from tools.web.web_tools import web_tools
 
 if TYPE_CHECKING:
@@ -211,12 +213,13 @@ def build_tools(
     *,
     sandbox: Sandbox | None = None,
     scrub: Scrubber | None = None,
+    file_sources: FileProvenance | None = None,
 ) -> ToolRegistry:
     """Every tool of this configuration. `schedules`, `watches`: where the schedule and
     pin-watch tools keep theirs (without one they are offered all the same, so the prompt
     does not change, and refuse); `memories`: the store auto-recall searches too.
     `sandbox`, `scrub`: the App's (chosen or made here when not given, as for `agent prompt
-    show`)."""
+    show`); `file_sources`: which files tainted turns wrote (none: not recorded)."""
     security = settings.security
     if scrub is None:
         scrub = make_scrubber(settings)
@@ -229,7 +232,7 @@ def build_tools(
         network=security.sandbox_network,
         sandbox_off_by_owner=security.sandbox == "off",
     )
-    tools: list[Tool] = [shell, *FileTools(policy).tools()]
+    tools: list[Tool] = [shell, *FileTools(policy, file_sources).tools()]
     if settings.memory.enabled:
         memory = MemoryTools(
             settings.state_db,
@@ -364,6 +367,7 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
         memories,
         sandbox=sandbox,
         scrub=scrub,
+        file_sources=FileSources(store.db, workspace),
     )
     mcp = await start_servers(settings.mcp, settings.home / "mcp", policy, sandbox, tools)
     app = App(

@@ -47,6 +47,9 @@ class ApprovalRequest:
     # What "Always allow" would let through from now on, in words, shown before it is
     # pressed ("cp replacing existing files outside tmp/ and scratch/"); "": the rules say it.
     always_covers: str = ""
+    # Only the owner may answer, in their own private chat when the turn is someone else's:
+    # the question comes after words the owner did not write (tools/taint.py).
+    owner_only: bool = False
 
 
 Approver = Callable[[ApprovalRequest], Awaitable[bool]]

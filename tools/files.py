@@ -12,8 +12,9 @@ import os
 from pathlib import Path
 
 from tools.base import ASK_EACH_TIME, ApprovalRequest, FunctionTool, ToolCallContext, ToolResult
-from tools.boundaries import SCRATCH_DIRS
+from tools.boundaries import INBOX, SCRATCH_DIRS, inbox_folder
 from tools.policy import PolicyError, SecurityPolicy
+from tools.taint import FileProvenance
 
 MAX_READ_CHARS = 50_000
 MAX_LIST_ENTRIES = 500
@@ -23,8 +24,9 @@ _EACH_TIME = "Always allow covers nothing here: a file that shapes every prompt 
 class FileTools:
     """The four file tools, sharing one policy."""
 
-    def __init__(self, policy: SecurityPolicy) -> None:
+    def __init__(self, policy: SecurityPolicy, provenance: FileProvenance | None = None) -> None:
         self._policy = policy
+        self._provenance = provenance  # which files a tainted turn wrote (tools/taint.py)
 
     def tools(self) -> list[FunctionTool]:
         return [
@@ -66,6 +68,23 @@ class FileTools:
         fd, _ = policy.paths.open_checked(raw, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(content)
+        if self._provenance is not None:  # a tainted turn's words, or the owner's again
+            await self._provenance.record([target], call.taint.why())
+
+    async def _source_of(self, target: Path, call: ToolCallContext) -> str:
+        """Whose words a file holds, when not the owner's: another chat's incoming file, or
+        one a tainted turn wrote ("": the owner's)."""
+        try:
+            where = target.relative_to(self._policy.workspace).as_posix()
+        except ValueError:
+            return ""
+        own = inbox_folder(call.chat_key) + "/" if call.owner_private else None
+        if where.startswith(f"{INBOX}/") and (own is None or not where.startswith(own)):
+            return f"{where}, a file someone else sent"
+        if self._provenance is None:
+            return ""
+        source = await self._provenance.source_of(target)
+        return f"{where}, written by a turn {source}" if source else ""
 
     async def file_read(
         self,
@@ -81,14 +100,18 @@ class FileTools:
             start_line: First line to return, counting from 1.
             end_line: Last line to return (inclusive).
         """
+        policy = self._policy.for_call(call)
         try:
-            text = self._read(self._policy.for_call(call), path)
+            text = self._read(policy, path)
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
         except FileNotFoundError:
             return ToolResult.error(f"No such file: {path}")
         except IsADirectoryError:
             return ToolResult.error(f"{path} is a directory; use file_list")
+        source = await self._source_of(policy.resolve_path(path), call)
+        if source:
+            call.taint.read(source)
         if start_line is not None or end_line is not None:
             lines = text.splitlines(keepends=True)
             first = max(start_line or 1, 1)

@@ -14,8 +14,12 @@ hand back, the runtime marks what the turn starts with, the gates ask `tainted`.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
 from urllib.parse import urlsplit
 
 # A web address as people write one: with a scheme, or a bare host with a dot and a path.
@@ -65,3 +69,32 @@ def where(url: str) -> str:
     """A URL as a source is named: host and path, no scheme or query ("example.org/page")."""
     parts = urlsplit(url)
     return f"{parts.hostname or ''}{parts.path if parts.path != '/' else ''}"[:120]
+
+
+class FileProvenance(Protocol):
+    """Where the workspace's files came from (agent/durable/file_sources.py keeps it): a
+    file written by a tainted turn carries its words to whoever reads it later."""
+
+    async def source_of(self, path: Path) -> str: ...  # "": nothing untrusted wrote it
+
+    async def record(self, paths: Iterable[Path], source: str) -> None: ...
+
+
+def written_since(folder: Path, since: float, *, limit: int = 20_000) -> list[Path]:
+    """The files under `folder` changed at or after `since` (seconds since the epoch): what a
+    command of a tainted turn may have written. At most `limit` entries are looked at."""
+    found: list[Path] = []
+    seen = 0
+    for directory, folders, files in os.walk(folder):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        for name in files:
+            seen += 1
+            if seen > limit:
+                return found
+            path = Path(directory, name)
+            try:
+                if path.stat(follow_symlinks=False).st_mtime >= since:
+                    found.append(path)
+            except OSError:
+                continue
+    return found

@@ -24,6 +24,7 @@ from agent.app import (
 )
 from agent.config import Settings
 from agent.daemon.setting_changes import SettingChanges
+from agent.durable.file_sources import FileSources
 from agent.durable.hardware_records import StateRecords
 from agent.durable.schedules import Schedules
 from agent.model.client import LLMClient
@@ -91,6 +92,7 @@ async def next_generation(
         app.memory,
         sandbox=app.sandbox,
         scrub=app.scrub,
+        file_sources=FileSources(db, new.workspace_dir),
     )
     if changes.touches("mcp"):
         app.mcp = await start_servers(new.mcp, new.home / "mcp", app.policy, app.sandbox, tools)

@@ -54,6 +54,9 @@ MIGRATIONS = {
     "inbox_id": "ALTER TABLE messages ADD COLUMN inbox_id INTEGER",
     "compacted": "ALTER TABLE messages ADD COLUMN compacted INTEGER NOT NULL DEFAULT 0",
 }
+# Version 6 (agent/durable/file/migrations.py): what untrusted content a turn had read
+# (tools/taint.py; "" none), kept on each of its messages.
+TAINTED_BY = "ALTER TABLE messages ADD COLUMN tainted_by TEXT NOT NULL DEFAULT ''"
 # A turn whose reply expired undelivered keeps only its user message (position 0).
 _DELIVERED = (
     "(m.position = 0 OR m.inbox_id IS NULL OR NOT EXISTS "
@@ -130,10 +133,17 @@ class SessionStore:
         await self._db.write(save)
 
     async def append_turn(
-        self, chat_key: str, messages: Sequence[Message], inbox_id: int | None = None
+        self,
+        chat_key: str,
+        messages: Sequence[Message],
+        inbox_id: int | None = None,
+        *,
+        tainted_by: str = "",
     ) -> None:
         """Store one turn on its own: the user's message first, then what answered it."""
-        await self._db.write(lambda conn: self.add_turn(conn, chat_key, messages, inbox_id))
+        await self._db.write(
+            lambda conn: self.add_turn(conn, chat_key, messages, inbox_id, tainted_by=tainted_by)
+        )
 
     def add_turn(
         self,
@@ -141,8 +151,11 @@ class SessionStore:
         chat_key: str,
         messages: Sequence[Message],
         inbox_id: int | None = None,
+        *,
+        tainted_by: str = "",
     ) -> None:
-        """Store one turn inside the caller's transaction (`StateDB.write`)."""
+        """Store one turn inside the caller's transaction (`StateDB.write`); `tainted_by`:
+        what untrusted content it read, which its words may carry into later turns."""
         if not messages:
             return
         session = _session(conn, chat_key)
@@ -154,7 +167,7 @@ class SessionStore:
         now = time.time()
         conn.executemany(
             "INSERT INTO messages (chat_key, session, turn, position, role, message, created_at,"
-            " inbox_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " inbox_id, tainted_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     chat_key,
@@ -165,10 +178,22 @@ class SessionStore:
                     json.dumps(message, ensure_ascii=False),
                     now,
                     inbox_id,
+                    tainted_by,
                 )
                 for position, message in enumerate(messages)
             ],
         )
+
+    async def tainted_by(self, chat_key: str) -> str:
+        """What untrusted content the latest tainted turn of the chat's current session read
+        ("": none): its words are in the history, or in the summary of it, that a new turn
+        sends, so the new turn starts tainted too (until /new starts a fresh session)."""
+        row = await self._db.fetchone(
+            f"SELECT tainted_by FROM messages WHERE chat_key = ? AND session = {_SESSION} "
+            "AND tainted_by != '' ORDER BY id DESC LIMIT 1",
+            (chat_key, chat_key),
+        )
+        return str(row[0]) if row else ""
 
     async def new_session(self, chat_key: str) -> None:
         """Start the chat afresh; the old messages stay in the file but leave the history."""

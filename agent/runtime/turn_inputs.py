@@ -20,6 +20,7 @@ from agent.model.responses import Message
 from channels.base import IncomingMessage
 from tools.base import Approver, ToolCallContext
 from tools.memory.store import MemoryStore
+from tools.taint import Taint, hosts_named
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,16 @@ async def turn_inputs(
         msg, settings.people, share_group_memories=settings.memory.share_group_memories
     )
     recall = await readable_scopes(memory, audience.recall)
+    taint = await starting_taint(msg, sessions, owner_private=audience.owner_private)
     remembered = ""
     if memory is not None:
-        remembered = await remembered_block(memory, recall, msg.text, settings.memory)
+        remembered = await remembered_block(
+            memory,
+            recall,
+            msg.text,
+            settings.memory,
+            unvetted_for=taint if audience.owner_private else None,
+        )
     prior = await history_for(
         sessions,
         key,
@@ -64,5 +72,25 @@ async def turn_inputs(
         owner_private=audience.owner_private,
         journal=journal,
         approve=approve,
+        taint=taint,
     )
     return TurnInputs(prior, remembered, context)
+
+
+async def starting_taint(
+    msg: IncomingMessage, sessions: SessionStore, *, owner_private: bool
+) -> Taint:
+    """What a turn holds from the start that the owner did not write: another person's
+    message, a group's conversation, or an earlier turn of this chat that read untrusted
+    content (its words are in the history it sends). The owner's own words name the hosts
+    a fetch may reach without asking."""
+    if owner_private:
+        taint = Taint(owner_hosts=hosts_named(msg.text))
+    else:
+        taint = Taint()
+        whose = "this group's messages" if msg.is_group else f"{msg.sender_name or 'a'}'s message"
+        taint.read(whose)
+    earlier = await sessions.tainted_by(msg.chat.key)
+    if earlier:
+        taint.read(f"an earlier turn of this chat ({earlier})")
+    return taint

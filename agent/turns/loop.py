@@ -27,6 +27,7 @@ from agent.durable.tool_journal import CallReplay, canonical
 from agent.model.responses import LLMResponse, Message, ModelClient, OnRetry, ToolCall, Usage
 from agent.turns import honesty
 from agent.turns.dispatch import Dispatcher, NativeDispatcher, ParsedCalls, visible_text
+from agent.turns.taint_gate import ask_if_tainted
 from tools.base import ApprovalRequest, JournalEntry, ToolCallContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
@@ -298,9 +299,12 @@ async def run_tool(
         )
     if not isinstance(args, dict):
         return ToolResult.error(f"The arguments for {call.name} must be a JSON object")
+    gated = await ask_if_tainted(tool, args, context)  # before the time limit starts
+    if isinstance(gated, ToolResult):
+        return gated
     try:
         async with asyncio.timeout(timeout_s) as deadline:
-            return await tool.run(args, _approval_time_not_counted(context, deadline))
+            return await tool.run(args, _approval_time_not_counted(gated, deadline))
     except TimeoutError:
         return ToolResult.error(f"{call.name} timed out after {timeout_s:g} s and was stopped")
     except Exception as exc:

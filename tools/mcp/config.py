@@ -62,6 +62,10 @@ class McpServerSettings(_Section):
     ask_tools: list[str] = Field(default_factory=list)
     read_only_tools: list[str] = Field(default_factory=list)
     exclude_tools: list[str] = Field(default_factory=list)  # never offered
+    # The owner trusts what this server returns (a server of their own, reading their own
+    # data): its results do not make a turn tainted, and in a tainted turn its read-only
+    # tools run without a question (tools/taint.py).
+    trusted: bool = False
     max_result_chars: int = Field(default=20_000, ge=200)
 
     @field_validator("env")

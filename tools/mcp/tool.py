@@ -84,6 +84,8 @@ class McpTool:
             return ToolResult.error(f"{header(server, tool)}\nNot done: {exc}")
         except RuntimeError as exc:
             return ToolResult.error(f"{header(server, tool)}\nFailed: {clean_text(str(exc))}")
+        if not self.link.settings.trusted:
+            call.taint.read(f"the MCP server {server}")
         limit = self.link.settings.max_result_chars
         return to_result(result, server=server, tool=tool, max_chars=limit, files=self._files)
 

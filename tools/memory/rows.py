@@ -21,6 +21,9 @@ class Memory:
     created_at: float  # seconds since the epoch
     updated_at: float
     score: float = 0.0  # set by MemoryStore.search(), see there; 0 elsewhere
+    # Kept by a turn that had read what the owner did not write: what it had read ("after
+    # reading example.org/page"), until the owner vets it; "": vetted.
+    unvetted: str = ""
 
 
 @dataclass(frozen=True)
@@ -42,9 +45,11 @@ class ImportRow:
 
 
 def from_row(row: tuple[Any, ...]) -> Memory:
-    """A row of `SELECT id, scope, content, tags, source, created_at, updated_at`."""
-    ident, scope, content, tags, source, created, updated = row
-    return Memory(ident, scope, content, tuple(json.loads(tags)), source, created, updated)
+    """A row of `SELECT id, scope, content, tags, source, created_at, updated_at, unvetted`."""
+    ident, scope, content, tags, source, created, updated, unvetted = row
+    return Memory(
+        ident, scope, content, tuple(json.loads(tags)), source, created, updated, unvetted=unvetted
+    )
 
 
 def iso(ts: float) -> str:

@@ -36,7 +36,10 @@ INDEXES = """
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_words USING fts5(terms, tokenize='unicode61');
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_trigram USING fts5(text, tokenize='trigram');
 """
-COLUMNS = "id, scope, content, tags, source, created_at, updated_at"
+COLUMNS = "id, scope, content, tags, source, created_at, updated_at, unvetted"
+# Columns added since SCHEMA's shape (state.db's version 6): what an unvetted memory was
+# kept after ("" vetted). A table of an older shape gains them (add_columns).
+ADDED = {"unvetted": "ALTER TABLE memories ADD COLUMN unvetted TEXT NOT NULL DEFAULT ''"}
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -82,6 +85,7 @@ def ensure(db: sqlite3.Connection, legacy_scope: Callable[[str], str]) -> None:
     tables = _tables(db)
     wanted = {"memories", "memories_words", "memories_trigram"}
     if wanted <= tables and "scope" in _columns(db, "memories"):
+        _add_columns(db)
         return
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -102,10 +106,32 @@ def ensure(db: sqlite3.Connection, legacy_scope: Callable[[str], str]) -> None:
             db.execute("DROP TABLE memories_legacy")
         if legacy or "memories_words" not in tables or "memories_trigram" not in tables:
             reindex(db)
+        add_columns(db)
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
         raise
+
+
+def _add_columns(db: sqlite3.Connection) -> None:
+    """The columns added since SCHEMA, in a transaction of their own when any is missing."""
+    if all(name in _columns(db, "memories") for name in ADDED):
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        add_columns(db)  # again, under the lock: another process may have added them
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def add_columns(db: sqlite3.Connection) -> None:
+    """Add what the memories table lacks of ADDED (inside the caller's transaction)."""
+    have = _columns(db, "memories")
+    for name, sql in ADDED.items():
+        if name not in have:
+            db.execute(sql)
 
 
 def reindex(db: sqlite3.Connection) -> None:

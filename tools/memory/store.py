@@ -48,7 +48,7 @@ Vectors = list[list[float]]
 Embedder = Callable[[list[str]], Awaitable[Vectors]]
 Rows = list[dict[str, Any]]
 Texts = list[str]
-New = tuple[str, str, tuple[str, ...], Source]  # scope, content, tags, source
+New = tuple[str, str, tuple[str, ...], Source, str]  # scope, content, tags, source, unvetted
 Memories = list[Memory]  # (inside MemoryStore, `list` is the method)
 T = TypeVar("T")
 
@@ -80,14 +80,21 @@ class MemoryStore:
     # ---- writing ----
 
     async def add(
-        self, scope: str, content: str, *, tags: Iterable[str] = (), source: Source = "tool"
+        self,
+        scope: str,
+        content: str,
+        *,
+        tags: Iterable[str] = (),
+        source: Source = "tool",
+        unvetted: str = "",
     ) -> tuple[Memory, bool]:
         """Keep `content` in `scope`; the bool says whether an existing memory was updated.
 
         A memory of the same scope that says almost the same thing (memory_text.near_duplicate:
         equal once normalised, or 95 % alike with the same numbers) is updated instead of
         duplicated: its text becomes the new wording, its tags gain the new ones, its
-        creation date stays. ValueError for an empty scope or content.
+        creation date stays; it is unvetted when the new wording is (`unvetted`: what the
+        turn had read that the owner did not write). ValueError for an empty scope or content.
         """
         content = content.strip()
         if not content or not scope.strip():  # a scope is opaque: used exactly as given
@@ -99,7 +106,7 @@ class MemoryStore:
             blob = pack(vectors[0]) if vectors else None
 
         def add(db: sqlite3.Connection) -> tuple[Memory, bool]:
-            new = (scope, content, clean_tags, source)  # the twin check and the write: one lock
+            new = (scope, content, clean_tags, source, unvetted)  # twin check and write: one lock
             return _write(db, twin(db, scope, content), new, blob, time.time())
 
         return await self._db.write(add)
@@ -169,7 +176,7 @@ class MemoryStore:
             for i, row in enumerate(parsed):
                 j = first[(row.scope, normalise(row.content))]
                 earlier = twins[i] if i == j else written[j]  # a repeat within the file
-                new: New = (row.scope, row.content, _clean_tags(row.tags), "import")
+                new: New = (row.scope, row.content, _clean_tags(row.tags), "import", "")
                 written[j], updated = _write(db, earlier, new, None, row.updated_at, row.created_at)
                 added += not updated
             return added
@@ -225,11 +232,24 @@ class MemoryStore:
     async def get(self, id: int) -> Memory | None:
         return await self._run(lambda db: _get(db, id))
 
-    async def list(self, scopes: Sequence[str] | None = None, limit: int = 100) -> Memories:
-        """The newest memories first, of `scopes` (None: all)."""
+    async def list(
+        self, scopes: Sequence[str] | None = None, limit: int = 100, *, unvetted: bool = False
+    ) -> Memories:
+        """The newest memories first, of `scopes` (None: all); `unvetted`: only those."""
         where, params = _scope_clause(scopes)
+        if unvetted:
+            where = f"{where} {'AND' if where else 'WHERE'} unvetted != ''"
         sql = f"SELECT {schema.COLUMNS} FROM memories {where} ORDER BY id DESC LIMIT ?"
         return await self._run(lambda db: [from_row(r) for r in db.execute(sql, (*params, limit))])
+
+    async def vet(self, id: int) -> Memory | None:
+        """The owner vouches for a memory: it is recalled as any other from now on."""
+
+        def vet(db: sqlite3.Connection) -> Memory | None:
+            db.execute("UPDATE memories SET unvetted = '' WHERE id = ?", (id,))
+            return _get(db, id)
+
+        return await self._db.write(vet)
 
     async def scopes(self) -> Texts:
         """Every scope that holds a memory, sorted (for the owner, who sees them all)."""
@@ -316,8 +336,9 @@ def _write(
     now: float,
     created: float | None = None,
 ) -> tuple[Memory, bool]:
-    """Insert the memory `new` (scope, content, tags, source), or update its `twin`."""
-    scope, content, tags, source = new
+    """Insert the memory `new` (scope, content, tags, source, unvetted), or update its
+    `twin` (which takes the new wording's standing: unvetted words make it unvetted)."""
+    scope, content, tags, source, unvetted = new
     if twin is not None:
         merged = _clean_tags([*twin.tags, *tags])
         if blob is None and normalise(twin.content) != normalise(content):
@@ -326,21 +347,23 @@ def _write(
             db.execute("UPDATE memories SET embedding = ? WHERE id = ?", (blob, twin.id))
         updated = max(now, twin.updated_at)
         db.execute(
-            "UPDATE memories SET content = ?, tags = ?, updated_at = ? WHERE id = ?",
-            (content, json.dumps(merged, ensure_ascii=False), updated, twin.id),
+            "UPDATE memories SET content = ?, tags = ?, updated_at = ?, unvetted = ? WHERE id = ?",
+            (content, json.dumps(merged, ensure_ascii=False), updated, unvetted, twin.id),
         )
         schema.unindex(db, twin.id)
         schema.index(db, twin.id, content, list(merged))
-        return replace(twin, content=content, tags=merged, updated_at=updated), True
+        changed = replace(twin, content=content, tags=merged, updated_at=updated)
+        return replace(changed, unvetted=unvetted), True
     created = now if created is None else created
+    tag_text = json.dumps(tags, ensure_ascii=False)
     cursor = db.execute(
         "INSERT INTO memories (scope, content, tags, source, created_at, updated_at, "
-        "embedding) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (scope, content, json.dumps(tags, ensure_ascii=False), source, created, now, blob),
+        "embedding, unvetted) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (scope, content, tag_text, source, created, now, blob, unvetted),
     )
     ident = cast(int, cursor.lastrowid)
     schema.index(db, ident, content, list(tags))
-    return Memory(ident, scope, content, tags, source, created, now), False
+    return Memory(ident, scope, content, tags, source, created, now, unvetted=unvetted), False
 
 
 def _unembedded(

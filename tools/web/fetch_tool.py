@@ -14,6 +14,7 @@ import ssl
 
 from tools.base import FunctionTool, ToolCallContext, ToolResult
 from tools.config import WebSettings
+from tools.taint import where
 from tools.web.page_text import Page, kind_of, page_text
 from tools.web.pinned_fetch import Fetched, FetchFailed, FetchLimits, fetch
 from tools.web.url_guard import HostRules, Refused, Resolver, system_resolve
@@ -68,6 +69,7 @@ class WebFetch:
             )
         except (Refused, FetchFailed) as exc:
             return ToolResult.error(str(exc))
+        call.taint.read(where(fetched.url))  # from here on the turn holds the server's words
         if not 200 <= fetched.status < 300:
             return ToolResult.error(
                 f"{fetched.url} answered HTTP {fetched.status} {fetched.reason}".rstrip()

@@ -69,4 +69,5 @@ class WebSearch:
         except httpx.HTTPError as exc:
             reason = " ".join(str(exc).split())[:200] or type(exc).__name__
             return ToolResult.error(f"{provider.name} could not be reached: {reason}")
+        call.taint.read(f"{provider.name} results for {query[:60]!r}")
         return ToolResult.success(results_text(query, provider.name, hits))

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from agent.durable import (
     always_allowed,
+    file_sources,
     hardware_records,
     inbox,
     outbox,
@@ -89,12 +90,22 @@ def _version_5(conn: sqlite3.Connection) -> None:
     run_script(conn, hardware_records.SCHEMA)
 
 
+def _version_6(conn: sqlite3.Connection) -> None:
+    """Taint: what untrusted content each turn had read, the memories kept unvetted, and
+    the workspace files written after untrusted content."""
+    if "tainted_by" not in columns(conn, "messages"):
+        conn.execute(sessions.TAINTED_BY)
+    memory_schema.add_columns(conn)
+    run_script(conn, file_sources.SCHEMA)
+
+
 STEPS: tuple[Step, ...] = (
     Step(1, "sessions, inbox, outbox, schedules, approvals, quirks, memories", _version_1),
     Step(2, "the tool journal, the parts sent", _version_2),
     Step(3, "usage, budget overrides and notices, chat models", _version_3),
     Step(4, "pairing codes, people and groups let in, locks", _version_4),
     Step(5, "the boards' actuation log, max_on_s deadlines, kept readings", _version_5),
+    Step(6, "what turns read of others', unvetted memories, files written after it", _version_6),
 )
 LATEST = STEPS[-1].version
 
