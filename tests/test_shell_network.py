@@ -229,6 +229,7 @@ async def test_a_tainted_turn_at_full_asks_and_denied_reaches_nothing(
     [request] = owner.asked
     assert f"network access after reading {PAGE}" in request.reason
     assert all(rule.startswith(ASK_EACH_TIME) for rule in request.rules)
+    assert request.owner_only
 
 
 @pytest.mark.parametrize("way", WAYS)

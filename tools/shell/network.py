@@ -14,7 +14,8 @@ the owner approved that command with network access.
 - `full`: the network as `[security] sandbox_network` says, unless the turn is tainted.
 - A tainted turn (tools/taint.py), at every level: the network only for a command the owner
   approved, the question naming what was read; at `full` every command asks. Its rules
-  are asked each time: "Always allow" in such a turn remembers nothing.
+  are asked each time ("Always allow" in such a turn remembers nothing), and only the owner
+  may answer (`owner_only`).
 """
 
 from __future__ import annotations
@@ -110,9 +111,8 @@ def gate(
             f"{'network access' if sandbox_network else 'a command'} {taint.why()}: at "
             f"autonomy full every command of a turn that read untrusted content asks; {with_net}"
         )
-        request = ApprovalRequest(
-            tool, action, reason, (f"{ASK_EACH_TIME}shell after untrusted content",), _TAINTED
-        )
+        rules = (f"{ASK_EACH_TIME}shell after untrusted content",)
+        request = ApprovalRequest(tool, action, reason, rules, _TAINTED, owner_only=True)
         return Gate(request, sandbox_network)
     online = bool(network) and sandbox_network
     if not asks:
@@ -121,7 +121,8 @@ def gate(
         return Gate(ApprovalRequest(tool, action, "; ".join(asks), rules, covers), online)
     said = f"network access {taint.why()}" if online else f"asked each time {taint.why()}"
     each_time = tuple(r if r.startswith(ASK_EACH_TIME) else ASK_EACH_TIME + r for r in rules)
-    request = ApprovalRequest(tool, action, "; ".join((*asks, said)), each_time, _TAINTED)
+    reasons = "; ".join((*asks, said))
+    request = ApprovalRequest(tool, action, reasons, each_time, _TAINTED, owner_only=True)
     return Gate(request, online)
 
 
