@@ -116,6 +116,11 @@ class OutgoingPart:
     previews: bool = True  # False: sent with link previews and embeds off (Reply.previews)
 
 
+# What a channel sends instead of a URL file in a part without previews: the platform
+# would fetch that URL itself. (agent/runtime/media.py leaves such markers out already.)
+LEFT_OUT_LINK = "[left out: a link from a turn that read untrusted content]"
+
+
 class SendFailed(Exception):
     """A part did not go out, or may not have. `retry_after`: the platform said when to try
     again; `permanent`: the platform refused it and trying again cannot help (the user
@@ -150,13 +155,15 @@ def reply_parts(
     reply: Reply, max_chars: int, split: Callable[[str, int], list[str]]
 ) -> list[OutgoingPart]:
     """The text in parts of at most `max_chars` (the first answers `reply_to`), then each
-    file as a part of its own."""
+    file as a part of its own; every part keeps the reply's `previews` (a tainted turn's
+    reply has none on any of its messages)."""
     texts = split(reply.text, max_chars) if reply.text.strip() else []
+    previews = reply.previews
     parts = [
-        OutgoingPart(text=text, reply_to=reply.reply_to if index == 0 else "")
+        OutgoingPart(text=text, reply_to=reply.reply_to if index == 0 else "", previews=previews)
         for index, text in enumerate(texts)
     ]
-    return parts + [OutgoingPart(media=item) for item in reply.media]
+    return parts + [OutgoingPart(media=item, previews=previews) for item in reply.media]
 
 
 DOCUMENT_NAME = "reply.md"
@@ -172,8 +179,10 @@ def within_parts(reply: Reply, parts: list[OutgoingPart], max_parts: int) -> lis
     if len(texts) <= max_parts:
         return parts
     document = OutgoingMedia("DOCUMENT", DOCUMENT_NAME, inline=reply.text)
-    first = [OutgoingPart(text=_summary(reply.text), reply_to=reply.reply_to)]
-    return first + [OutgoingPart(media=document)] + [p for p in parts if p.media is not None]
+    previews = reply.previews
+    first = [OutgoingPart(text=_summary(reply.text), reply_to=reply.reply_to, previews=previews)]
+    whole = OutgoingPart(media=document, previews=previews)
+    return first + [whole] + [p for p in parts if p.media is not None]
 
 
 def _summary(text: str) -> str:

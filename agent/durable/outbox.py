@@ -128,14 +128,22 @@ class PartOutcome:
 
 
 def _encode_parts(parts: list[OutgoingPart]) -> str:
+    """Every field of each part, `previews` too: a tainted reply resumed after a restart
+    still goes out without link previews."""
     return json.dumps([asdict(part) for part in parts], ensure_ascii=False)
 
 
 def _decode_parts(text: str) -> list[OutgoingPart]:
+    """The parts as stored; a row from before `previews` was kept had every preview on."""
     parts = []
     for item in json.loads(text):
         media = OutgoingMedia(**item["media"]) if item.get("media") else None
-        parts.append(OutgoingPart(text=item["text"], media=media, reply_to=item["reply_to"]))
+        previews = bool(item.get("previews", True))
+        parts.append(
+            OutgoingPart(
+                text=item["text"], media=media, reply_to=item["reply_to"], previews=previews
+            )
+        )
     return parts
 
 

@@ -1,13 +1,15 @@
 """Approvals: a tool's request asked of the owner in the chat it came from, with a deadline.
 
 An "Always allow" answer is remembered (agent/durable/always_allowed.py) unless the rule
-says each time.
+says each time. The question shows addresses defanged (`hxxp://attacker[.]example/?d=…`):
+it quotes what the model wants to do, and no client may turn that into a link to fetch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import uuid
 
 from agent.durable.always_allowed import AlwaysAllowed
@@ -17,13 +19,40 @@ from tools.base import ASK_EACH_TIME, ApprovalRequest, Approver
 log = logging.getLogger(__name__)
 
 
+_SCHEME = re.compile(r"\b([a-z][a-z0-9+.-]*)://([^\s/?#<>\"'`]*)", re.I)
+_NAME = r"(?:[a-z0-9_-]+\.)+[a-z][a-z0-9-]*"
+# A name without a scheme is defanged where it reads as an address: followed by a path,
+# a query or a port, after a user name (`git@host`), with three labels or more (a DNS
+# lookup's name), or an IPv4 address. A file name ("notes.md") is left as it is.
+_BARE = re.compile(
+    rf"(?<![\w.@-]){_NAME}(?=[/?#]|:\d)|(?<=@){_NAME}\b|(?<![\w.-])(?:[a-z0-9_-]+\.){{2,}}"
+    rf"[a-z][a-z0-9-]*\b(?![.-]?\w)|\b\d{{1,3}}(?:\.\d{{1,3}}){{3}}\b",
+    re.I,
+)
+_SCHEMES = {"http": "hxxp", "https": "hxxps", "ftp": "fxp", "ftps": "fxps"}
+
+
+def defanged(text: str) -> str:
+    """`text` with every address written so that no client makes it a link (the usual
+    defang: `hxxps://attacker[.]example/?d=…`); still readable, and copied back by hand."""
+
+    def url(found: re.Match[str]) -> str:
+        scheme, authority = found.group(1), found.group(2)
+        shown = _SCHEMES.get(scheme.lower())
+        prefix = f"{shown}://" if shown else f"{scheme}[://]"
+        return prefix + authority.replace(".", "[.]")
+
+    text = _SCHEME.sub(url, text)
+    return _BARE.sub(lambda found: found.group(0).replace(".", "[.]"), text)
+
+
 def question_text(request: ApprovalRequest) -> str:
     """The question as the owner reads it, with what "Always allow" would cover from now on
-    (said before the button is pressed, never after)."""
+    (said before the button is pressed, never after); every address in it defanged."""
     text = f"Approve {request.tool}: {request.action}\n(Why I ask: {request.reason})"
     if request.always_covers:
         text += f"\n({request.always_covers})"
-    return text
+    return defanged(text)
 
 
 def chat_approver(

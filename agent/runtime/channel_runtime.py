@@ -260,7 +260,8 @@ class ChannelRuntime:
         quiet = msg.is_group or trigger is not None  # may answer with the silent token
         silent = quiet and outcome.status == "done" and is_silent(outcome.text)
         files = reply_files(self._policy, msg, self.settings.people)
-        reply = resolve_reply(outcome.text, files, reply_to="" if trigger else msg.message_id)
+        reply_to, previews = "" if trigger else msg.message_id, not outcome.tainted_by
+        reply = resolve_reply(outcome.text, files, reply_to=reply_to, previews=previews)
         status = "failed" if outcome.status == "retry" else outcome.status
         kept = [] if silent and trigger is not None else outcome.messages  # no empty check-ins
         parts, within = None if silent else self.parts(reply), self._deliver_within_s
@@ -359,7 +360,8 @@ class ChannelRuntime:
             outcome = await self._turn(fetched, on_event=on_event, on_text=on_text)
         await self.sessions.append_turn(msg.chat.key, outcome.messages)
         files = reply_files(self._policy, msg, self.settings.people)
-        return resolve_reply(outcome.text, files, reply_to=msg.message_id)
+        previews = not outcome.tainted_by  # a tainted turn's reply: no previews, no URL media
+        return resolve_reply(outcome.text, files, reply_to=msg.message_id, previews=previews)
 
     def cancel(self, chat_key: str) -> bool:
         task = self._running.get(chat_key)

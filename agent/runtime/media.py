@@ -8,11 +8,19 @@ from collections.abc import Mapping
 
 from agent.config import PersonSettings
 from agent.conversation.scopes import audience_of
-from channels.base import IncomingMessage, OutgoingMedia, Reply
+from channels.base import IncomingMessage, MediaKind, OutgoingMedia, Reply
 from channels.markers import extract_markers
 from tools.base import ToolCallContext
 from tools.paths import PathRules, PolicyError
 from tools.policy import SecurityPolicy
+
+_LINKS: dict[MediaKind, str] = {
+    "IMAGE": "an image link",
+    "DOCUMENT": "a document link",
+    "VIDEO": "a video link",
+    "AUDIO": "an audio link",
+    "VOICE": "a voice message link",
+}
 
 
 def reply_files(
@@ -24,14 +32,23 @@ def reply_files(
     return policy.for_call(call).paths
 
 
-def resolve_reply(text: str, paths: PathRules, *, reply_to: str = "") -> Reply:
+def resolve_reply(
+    text: str, paths: PathRules, *, reply_to: str = "", previews: bool = True
+) -> Reply:
     """Take the markers out of `text`. A local file the resolver refuses (outside the
     workspace, forbidden, a hard link from outside, a bad name) or one that is missing is
-    not sent, and the reply says why."""
+    not sent, and the reply says why. Without `previews` (a turn that read untrusted
+    content) a URL marker is left out with a note: the platform would fetch that URL
+    itself (Telegram's sendPhoto does), and data can ride in it."""
     cleaned, markers = extract_markers(text)
     media: list[OutgoingMedia] = []
     notices: list[str] = []
     for marker in markers:
+        if marker.is_url and not previews:
+            notices.append(
+                f"[left out: {_LINKS[marker.kind]} from a turn that read untrusted content]"
+            )
+            continue
         if marker.is_url:
             media.append(OutgoingMedia(marker.kind, marker.target, is_url=True))
             continue
@@ -47,4 +64,4 @@ def resolve_reply(text: str, paths: PathRules, *, reply_to: str = "") -> Reply:
             media.append(OutgoingMedia(marker.kind, str(path)))
     if notices:
         cleaned = "\n\n".join(part for part in (cleaned, *notices) if part)
-    return Reply(text=cleaned, media=tuple(media), reply_to=reply_to)
+    return Reply(text=cleaned, media=tuple(media), reply_to=reply_to, previews=previews)

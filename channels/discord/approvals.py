@@ -5,6 +5,10 @@ The buttons are described with a ``discord.ui.View`` but answered by one listene
 (``on_interaction``) that finds the question by the key in the button's custom_id: the view is
 stopped before it is sent, so discord.py does not keep it in its view store, and a press on
 a question that no longer waits (a timeout, a restart) still gets an answer.
+
+The question and every edit of it have their embeds suppressed: it quotes the model's
+action, and an embed would have Discord fetch a URL that may carry the owner's data
+(discord.py's Message.edit clears the flag unless it is passed again).
 """
 
 from __future__ import annotations
@@ -76,14 +80,17 @@ class DiscordApprovals:
         key = button_key(question.id, MAX_KEY_BYTES)
         with self._waiting.waiting(key, question, may_answer) as pending:
             try:
-                message = await channel.send(shown(question), view=buttons(key, question))
+                message = await channel.send(
+                    shown(question), view=buttons(key, question), suppress_embeds=True
+                )
             except Exception:
                 log.exception("discord: could not ask for approval of %s", question.id)
                 raise
             try:
                 return await pending.future
             except asyncio.CancelledError:
-                edit = message.edit(content=shown(question, unanswered(question)), view=None)
+                text = shown(question, unanswered(question))
+                edit = message.edit(content=text, view=None, suppress=True)
                 await _best_effort(edit, "time out")
                 raise
 
@@ -106,7 +113,8 @@ class DiscordApprovals:
             return
         try:
             outcome = shown(press.pending.question, OUTCOMES[press.answer])
-            await _best_effort(response.edit_message(content=outcome, view=None), "show it")
+            edit = response.edit_message(content=outcome, view=None, suppress_embeds=True)
+            await _best_effort(edit, "show it")
         finally:
             settle(press)
 

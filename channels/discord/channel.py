@@ -25,6 +25,7 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
 from channels.base import (
+    LEFT_OUT_LINK,
     ApprovalAnswer,
     ApprovalQuestion,
     ChatRef,
@@ -280,19 +281,26 @@ class DiscordChannel:
         """One message: text (a reply to `reply_to`, or a slash command's answer) or one
         file; a file that cannot go is reported in the chat. One attempt: the outbox
         retries (discord.py itself already waits out rate limits). Every message carries
-        the part's nonce, so Discord drops a resend of one that did arrive. The message's
-        id is returned."""
-        nonce = part.nonce or None
+        the part's nonce, so Discord drops a resend of one that did arrive; a part without
+        previews (a tainted turn's) has its embeds suppressed, so Discord fetches no link
+        of it. The message's id is returned."""
+        nonce, suppress = part.nonce or None, not part.previews
         try:
             channel = await self.target(chat)
             if part.media is not None:
-                return _id(await self._send_media(channel, part.media, nonce))
+                return _id(await self._send_media(channel, part.media, nonce, suppress))
             interaction = self._interactions.pop(part.reply_to, None)
             if interaction is not None:  # a webhook: no nonce; tried once, then as a message
-                return _id(await interaction.followup.send(part.text, wait=True))
+                followup = interaction.followup
+                sent = await followup.send(part.text, wait=True, suppress_embeds=suppress)
+                return _id(sent)
             reference = _reference(part.reply_to, channel)
             sent = await channel.send(
-                part.text, reference=reference, mention_author=False, nonce=nonce
+                part.text,
+                reference=reference,
+                mention_author=False,
+                nonce=nonce,
+                suppress_embeds=suppress,
             )
             return _id(sent)
         except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
@@ -309,29 +317,38 @@ class DiscordChannel:
         return await self.approvals.ask(await self.target(chat), question, may_answer)
 
     async def _send_media(
-        self, channel: Messageable, item: OutgoingMedia, nonce: str | None
+        self, channel: Messageable, item: OutgoingMedia, nonce: str | None, suppress: bool
     ) -> Any:  # the discord.Message sent
+        """The file, or a line saying why not; a URL is sent as a link Discord previews,
+        never from a part without previews (`suppress`: its link is left out)."""
+        if item.is_url and suppress:
+            return await channel.send(LEFT_OUT_LINK, nonce=nonce, suppress_embeds=True)
         if item.is_url:  # Discord shows a preview of the link
             return await channel.send(item.source, nonce=nonce)
         limit = getattr(getattr(channel, "guild", None), "filesize_limit", DEFAULT_UPLOAD_LIMIT)
         if item.data is None:
             return await channel.send(
-                f"(Could not send {item.name}: it was not read.)", nonce=nonce
+                f"(Could not send {item.name}: it was not read.)",
+                nonce=nonce,
+                suppress_embeds=suppress,
             )
         if len(item.data) > limit:
             return await channel.send(
                 f"(Could not send {item.name}: {len(item.data) / 1e6:.1f} MB is over "
                 f"Discord's upload limit of {limit / 1e6:.0f} MB.)",
                 nonce=nonce,
+                suppress_embeds=suppress,
             )
         try:
             upload = discord.File(io.BytesIO(item.data), filename=item.name)
-            return await channel.send(file=upload, nonce=nonce)
+            return await channel.send(file=upload, nonce=nonce, suppress_embeds=suppress)
         except discord.HTTPException as exc:
             if exc.status >= 500 or exc.status in (403, 404, 429):
                 raise
             why = exc.text or exc.status
-            return await channel.send(f"(Could not send {item.name}: {why}.)", nonce=nonce)
+            return await channel.send(
+                f"(Could not send {item.name}: {why}.)", nonce=nonce, suppress_embeds=suppress
+            )
 
 
 class DiscordStream(PacedStream):
@@ -345,18 +362,24 @@ class DiscordStream(PacedStream):
         self._message: discord.Message | None = None
 
     async def show(self, text: str) -> None:
+        """The draft, always with embeds suppressed: it is shown before anyone knows whether
+        the turn will read untrusted content. discord.py's edit clears the flag unless told."""
         if self._message is None:
             target = await self._channel.target(self._chat)
             self._message = await target.send(
-                text, reference=_reference(self._reply_to, target), mention_author=False
+                text,
+                reference=_reference(self._reply_to, target),
+                mention_author=False,
+                suppress_embeds=True,
             )
         elif text != self._message.content:
-            self._message = await self._message.edit(content=text)
+            self._message = await self._message.edit(content=text, suppress=True)
 
     async def replace(self, first: OutgoingPart) -> bool:
+        """The reply in place of the draft: its embeds shown only if the reply allows them."""
         if self._message is None:
             return False
-        await self._message.edit(content=first.text)
+        await self._message.edit(content=first.text, suppress=not first.previews)
         return True
 
 

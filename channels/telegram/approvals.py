@@ -15,7 +15,14 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
+from telegram import (
+    CallbackQuery,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    LinkPreviewOptions,
+    Message,
+    Update,
+)
 
 from channels.approvals import (
     EDIT_TIMEOUT_S,
@@ -37,6 +44,9 @@ MAX_KEY_BYTES = 40  # prefix, code and key stay well under Telegram's 64-byte ca
 MAX_TEXT = 4096 - 64  # room for the outcome line under Telegram's message limit
 
 SendQuestion = Callable[[str, InlineKeyboardMarkup], Awaitable[Message]]
+# A question and its edits never preview a link (an edit without it previews again): the
+# question quotes the model's action, whose URL may carry the owner's data.
+NO_PREVIEWS = LinkPreviewOptions(is_disabled=True)
 
 
 def keyboard(key: str, question: ApprovalQuestion) -> InlineKeyboardMarkup:
@@ -84,7 +94,8 @@ class TelegramApprovals:
                 return await pending.future
             except asyncio.CancelledError:
                 # Without reply_markup the edit also removes the buttons.
-                edit = message.edit_text(shown(question, unanswered(question)))
+                text = shown(question, unanswered(question))
+                edit = message.edit_text(text, link_preview_options=NO_PREVIEWS)
                 await _best_effort(edit, "time out")
                 raise
 
@@ -103,7 +114,8 @@ class TelegramApprovals:
             return
         try:
             await _tell(query, press.toast)
-            edit = query.edit_message_text(shown(press.pending.question, OUTCOMES[press.answer]))
+            text = shown(press.pending.question, OUTCOMES[press.answer])
+            edit = query.edit_message_text(text, link_preview_options=NO_PREVIEWS)
             await _best_effort(edit, "show the answer")
         finally:
             settle(press)

@@ -21,6 +21,7 @@ from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 
 from channels.base import (
+    LEFT_OUT_LINK,
     ApprovalAnswer,
     ApprovalQuestion,
     ChatRef,
@@ -37,7 +38,7 @@ from channels.base import (
 from channels.capabilities import CHAT_COMMANDS, TELEGRAM, TELEGRAM_DELIVERY
 from channels.config import TelegramSettings
 from channels.stream import PacedStream
-from channels.telegram.approvals import TelegramApprovals
+from channels.telegram.approvals import NO_PREVIEWS, TelegramApprovals
 from channels.telegram.incoming import addressed_to_bot, remote_files, to_incoming
 from channels.telegram.polling import UpdatePoller, retry_seconds
 from channels.telegram.send_errors import as_send_failed
@@ -190,24 +191,34 @@ class TelegramChannel:
     async def send_part(self, chat: ChatRef, part: OutgoingPart) -> str | None:
         """One attempt; the message id Telegram gave it (kept with the part in the outbox)."""
         if part.media is not None:
-            return await self._send_media(chat, part.media)
-        return await self.send_text(chat, part.text, part.reply_to)
+            return await self._send_media(chat, part.media, part.previews)
+        return await self.send_text(chat, part.text, part.reply_to, previews=part.previews)
 
     async def send_text(
-        self, chat: ChatRef, text: str, reply_to: str, edit: Message | None = None
+        self,
+        chat: ChatRef,
+        text: str,
+        reply_to: str,
+        edit: Message | None = None,
+        *,
+        previews: bool = True,
     ) -> str | None:
         """As HTML, or as plain text when Telegram rejects the markup; with `edit`, replace
-        that message's text instead. One attempt: the outbox retries."""
+        that message's text instead. One attempt: the outbox retries. Without `previews`
+        Telegram is told not to fetch a link to preview it, on the edit too (an edit
+        without the option previews again)."""
+        options = None if previews else NO_PREVIEWS
 
         async def attempt(body: str, mode: str | None) -> Any:
             if edit is not None:
-                return await edit.edit_text(body, parse_mode=mode)
+                return await edit.edit_text(body, parse_mode=mode, link_preview_options=options)
             return await self.bot.send_message(
                 chat.chat_id,
                 body,
                 parse_mode=mode,
                 message_thread_id=_thread(chat),
                 reply_parameters=_reply(reply_to),
+                link_preview_options=options,
             )
 
         try:
@@ -225,20 +236,29 @@ class TelegramChannel:
         self, chat: ChatRef, question: ApprovalQuestion, may_answer: MayAnswer
     ) -> ApprovalAnswer:
         """The question in the chat (and thread) with Approve / Deny / Always allow buttons;
-        see channels/telegram/approvals.py."""
+        see channels/telegram/approvals.py. Never with a link preview: the question quotes
+        what the model wants to do, and a preview would fetch its URL before anyone answers."""
 
         async def send(text: str, buttons: InlineKeyboardMarkup) -> Message:
             message: Message = await with_retries(
                 lambda: self.bot.send_message(
-                    chat.chat_id, text, message_thread_id=_thread(chat), reply_markup=buttons
+                    chat.chat_id,
+                    text,
+                    message_thread_id=_thread(chat),
+                    reply_markup=buttons,
+                    link_preview_options=NO_PREVIEWS,
                 )
             )
             return message
 
         return await self._approvals.ask(send, question, may_answer)
 
-    async def _send_media(self, chat: ChatRef, media: OutgoingMedia) -> str | None:
-        """The file, or, when Telegram refuses it or it is gone, a line saying so."""
+    async def _send_media(
+        self, chat: ChatRef, media: OutgoingMedia, previews: bool = True
+    ) -> str | None:
+        """The file, or, when Telegram refuses it or it is gone, a line saying so. A URL is
+        fetched by Telegram itself: never one from a reply without previews (a tainted
+        turn's; agent/runtime/media.py leaves those out already)."""
         senders: dict[str, Callable[..., Awaitable[Any]]] = {
             "IMAGE": self.bot.send_photo,
             "DOCUMENT": self.bot.send_document,
@@ -248,6 +268,8 @@ class TelegramChannel:
         }
         send = senders[media.kind]
         thread = _thread(chat)
+        if media.is_url and not previews:
+            return await self.send_text(chat, LEFT_OUT_LINK, "", previews=False)
         try:
             if media.is_url:
                 return _id(
@@ -268,7 +290,7 @@ class TelegramChannel:
                 raise
             log.warning("telegram: could not send %s: %s", media.source, exc)
             note = f"(Could not send {Path(media.source).name}: {exc})"
-            return await self.send_text(chat, note, "")
+            return await self.send_text(chat, note, "", previews=previews)
 
 
 class TelegramStream(PacedStream):
@@ -282,21 +304,26 @@ class TelegramStream(PacedStream):
         self._message: Message | None = None
 
     async def show(self, text: str) -> None:
+        """The draft, always without link previews: it is shown before anyone knows whether
+        the turn will read untrusted content."""
         if self._message is None:
             self._message = await self._channel.bot.send_message(
                 self._chat.chat_id,
                 text,
                 message_thread_id=_thread(self._chat),
                 reply_parameters=_reply(self._reply_to),
+                link_preview_options=NO_PREVIEWS,
             )
         elif text != self._message.text:
-            edited = await self._message.edit_text(text)
+            edited = await self._message.edit_text(text, link_preview_options=NO_PREVIEWS)
             self._message = edited if isinstance(edited, Message) else self._message
 
     async def replace(self, first: OutgoingPart) -> bool:
         if self._message is None:
             return False
-        await self._channel.send_text(self._chat, first.text, "", edit=self._message)
+        await self._channel.send_text(
+            self._chat, first.text, "", edit=self._message, previews=first.previews
+        )
         return True
 
 
