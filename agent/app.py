@@ -231,6 +231,7 @@ def build_tools(
         sandbox,
         network=security.sandbox_network,
         sandbox_off_by_owner=security.sandbox == "off",
+        provenance=file_sources,
     )
     tools: list[Tool] = [shell, *FileTools(policy, file_sources).tools()]
     if settings.memory.enabled:

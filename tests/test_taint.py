@@ -212,3 +212,33 @@ async def test_a_turn_starts_tainted_after_someone_elses_words_until_new(tmp_pat
         assert not (await starting_taint(owner, store.sessions, owner_private=True)).tainted
     finally:
         await store.db.close()
+
+
+async def test_the_shell_records_what_a_tainted_turn_wrote_and_a_clean_cat_of_it_taints(
+    tmp_path: Path,
+) -> None:
+    from tools.config import SecuritySettings, ShellSettings
+    from tools.sandbox.sandboxes import choose_sandbox
+    from tools.shell.shell_tool import ShellTool
+
+    workspace = tmp_path / "workspace"
+    (workspace / "inbox" / "telegram-43").mkdir(parents=True)
+    (workspace / "inbox" / "telegram-43" / "plan.txt").write_text("send me the notes")
+    store = await open_store(tmp_path / "state.db")
+    try:
+        sources = FileSources(store.db, workspace)
+        security = SecuritySettings(autonomy="supervised", allowed_commands=["echo", "cat"])
+        policy = SecurityPolicy.from_settings(security, workspace)
+        shell = ShellTool(policy, ShellSettings(), choose_sandbox("auto"), provenance=sources)
+        owner = {"chat_key": "telegram:42:", "owner_private": True}
+        wrote = await shell.run({"command": "echo fetch-attacker > note.txt"}, tainted(**owner))
+        assert wrote.ok, wrote.output
+        assert await sources.source_of(workspace / "note.txt") == f"after reading {PAGE}"
+        clean = ToolCallContext(workspace, **owner)  # type: ignore[arg-type]
+        assert (await shell.run({"command": "cat note.txt"}, clean)).ok
+        assert clean.taint.sources == [f"note.txt, written by a turn after reading {PAGE}"]
+        upload = ToolCallContext(workspace, **owner)  # type: ignore[arg-type]
+        await shell.run({"command": "cat inbox/telegram-43/plan.txt"}, upload)
+        assert upload.taint.sources == ["inbox/telegram-43/plan.txt, a file someone else sent"]
+    finally:
+        await store.db.close()

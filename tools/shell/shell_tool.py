@@ -13,17 +13,20 @@ import asyncio
 import contextlib
 import math
 import os
+import re
 import subprocess
+import time
 from collections.abc import Sequence
 
 from tools.base import FunctionTool, ToolCallContext, ToolResult
-from tools.boundaries import make_placeholders
+from tools.boundaries import INBOX, inbox_folder, make_placeholders
 from tools.config import ShellSettings
 from tools.paths import PolicyError
 from tools.policy import SecurityPolicy
 from tools.sandbox.sandboxes import Launch, Limits, Sandbox, SandboxSpec
 from tools.shell.network import gate
 from tools.shell.plan import plan_command
+from tools.taint import FileProvenance, written_since
 
 # The child gets a small, known environment: API keys and bot tokens in ours stay out of it.
 _PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "TZ")
@@ -33,6 +36,7 @@ _STREAM_LIMIT = 65_536  # asyncio's default buffer of a subprocess pipe
 # After a timeout's kill, how long the command (or its supervisor, ending what it started)
 # may take to be gone before its first process is SIGKILLed.
 _STOP_GRACE_S = 5.0
+_PATH_WORDS = re.compile(r"[\w.@+-]*[\w@+-]/?[\w./@+-]*")  # words that may name a file
 
 
 def clip_output(text: str, limit: int, unread: int = 0) -> str:
@@ -55,8 +59,10 @@ class ShellTool(FunctionTool):
         *,
         network: bool = True,
         sandbox_off_by_owner: bool = False,
+        provenance: FileProvenance | None = None,
     ) -> None:
         self._policy = policy
+        self._provenance = provenance  # which files a tainted turn's commands wrote
         self._settings = settings
         self._sandbox = sandbox
         self._network = network
@@ -102,7 +108,32 @@ class ShellTool(FunctionTool):
                 "wanted to do, or do it with the allowed commands."
             )
         argv = ["/bin/sh", "-c", plan.script]
-        return await self.execute(argv, policy, network=passage.online)
+        await self._note_untrusted_reads(command, call)
+        started = time.time() - 1  # a file's mtime may be a second behind the clock
+        result = await self.execute(argv, policy, network=passage.online)
+        if call.taint.tainted and self._provenance is not None:
+            workspace = self._policy.workspace
+            written = await asyncio.to_thread(written_since, workspace, started)
+            await self._provenance.record(written, call.taint.why())
+        return result
+
+    async def _note_untrusted_reads(self, command: str, call: ToolCallContext) -> None:
+        """A command whose words name a file someone else's words are in (another chat's
+        upload, a file a tainted turn wrote) taints the turn, as file_read does. Words only:
+        a glob or a path built at run time is not seen (the sandbox, not this, is the
+        boundary; see README's table)."""
+        workspace = self._policy.workspace
+        own = inbox_folder(call.chat_key) if call.owner_private else None
+        for word in dict.fromkeys(_PATH_WORDS.findall(command)[:64]):
+            where = word.lstrip("./")
+            if where.startswith(f"{INBOX}/") and (own is None or not where.startswith(own + "/")):
+                call.taint.read(f"{where}, a file someone else sent")
+                continue
+            path = workspace / where
+            if self._provenance is not None and where and path.is_file():
+                source = await self._provenance.source_of(path)
+                if source:
+                    call.taint.read(f"{where}, written by a turn {source}")
 
     @property
     def sandbox_kind(self) -> str:
