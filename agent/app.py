@@ -216,10 +216,9 @@ def build_tools(
     file_sources: FileProvenance | None = None,
 ) -> ToolRegistry:
     """Every tool of this configuration. `schedules`, `watches`: where the schedule and
-    pin-watch tools keep theirs (without one they are offered all the same, so the prompt
-    does not change, and refuse); `memories`: the store auto-recall searches too.
-    `sandbox`, `scrub`: the App's (chosen or made here when not given, as for `agent prompt
-    show`); `file_sources`: which files tainted turns wrote (none: not recorded)."""
+    pin-watch tools keep theirs (without one they are offered all the same, and refuse);
+    `memories`: the store auto-recall searches too. `sandbox`, `scrub`: the App's (made
+    here when not given, as for `agent prompt show`); `file_sources`: see tools/taint.py."""
     security = settings.security
     if scrub is None:
         scrub = make_scrubber(settings)

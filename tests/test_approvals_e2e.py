@@ -182,10 +182,12 @@ async def test_telegram_a_stranger_cannot_answer_and_the_owner_still_decides(
     daemon: Callable[[], Daemon],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """In a group everyone sees the buttons: a press by someone not in allowed_users is
-    refused to them alone, and the command waits for the owner. (The file is in a folder: a
-    group's turn may not change the workspace root under Landlock, which masks the owner's
-    private files there by making the root list-only.)"""
+    """A group's turn holds other members' words (tools/taint.py), so its question is the
+    owner's alone: asked in the owner's private chat, naming the group, never remembered by
+    "Always allow"; a press by anyone else is refused to them alone, and the command waits
+    for the owner. (The file is in a folder: a group's turn may not change the workspace
+    root under Landlock, which masks the owner's private files there by making the root
+    list-only.)"""
     answer_timeout(monkeypatch, 30)
     group = -500
     keep = plant_in_folder(keep)
@@ -194,8 +196,12 @@ async def test_telegram_a_stranger_cannot_answer_and_the_owner_still_decides(
         fake_telegram.inject_message(
             group, OWNER, f"@{BOT_USERNAME} delete keep.txt", chat_type="group"
         )
-        question = await telegram_question(fake_telegram, "rm notes/keep.txt")
-        assert question.chat_id == group
+        (question,) = await fake_telegram.await_for(lambda m: bool(buttons(m)), timeout=10)
+        assert question.chat_id == OWNER  # the owner's private chat, not the group
+        assert question.plain.startswith(
+            f"Approve shell: rm notes/keep.txt (in telegram:{group}:)\n(Why I ask: rm is not "
+            "in the allowed commands; asked each time after reading this group's messages)"
+        )
         pressed = fake_telegram.inject_callback_query(
             STRANGER, question, buttons(question)["Approve"], username="mallory"
         )
@@ -204,8 +210,7 @@ async def test_telegram_a_stranger_cannot_answer_and_the_owner_still_decides(
         assert content(keep) == "precious\n"
         assert len(model.requests) == 1  # the turn still waits on the question
         (still,) = questions(fake_telegram)
-        assert still.plain == QUESTION.replace(COMMAND, "rm notes/keep.txt")
-        assert list(buttons(still)) == list(buttons(question))
+        assert still.plain == question.plain and list(buttons(still)) == list(buttons(question))
         fake_telegram.inject_callback_query(OWNER, question, buttons(question)["Approve"])
         await telegram_reply(fake_telegram)
     assert content(keep) is None

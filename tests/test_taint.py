@@ -188,57 +188,25 @@ async def test_a_file_a_tainted_turn_wrote_taints_whoever_reads_it_later(tmp_pat
         await store.db.close()
 
 
-async def test_a_turn_starts_tainted_after_someone_elses_words_until_new(tmp_path: Path) -> None:
+async def test_a_turn_starts_tainted_in_a_group_or_after_a_tainted_turn_until_new(
+    tmp_path: Path,
+) -> None:
     store = await open_store(tmp_path / "state.db")
     try:
         chat = ChatRef("telegram", "42")
         owner = IncomingMessage(chat, "42", "Ann", "see https://docs.example.com/x")
-        fresh = await starting_taint(owner, store.sessions, owner_private=True)
+        fresh = await starting_taint(owner, store.sessions)
         assert not fresh.tainted and fresh.owner_hosts == {"docs.example.com"}
         bob = IncomingMessage(ChatRef("telegram", "43"), "43", "Bob", "hi")
-        assert (await starting_taint(bob, store.sessions, owner_private=False)).sources == [
-            "Bob's message"
-        ]
+        assert not (await starting_taint(bob, store.sessions)).tainted  # his own words
         group = IncomingMessage(ChatRef("telegram", "-5"), "42", "Ann", "hi", is_group=True)
-        assert (await starting_taint(group, store.sessions, owner_private=False)).sources == [
-            "this group's messages"
-        ]
+        assert (await starting_taint(group, store.sessions)).sources == ["this group's messages"]
         turn = [{"role": "user", "content": "read it"}, {"role": "assistant", "content": "ok"}]
         await store.sessions.append_turn(chat.key, turn, tainted_by=f"after reading {PAGE}")
         await store.sessions.append_turn(chat.key, turn)  # a clean turn after it changes nothing
-        later = await starting_taint(owner, store.sessions, owner_private=True)
+        later = await starting_taint(owner, store.sessions)
         assert later.sources == [f"an earlier turn of this chat (after reading {PAGE})"]
         await store.sessions.new_session(chat.key)  # /new
-        assert not (await starting_taint(owner, store.sessions, owner_private=True)).tainted
-    finally:
-        await store.db.close()
-
-
-async def test_the_shell_records_what_a_tainted_turn_wrote_and_a_clean_cat_of_it_taints(
-    tmp_path: Path,
-) -> None:
-    from tools.config import SecuritySettings, ShellSettings
-    from tools.sandbox.sandboxes import choose_sandbox
-    from tools.shell.shell_tool import ShellTool
-
-    workspace = tmp_path / "workspace"
-    (workspace / "inbox" / "telegram-43").mkdir(parents=True)
-    (workspace / "inbox" / "telegram-43" / "plan.txt").write_text("send me the notes")
-    store = await open_store(tmp_path / "state.db")
-    try:
-        sources = FileSources(store.db, workspace)
-        security = SecuritySettings(autonomy="supervised", allowed_commands=["echo", "cat"])
-        policy = SecurityPolicy.from_settings(security, workspace)
-        shell = ShellTool(policy, ShellSettings(), choose_sandbox("auto"), provenance=sources)
-        owner = {"chat_key": "telegram:42:", "owner_private": True}
-        wrote = await shell.run({"command": "echo fetch-attacker > note.txt"}, tainted(**owner))
-        assert wrote.ok, wrote.output
-        assert await sources.source_of(workspace / "note.txt") == f"after reading {PAGE}"
-        clean = ToolCallContext(workspace, **owner)  # type: ignore[arg-type]
-        assert (await shell.run({"command": "cat note.txt"}, clean)).ok
-        assert clean.taint.sources == [f"note.txt, written by a turn after reading {PAGE}"]
-        upload = ToolCallContext(workspace, **owner)  # type: ignore[arg-type]
-        await shell.run({"command": "cat inbox/telegram-43/plan.txt"}, upload)
-        assert upload.taint.sources == ["inbox/telegram-43/plan.txt, a file someone else sent"]
+        assert not (await starting_taint(owner, store.sessions)).tainted
     finally:
         await store.db.close()

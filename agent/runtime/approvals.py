@@ -8,9 +8,11 @@ it quotes what the model wants to do, and no client may turn that into a link to
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 import uuid
+from collections.abc import Awaitable, Callable
 
 from agent.durable.always_allowed import AlwaysAllowed
 from channels.base import ApprovalAnswer, ApprovalQuestion, Channel, ChatRef, MayAnswer
@@ -84,5 +86,67 @@ def chat_approver(
                 await always.remember(rule)
         log.info("%s: %s %r", chat.key, answer, request.action)
         return answer in ("approve", "always")
+
+    return approve
+
+
+OwnerChat = Callable[[], Awaitable[ChatRef | None]]
+
+
+def owner_approver(
+    channel: Channel,
+    owner_chat: OwnerChat,
+    is_owner: MayAnswer,
+    *,
+    for_chat: ChatRef,
+    always: AlwaysAllowed,
+    timeout_s: float,
+) -> Approver:
+    """An Approver for a question only the owner may answer (ApprovalRequest.owner_only: it
+    comes after words the owner did not write) in someone else's turn: asked in the owner's
+    private chat on this channel, naming the chat it is for; none known: denied."""
+
+    async def approve(request: ApprovalRequest) -> bool:
+        chat = await owner_chat()
+        if chat is None:
+            log.warning(
+                "%s: %r needs the owner's yes and no private chat of the owner's is known "
+                "on %s: denied",
+                for_chat.key,
+                request.action,
+                channel.name,
+            )
+            return False
+        asked = dataclasses.replace(request, action=f"{request.action} (in {for_chat.key})")
+        ask = chat_approver(channel, chat, is_owner, always=always, timeout_s=timeout_s)
+        return await ask(asked)
+
+    return approve
+
+
+def turn_approvers(
+    channel: Channel,
+    chat: ChatRef,
+    may_answer: MayAnswer,
+    owner: tuple[OwnerChat, MayAnswer],
+    *,
+    always: AlwaysAllowed,
+    timeout_s: float,
+) -> tuple[Approver, Approver]:
+    """A turn's two ways to ask: in its chat, and the owner privately (`owner`: how to find
+    the owner's private chat, and who the owner is)."""
+    in_chat = chat_approver(channel, chat, may_answer, always=always, timeout_s=timeout_s)
+    owner_chat, is_owner = owner
+    privately = owner_approver(
+        channel, owner_chat, is_owner, for_chat=chat, always=always, timeout_s=timeout_s
+    )
+    return in_chat, privately
+
+
+def routed(in_chat: Approver, owner: Approver) -> Approver:
+    """Questions only the owner may answer go to `owner`; the rest are asked in the chat."""
+
+    async def approve(request: ApprovalRequest) -> bool:
+        return await (owner if request.owner_only else in_chat)(request)
 
     return approve

@@ -37,7 +37,7 @@ from agent.durable.triggers import Trigger
 from agent.model.responses import ModelClient, OnRetry
 from agent.prompt.context import SILENT_REPLY
 from agent.prompt.source import PromptSource
-from agent.runtime.approvals import chat_approver
+from agent.runtime.approvals import turn_approvers
 from agent.runtime.attachments import Downloads, Transcriber
 from agent.runtime.chat_queues import ChatQueues, Finished
 from agent.runtime.commands import CommandContext, parse_command, run_command
@@ -266,8 +266,10 @@ class ChannelRuntime:
         kept = [] if silent and trigger is not None else outcome.messages  # no empty check-ins
         parts, within = None if silent else self.parts(reply), self._deliver_within_s
 
+        taint = outcome.tainted_by  # kept with the turn: the next one starts tainted
+
         def commit(conn: sqlite3.Connection) -> int | None:  # one transaction, one trip
-            self.sessions.add_turn(conn, msg.chat.key, kept, pending.id)
+            self.sessions.add_turn(conn, msg.chat.key, kept, pending.id, tainted_by=taint)
             self.store.inbox.finish(conn, pending.id, status)
             if parts is None:
                 return None
@@ -305,10 +307,11 @@ class ChannelRuntime:
             history_tokens=history_tokens,
             summarise=model_summariser(llm, self._scrub),
             journal=ToolJournal(self.store.db, msg),  # journals only a pending inbox message
-            approve=chat_approver(
+            approvers=turn_approvers(
                 self.channel,
                 msg.chat,
                 self.is_allowed_sender,
+                (self.door.owner_chat, self.door.is_owner),
                 always=self.always,
                 timeout_s=settings.security.approval_timeout_s,
             ),
@@ -358,7 +361,8 @@ class ChannelRuntime:
         async with self._slots:
             fetched = await self._downloads.fetch(msg)
             outcome = await self._turn(fetched, on_event=on_event, on_text=on_text)
-        await self.sessions.append_turn(msg.chat.key, outcome.messages)
+        taint = outcome.tainted_by
+        await self.sessions.append_turn(msg.chat.key, outcome.messages, tainted_by=taint)
         files = reply_files(self._policy, msg, self.settings.people)
         previews = not outcome.tainted_by  # a tainted turn's reply: no previews, no URL media
         return resolve_reply(outcome.text, files, reply_to=msg.message_id, previews=previews)

@@ -17,6 +17,7 @@ from agent.conversation.scopes import audience_of, speaker_of
 from agent.durable.sessions import SessionStore
 from agent.durable.tool_journal import ToolJournal
 from agent.model.responses import Message
+from agent.runtime.approvals import routed
 from channels.base import IncomingMessage
 from tools.base import Approver, ToolCallContext
 from tools.memory.store import MemoryStore
@@ -39,14 +40,16 @@ async def turn_inputs(
     history_tokens: int,
     summarise: Summariser,
     journal: ToolJournal,
-    approve: Approver,
+    approvers: tuple[Approver, Approver],
 ) -> TurnInputs:
+    """`approvers`: asking in the chat, and the owner privately (where a question only the
+    owner may answer goes when the turn is not the owner's own private one)."""
     key = msg.chat.key
     audience = audience_of(
         msg, settings.people, share_group_memories=settings.memory.share_group_memories
     )
     recall = await readable_scopes(memory, audience.recall)
-    taint = await starting_taint(msg, sessions, owner_private=audience.owner_private)
+    taint = await starting_taint(msg, sessions)
     remembered = ""
     if memory is not None:
         remembered = await remembered_block(
@@ -71,25 +74,23 @@ async def turn_inputs(
         speaker=speaker_of(msg),
         owner_private=audience.owner_private,
         journal=journal,
-        approve=approve,
+        approve=approvers[0] if audience.owner_private else routed(*approvers),
         taint=taint,
     )
     return TurnInputs(prior, remembered, context)
 
 
-async def starting_taint(
-    msg: IncomingMessage, sessions: SessionStore, *, owner_private: bool
-) -> Taint:
-    """What a turn holds from the start that the owner did not write: another person's
-    message, a group's conversation, or an earlier turn of this chat that read untrusted
-    content (its words are in the history it sends). The owner's own words name the hosts
-    a fetch may reach without asking."""
-    if owner_private:
-        taint = Taint(owner_hosts=hosts_named(msg.text))
-    else:
+async def starting_taint(msg: IncomingMessage, sessions: SessionStore) -> Taint:
+    """What a turn holds from the start that its speaker did not write: a group's
+    conversation (other members' words are in its history), or an earlier turn of this chat
+    that read untrusted content (its words are in the history it sends). A person's own
+    words in their own chat do not taint their turn: it acts as them, within what they may
+    touch anyway; the hosts those words name may be fetched without asking."""
+    if msg.is_group:
         taint = Taint()
-        whose = "this group's messages" if msg.is_group else f"{msg.sender_name or 'a'}'s message"
-        taint.read(whose)
+        taint.read("this group's messages")
+    else:
+        taint = Taint(owner_hosts=hosts_named(msg.text))
     earlier = await sessions.tainted_by(msg.chat.key)
     if earlier:
         taint.read(f"an earlier turn of this chat ({earlier})")
