@@ -1,4 +1,4 @@
-"""`agent memory list|search|forget|export|import`: the owner's view of the memory store.
+"""`agent memory list|search|vet|forget|export|import`: the owner's view of the memory store.
 
 The terminal is the owner: every scope is visible unless `--scope` narrows it. Nothing
 heavy is imported until a command runs (`agent --help` stays fast).
@@ -40,7 +40,8 @@ def _line(memory: Memory, *, score: bool = False) -> str:
     day = time.strftime("%Y-%m-%d", time.localtime(memory.updated_at))
     tags = f"  [{', '.join(memory.tags)}]" if memory.tags else ""
     head = f"{memory.score:.2f}  " if score else ""
-    return f"{head}#{memory.id}  {memory.scope}  {day}{tags}  {memory.content}"
+    unvetted = f"  (unvetted: kept {memory.unvetted})" if memory.unvetted else ""
+    return f"{head}#{memory.id}  {memory.scope}  {day}{tags}{unvetted}  {memory.content}"
 
 
 def _scopes(scope: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -55,14 +56,30 @@ def memory() -> None:
 @memory.command("list")
 @click.option("--scope", "scope", multiple=True, help=SCOPE_HELP)
 @click.option("--limit", default=50, show_default=True, help="At most this many, newest first.")
+@click.option(
+    "--unvetted", is_flag=True, help="Only those kept after untrusted content, to vet or forget."
+)
 @click.pass_context
-def list_memories(ctx: click.Context, scope: tuple[str, ...], limit: int) -> None:
+def list_memories(ctx: click.Context, scope: tuple[str, ...], limit: int, unvetted: bool) -> None:
     """Show the newest memories."""
-    found = _run(_store(ctx).list(_scopes(scope), limit=limit))
+    found = _run(_store(ctx).list(_scopes(scope), limit=limit, unvetted=unvetted))
     for item in found:
         click.echo(_line(item))
     if not found:
-        click.echo("No memories.", err=True)
+        click.echo("No unvetted memories." if unvetted else "No memories.", err=True)
+
+
+@memory.command()
+@click.argument("memory_id", metavar="ID", type=int)
+@click.pass_context
+def vet(ctx: click.Context, memory_id: int) -> None:
+    """Vouch for memory ID, kept by a turn that had read what you did not write: from now on
+    it is recalled as any other (`forget` it instead if it is not yours)."""
+    found = _run(_store(ctx).vet(memory_id))
+    if found is None:
+        click.echo(f"No memory #{memory_id}.", err=True)
+        sys.exit(1)
+    click.echo(f"Vetted {_line(found)}")
 
 
 @memory.command()
