@@ -76,6 +76,9 @@ class IncomingMessage:
     message_id: str = ""  # the platform's id; a re-delivered message is answered once
     sender_username: str = ""
     files: tuple[RemoteFile, ...] = ()  # become attachments when the turn runs
+    # Forwarded into the chat: whose words they are ("Eve", "the channel News"); "": the
+    # sender's own. Someone else's words taint the turn (the runtime's taint).
+    forwarded_from: str = ""
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,8 @@ async def turn_inputs(
 
 async def starting_taint(msg: IncomingMessage, sessions: SessionStore) -> Taint:
     """What a turn holds from the start that its speaker did not write: a group's
-    conversation (other members' words are in its history), or an earlier turn of this chat
+    conversation (other members' words are in its history), a forwarded message, or an
+    earlier turn of this chat
     that read untrusted content (its words are in the history it sends). A person's own
     words in their own chat do not taint their turn: it acts as them, within what they may
     touch anyway; the hosts those words name may be fetched without asking."""
@@ -90,7 +91,9 @@ async def starting_taint(msg: IncomingMessage, sessions: SessionStore) -> Taint:
         taint = Taint()
         taint.read("this group's messages")
     else:
-        taint = Taint(owner_hosts=hosts_named(msg.text))
+        taint = Taint(owner_hosts=frozenset() if msg.forwarded_from else hosts_named(msg.text))
+    if msg.forwarded_from:
+        taint.read(f"a message forwarded from {msg.forwarded_from}")
     earlier = await sessions.tainted_by(msg.chat.key)
     if earlier:
         taint.read(f"an earlier turn of this chat ({earlier})")

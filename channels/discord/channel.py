@@ -190,6 +190,7 @@ class DiscordChannel:
                 is_group=message.guild is not None,
                 message_id=str(message.id),
                 files=files if allowed else (),
+                forwarded_from="someone" if message.message_snapshots else "",
             )
         )
 

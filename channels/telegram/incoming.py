@@ -7,7 +7,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from telegram import Message, MessageEntity
+from telegram import (
+    Message,
+    MessageEntity,
+    MessageOriginChannel,
+    MessageOriginChat,
+    MessageOriginHiddenUser,
+    MessageOriginUser,
+)
 
 from channels.base import ChatRef, IncomingMessage, MediaKind, RemoteFile
 
@@ -53,7 +60,24 @@ def to_incoming(
         is_group=message.chat.type != "private",
         message_id=str(message.message_id),
         files=files,
+        forwarded_from=_origin(message),
     )
+
+
+def _origin(message: Message) -> str:
+    """Whose words a forwarded message holds ("": not forwarded)."""
+    origin = message.forward_origin
+    if origin is None:
+        return ""
+    if isinstance(origin, MessageOriginUser):
+        return origin.sender_user.full_name
+    if isinstance(origin, MessageOriginHiddenUser):
+        return origin.sender_user_name
+    if isinstance(origin, MessageOriginChat):
+        return f"the chat {origin.sender_chat.title or origin.sender_chat.id}"
+    if isinstance(origin, MessageOriginChannel):
+        return f"the channel {origin.chat.title or origin.chat.id}"
+    return "someone"
 
 
 def remote_files(message: Message) -> tuple[RemoteFile, ...]:
