@@ -57,6 +57,11 @@ MIGRATIONS = {
 # Version 6 (agent/durable/file/migrations.py): what untrusted content a turn had read
 # (tools/taint.py; "" none), kept on each of its messages.
 TAINTED_BY = "ALTER TABLE messages ADD COLUMN tainted_by TEXT NOT NULL DEFAULT ''"
+# Only the tainted turns' rows, so a new turn's look for one reads none of a clean chat's.
+TAINTED_INDEX = (
+    "CREATE INDEX IF NOT EXISTS messages_tainted ON messages (chat_key, session, id) "
+    "WHERE tainted_by != ''"
+)
 # A turn whose reply expired undelivered keeps only its user message (position 0).
 _DELIVERED = (
     "(m.position = 0 OR m.inbox_id IS NULL OR NOT EXISTS "

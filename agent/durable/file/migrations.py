@@ -95,6 +95,7 @@ def _version_6(conn: sqlite3.Connection) -> None:
     the workspace files written after untrusted content."""
     if "tainted_by" not in columns(conn, "messages"):
         conn.execute(sessions.TAINTED_BY)
+    conn.execute(sessions.TAINTED_INDEX)
     memory_schema.add_columns(conn)
     run_script(conn, file_sources.SCHEMA)
 
