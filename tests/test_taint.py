@@ -18,18 +18,25 @@ from agent.runtime.turn_inputs import starting_taint
 from agent.turns.loop import run_tool_call_loop
 from agent.turns.taint_gate import question
 from channels.base import ChatRef, IncomingMessage
-from tools.base import ApprovalRequest, FunctionTool, ToolCallContext, ToolRegistry, ToolResult
+from tools.base import (
+    ApprovalRequest,
+    FunctionTool,
+    Speaker,
+    ToolCallContext,
+    ToolRegistry,
+    ToolResult,
+)
 from tools.config import MemorySettings
 from tools.files import FileTools
 from tools.memory.memory_tools import MemoryTools
 from tools.policy import SecurityPolicy
-from tools.taint import Taint, hosts_named, where
+from tools.taint import Taint, addresses_named, where
 
 PAGE = "example.org/page"
 
 
 def tainted(**fields: Any) -> ToolCallContext:
-    taint = Taint(owner_hosts=frozenset({"docs.example.com"}))
+    taint = Taint(owner_hosts=frozenset({"docs.example.com:443"}))
     taint.read(PAGE)
     return ToolCallContext(Path("."), taint=taint, **fields)
 
@@ -47,10 +54,23 @@ def tool(name: str, *, writes: bool = False) -> FunctionTool:
     return FunctionTool(act, name=name, writes=writes)
 
 
-def test_the_hosts_the_owners_words_name() -> None:
-    said = "Summarise https://Docs.Example.com/a?b=1 and example.net/guide, not notes.txt."
-    assert hosts_named(said) == {"docs.example.com", "example.net"}
+def test_what_the_owners_words_name_and_what_a_fetch_may_reach_without_asking() -> None:
+    said = (
+        "Summarise https://Docs.Example.com/a?b=1, example.net/guide and "
+        "http://127.0.0.1:8042/article, not notes.txt."
+    )
+    hosts, urls = addresses_named(said)
+    assert hosts == {"docs.example.com:443", "example.net:80", "example.net:443", "127.0.0.1:8042"}
+    assert urls == {"https://Docs.Example.com/a?b=1", "http://127.0.0.1:8042/article"}
     assert where("https://example.org/page?d=secret") == PAGE
+    taint = Taint(owner_hosts=hosts, owner_urls=urls)
+    assert taint.named_by_owner("https://Docs.Example.com/a?b=1")  # the very URL
+    assert taint.named_by_owner("https://docs.example.com/b")  # the host, no query
+    assert taint.named_by_owner("http://127.0.0.1:8042/next")
+    assert not taint.named_by_owner("https://docs.example.com/c?d=notes")  # data in a query
+    assert not taint.named_by_owner("http://127.0.0.1:9999/c")  # another port
+    assert not taint.named_by_owner("http://docs.example.com/b")  # http is port 80
+    assert not taint.named_by_owner("https://notes.txt/")
 
 
 @pytest.mark.parametrize(
@@ -76,8 +96,14 @@ def test_what_a_tainted_turn_asks_before(name: str, args: dict[str, Any], asks: 
     if request is not None:
         assert request.reason.endswith(f", after reading {PAGE}")
         assert request.rules == (f"after {PAGE}: {name}",)
-    clean = ToolCallContext(Path("."))
+    clean = ToolCallContext(Path("."), owner_private=True)
     assert question(tool(name, writes=writes), args, clean) is None  # untainted: as before
+    bobs = ToolCallContext(Path("."), chat_key="telegram:43:", speaker=Speaker("43", "Bob"))
+    prompt_file = name in {"file_write", "file_edit"} and asks  # AGENTS.md, skills/
+    request = question(tool(name, writes=writes), args, bobs)
+    assert (request is not None) == prompt_file  # in his own turn, only what shapes prompts
+    if request is not None:
+        assert request.owner_only and request.reason.endswith("in Bob's turn")
 
 
 async def test_a_denied_send_after_a_page_is_not_run_and_the_model_is_told() -> None:
@@ -196,7 +222,7 @@ async def test_a_turn_starts_tainted_in_a_group_or_after_a_tainted_turn_until_ne
         chat = ChatRef("telegram", "42")
         owner = IncomingMessage(chat, "42", "Ann", "see https://docs.example.com/x")
         fresh = await starting_taint(owner, store.sessions)
-        assert not fresh.tainted and fresh.owner_hosts == {"docs.example.com"}
+        assert not fresh.tainted and fresh.owner_hosts == {"docs.example.com:443"}
         bob = IncomingMessage(ChatRef("telegram", "43"), "43", "Bob", "hi")
         assert not (await starting_taint(bob, store.sessions)).tainted  # his own words
         group = IncomingMessage(ChatRef("telegram", "-5"), "42", "Ann", "hi", is_group=True)

@@ -117,6 +117,15 @@ class ToolCallContext:
     async def ask(self, request: ApprovalRequest) -> bool:
         return await self.approve(request) if self.approve is not None else False
 
+    @property
+    def writer(self) -> str:
+        """Whose words a file this call writes carries, for whoever reads it later (the
+        file_sources record, tools/taint.py): "after reading <source>" in a tainted turn,
+        "of <person>" in anyone's turn but the owner's private one; "": the owner's own."""
+        if self.taint.tainted:
+            return self.taint.why()
+        return "" if self.owner_private else f"of {self.speaker.name or self.chat_key}"
+
 
 class Tool(Protocol):
     name: str

@@ -68,8 +68,8 @@ class FileTools:
         fd, _ = policy.paths.open_checked(raw, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(content)
-        if self._provenance is not None:  # a tainted turn's words, or the owner's again
-            await self._provenance.record([target], call.taint.why())
+        if self._provenance is not None:  # someone else's words, or the owner's again
+            await self._provenance.record([target], call.writer)
 
     async def _source_of(self, target: Path, call: ToolCallContext) -> str:
         """Whose words a file holds, when not the owner's: another chat's incoming file, or
@@ -234,7 +234,12 @@ def _approval(policy: SecurityPolicy, target: Path, raw: str, tool: str) -> Appr
     if policy.is_identity(target):
         reason = f"{raw} shapes every chat's prompt; it is changed only when the owner says so"
         return ApprovalRequest(
-            tool, f"{tool} {raw}", reason, (f"{ASK_EACH_TIME}{raw}",), always_covers=_EACH_TIME
+            tool,
+            f"{tool} {raw}",
+            reason,
+            (f"{ASK_EACH_TIME}{raw}",),
+            always_covers=_EACH_TIME,
+            owner_only=True,
         )
     scratch = any(policy.workspace / folder in target.parents for folder in SCRATCH_DIRS)
     if target.is_file() and not scratch:

@@ -22,8 +22,11 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
-# A web address as people write one: with a scheme, or a bare host with a dot and a path.
-_URLS = re.compile(r"\bhttps?://[^\s<>\"')\]]+|\b(?:[a-z0-9-]+\.)+[a-z]{2,}(?=[/\s:]|$)", re.I)
+# A web address as people write one: with a scheme, or a bare host with a dot (a port, a path).
+_URLS = re.compile(
+    r"\bhttps?://[^\s<>\"')\]]+|\b(?:[a-z0-9-]+\.)+[a-z]{2,}(?::\d+)?(?=[/\s]|$)", re.I
+)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass
@@ -31,9 +34,10 @@ class Taint:
     """The untrusted sources a turn has read, in the order it read them."""
 
     sources: list[str] = field(default_factory=list)
-    # Hosts the owner's own words in this turn named: fetching them sends nothing the
-    # owner did not ask for, so it needs no question even after a page was read.
+    # What the speaker's own words in this turn named (`addresses_named`): "host:port"s and
+    # whole URLs. A fetch of one sends nothing they did not ask for (`named_by_owner`).
     owner_hosts: frozenset[str] = frozenset()
+    owner_urls: frozenset[str] = frozenset()
 
     def read(self, source: str) -> None:
         """Note that the turn now holds words from `source` ("example.org/page")."""
@@ -44,6 +48,21 @@ class Taint:
     def tainted(self) -> bool:
         return bool(self.sources)
 
+    def named_by_owner(self, url: str) -> bool:
+        """A fetch of `url` goes where the owner's words pointed: the very URL they wrote, or
+        a host and port they named with no query (a query is where data rides; a page on
+        that host asking for `?d=<notes>` is asked about)."""
+        url = url.strip()
+        if url.rstrip("/") in self.owner_urls:
+            return True
+        parts = urlsplit(url)
+        try:
+            port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
+        except ValueError:
+            return False
+        host = (parts.hostname or "").lower().rstrip(".")
+        return bool(host) and f"{host}:{port}" in self.owner_hosts and not parts.query
+
     def why(self) -> str:
         """What the owner is told an approval is asked after: the first source, and how
         many more."""
@@ -53,16 +72,28 @@ class Taint:
         return f"after reading {self.sources[0]}" + (f" and {more} more" if more else "")
 
 
-def hosts_named(text: str) -> frozenset[str]:
-    """The hosts a text names, lower case, without port ("Fetch example.org/a" ->
-    {"example.org"})."""
-    hosts = set()
+def addresses_named(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The "host:port"s and the whole URLs a text names ("Summarise https://example.org/a
+    and docs.example.net" -> {"example.org:443", "docs.example.net:80",
+    "docs.example.net:443"}, {"https://example.org/a"}); a host without a scheme or a port
+    stands for both web ports."""
+    hosts: set[str] = set()
+    urls: set[str] = set()
     for found in _URLS.findall(text):
-        address = found if "://" in found else f"http://{found}"
-        host = urlsplit(address).hostname
-        if host:
-            hosts.add(host.lower().rstrip("."))
-    return frozenset(hosts)
+        found = found.rstrip(".,;:!?")
+        parts = urlsplit(found if "://" in found else f"//{found}")
+        host = (parts.hostname or "").lower().rstrip(".")
+        try:
+            port = parts.port
+        except ValueError:
+            continue
+        if not host:
+            continue
+        if "://" in found:
+            urls.add(found.rstrip("/"))
+            port = port or _DEFAULT_PORTS.get(parts.scheme.lower())
+        hosts.update({f"{host}:{port}"} if port else {f"{host}:80", f"{host}:443"})
+    return frozenset(hosts), frozenset(urls)
 
 
 def where(url: str) -> str:

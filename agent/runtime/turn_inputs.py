@@ -21,7 +21,7 @@ from agent.runtime.approvals import routed
 from channels.base import IncomingMessage
 from tools.base import Approver, ToolCallContext
 from tools.memory.store import MemoryStore
-from tools.taint import Taint, hosts_named
+from tools.taint import Taint, addresses_named
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,8 @@ async def starting_taint(msg: IncomingMessage, sessions: SessionStore) -> Taint:
         taint = Taint()
         taint.read("this group's messages")
     else:
-        taint = Taint(owner_hosts=frozenset() if msg.forwarded_from else hosts_named(msg.text))
+        hosts, urls = addresses_named("" if msg.forwarded_from else msg.text)
+        taint = Taint(owner_hosts=hosts, owner_urls=urls)
     if msg.forwarded_from:
         taint.read(f"a message forwarded from {msg.forwarded_from}")
     earlier = await sessions.tainted_by(msg.chat.key)

@@ -28,7 +28,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from tools.base import ApprovalRequest, Tool, ToolCallContext, ToolResult, has_effects
+from tools.base import (
+    ASK_EACH_TIME,
+    ApprovalRequest,
+    ReadOnlyRefusal,
+    Tool,
+    ToolCallContext,
+    ToolResult,
+    has_effects,
+)
 from tools.boundaries import is_identity_path
 
 # Kept as unvetted (memory), or gated inside the tool itself (the shell).
@@ -61,8 +69,10 @@ async def _already_approved(request: ApprovalRequest) -> bool:
 def question(tool: Tool, args: dict[str, Any], call: ToolCallContext) -> ApprovalRequest | None:
     """What to ask the owner before this call of a tainted turn (None: nothing to ask)."""
     taint = call.taint
-    if not taint.tainted or tool.name in _OWN_RULES:
-        return None
+    if isinstance(tool, ReadOnlyRefusal) or tool.name in _OWN_RULES:
+        return None  # refused anyway, or the tool's own rule
+    if not taint.tainted:
+        return _someone_elses_prompt_change(tool, args, call)
     what = _sends_or_lasts(tool, args, call)
     if what is None:
         return None
@@ -78,6 +88,32 @@ def question(tool: Tool, args: dict[str, Any], call: ToolCallContext) -> Approva
     )
 
 
+def _someone_elses_prompt_change(
+    tool: Tool, args: dict[str, Any], call: ToolCallContext
+) -> ApprovalRequest | None:
+    """A change to the files that shape every prompt (identity files, skills) in a turn that
+    is not the owner's own private one: the owner's to make, at every autonomy level."""
+    if call.owner_private or tool.name not in _FILE_WRITERS:
+        return None
+    path = str(args.get("path", ""))
+    if not _is_identity(call, path):
+        return None
+    who = call.speaker.name or call.chat_key
+    return ApprovalRequest(
+        tool.name,
+        f"{tool.name} {path}",
+        f"it changes a file that shapes every prompt, in {who}'s turn",
+        (f"{ASK_EACH_TIME}{path}",),
+        always_covers="Always allow covers nothing here: such a file is asked each time",
+        owner_only=True,
+    )
+
+
+def _is_identity(call: ToolCallContext, path: str) -> bool:
+    workspace = call.workspace.resolve()
+    return is_identity_path(workspace, (workspace / Path(path)).resolve())
+
+
 def _sends_or_lasts(
     tool: Tool, args: dict[str, Any], call: ToolCallContext
 ) -> tuple[str, str] | None:
@@ -86,9 +122,9 @@ def _sends_or_lasts(
     name = tool.name
     if name == "web_fetch":
         url = str(args.get("url", ""))
-        host = (urlsplit(url.strip()).hostname or "").lower().rstrip(".")
-        if host and host in call.taint.owner_hosts:
+        if call.taint.named_by_owner(url):
             return None
+        host = (urlsplit(url.strip()).hostname or "").lower().rstrip(".")
         return f"fetch {url}", f"the address goes to {host or 'a host'} with whatever it holds"
     if name == "web_search":
         return f"search for {args.get('query', '')!r}", "the query goes to the search provider"
@@ -102,8 +138,7 @@ def _sends_or_lasts(
         return f"{name} {args}", "a skill's script may change things or reach out"
     if name in _FILE_WRITERS:
         path = str(args.get("path", ""))
-        workspace = call.workspace.resolve()
-        if not is_identity_path(workspace, (workspace / Path(path)).resolve()):
+        if not _is_identity(call, path):
             return None
         return f"{name} {path}", "it changes a file that shapes every later prompt"
     if has_effects(tool):

@@ -111,10 +111,10 @@ class ShellTool(FunctionTool):
         await self._note_untrusted_reads(command, call)
         started = time.time() - 1  # a file's mtime may be a second behind the clock
         result = await self.execute(argv, policy, network=passage.online)
-        if call.taint.tainted and self._provenance is not None:
+        if call.writer and self._provenance is not None:  # someone else's words
             workspace = self._policy.workspace
             written = await asyncio.to_thread(written_since, workspace, started)
-            await self._provenance.record(written, call.taint.why())
+            await self._provenance.record(written, call.writer)
         return result
 
     async def _note_untrusted_reads(self, command: str, call: ToolCallContext) -> None:
