@@ -74,9 +74,12 @@ async def test_an_mcp_server_added_then_changed_is_started_again_between_turns(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PINCLAW_AGENT__TOOL_SCHEMA_BUDGET_TOKENS", "0")  # every schema sent
+    # Trusted: its results do not taint the chat, so the next turn's call needs no question
+    # (this test is about the reload; tests/test_injection_table.py about an untrusted one).
     server = (
         f"[mcp.servers.toy]\ncommand = {json.dumps(sys.executable)}\n"
         f"args = [{json.dumps(str(TOY))}]\nread_paths = [{json.dumps(str(TOY.parent))}]\n"
+        "trusted = true\n"
     )
     config = write_config(home, "")
     async with daemon():

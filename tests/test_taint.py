@@ -263,3 +263,29 @@ async def test_a_forwarded_message_is_someone_elses_words(tmp_path: Path) -> Non
         assert typed.forwarded_from == ""
     finally:
         await store.db.close()
+
+
+async def test_a_question_only_the_owner_may_answer_goes_to_the_owner_when_there_is_one() -> None:
+    from agent.runtime.turn_inputs import _approver
+
+    asked: list[str] = []
+
+    def who(name: str) -> Any:
+        async def approve(request: ApprovalRequest) -> bool:
+            asked.append(name)
+            return True
+
+        return approve
+
+    owners = ApprovalRequest("web_fetch", "fetch x", "after reading y", (), owner_only=True)
+    anyones = ApprovalRequest("shell", "rm x", "rm is not allowed", ())
+    routed = _approver((who("chat"), who("owner")), owner_private=False)
+    assert await routed(owners) and await routed(anyones)
+    assert asked == ["owner", "chat"]
+    asked.clear()
+    for approver in (
+        _approver((who("chat"), who("owner")), owner_private=True),  # the owner's own chat
+        _approver((who("chat"), None), owner_private=False),  # no owner in [people]
+    ):
+        assert await approver(owners)
+    assert asked == ["chat", "chat"]

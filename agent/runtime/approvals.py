@@ -104,7 +104,8 @@ def owner_approver(
 ) -> Approver:
     """An Approver for a question only the owner may answer (ApprovalRequest.owner_only: it
     comes after words the owner did not write) in someone else's turn: asked in the owner's
-    private chat on this channel, naming the chat it is for; none known: denied."""
+    private chat on this channel, naming the chat it is for; none known: denied. (With no
+    owner in [people] at all, `routed` is not used: the chat's allowed people answer.)"""
 
     async def approve(request: ApprovalRequest) -> bool:
         chat = await owner_chat()
@@ -128,14 +129,17 @@ def turn_approvers(
     channel: Channel,
     chat: ChatRef,
     may_answer: MayAnswer,
-    owner: tuple[OwnerChat, MayAnswer],
+    owner: tuple[OwnerChat, MayAnswer] | None,
     *,
     always: AlwaysAllowed,
     timeout_s: float,
-) -> tuple[Approver, Approver]:
+) -> tuple[Approver, Approver | None]:
     """A turn's two ways to ask: in its chat, and the owner privately (`owner`: how to find
-    the owner's private chat, and who the owner is)."""
+    the owner's private chat, and who the owner is; None: no owner is named in [people] on
+    this channel, so there is nobody to ask privately and the chat's people answer)."""
     in_chat = chat_approver(channel, chat, may_answer, always=always, timeout_s=timeout_s)
+    if owner is None:
+        return in_chat, None
     owner_chat, is_owner = owner
     privately = owner_approver(
         channel, owner_chat, is_owner, for_chat=chat, always=always, timeout_s=timeout_s

@@ -311,7 +311,7 @@ class ChannelRuntime:
                 self.channel,
                 msg.chat,
                 self.is_allowed_sender,
-                (self.door.owner_chat, self.door.is_owner),
+                (self.door.owner_chat, self.door.is_owner) if self.door.owner_ids() else None,
                 always=self.always,
                 timeout_s=settings.security.approval_timeout_s,
             ),

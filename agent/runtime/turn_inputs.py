@@ -40,7 +40,7 @@ async def turn_inputs(
     history_tokens: int,
     summarise: Summariser,
     journal: ToolJournal,
-    approvers: tuple[Approver, Approver],
+    approvers: tuple[Approver, Approver | None],
 ) -> TurnInputs:
     """`approvers`: asking in the chat, and the owner privately (where a question only the
     owner may answer goes when the turn is not the owner's own private one)."""
@@ -74,10 +74,15 @@ async def turn_inputs(
         speaker=speaker_of(msg),
         owner_private=audience.owner_private,
         journal=journal,
-        approve=approvers[0] if audience.owner_private else routed(*approvers),
+        approve=_approver(approvers, owner_private=audience.owner_private),
         taint=taint,
     )
     return TurnInputs(prior, remembered, context)
+
+
+def _approver(approvers: tuple[Approver, Approver | None], *, owner_private: bool) -> Approver:
+    in_chat, owner = approvers
+    return in_chat if owner_private or owner is None else routed(in_chat, owner)
 
 
 async def starting_taint(msg: IncomingMessage, sessions: SessionStore) -> Taint:
