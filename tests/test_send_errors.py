@@ -69,10 +69,13 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 async def deliver(
     channel: Any, store: Store, caplog: pytest.LogCaptureFixture, *, queue: bool = True
 ) -> None:
-    """The reply queued (unless `queue` is False: resumed as it is) and the courier run
-    until it has nothing more to do."""
+    """The reply queued to the Telegram chat (unless `queue` is False: resumed as it is)
+    and the courier run until it has nothing more to do."""
+    await deliver_to(ChatRef("telegram", str(CHAT)), channel, store, queue=queue)
+
+
+async def deliver_to(chat: ChatRef, channel: Any, store: Store, *, queue: bool = True) -> None:
     courier = Courier(channel, store.outbox, backoff_s=0.05)
-    chat = ChatRef("telegram", str(CHAT))
     if queue:
         parts = channel.parts(Reply(ANSWER))
         await store.db.write(
@@ -293,21 +296,7 @@ async def discord_channel(fake_discord: FakeDiscord) -> AsyncIterator[DiscordCha
 
 
 async def deliver_discord(channel: DiscordChannel, store: Store, *, queue: bool = True) -> None:
-    courier = Courier(channel, store.outbox, backoff_s=0.05)
-    chat = ChatRef("discord", PLACE)
-    if queue:
-        parts = channel.parts(Reply(ANSWER))
-        await store.db.write(
-            lambda conn: store.outbox.insert(conn, chat, parts, inbox_id=None, deliver_within_s=60)
-        )
-        courier.wake(chat.key)
-    else:
-        await courier.resume()
-    await asyncio.sleep(0.05)
-    for _ in range(400):
-        if not courier.busy:
-            break
-        await asyncio.sleep(0.05)
+    await deliver_to(ChatRef("discord", PLACE), channel, store, queue=queue)
 
 
 async def discord_world(store: Store, fake: FakeDiscord, caplog: pytest.LogCaptureFixture) -> World:
