@@ -23,6 +23,7 @@ from agent.durable.outbox import Outbox
 from agent.durable.quirks import ProviderQuirks
 from agent.durable.schedules import Schedules
 from agent.durable.sessions import SessionStore
+from agent.durable.store import Store
 from agent.home import ENV_FILE_NAME
 from agent.model.client import LLMClient
 from agent.model.facts import token_counter, window_of
@@ -37,7 +38,7 @@ from agent.prompt.builder import SystemPromptBuilder
 from agent.prompt.skills import SkillCatalog
 from agent.prompt.source import PromptSource, default_budget, host_info, host_timezone
 from agent.runtime.attachments import Transcriber
-from agent.runtime.channel_runtime import ChannelRuntime, Store
+from agent.runtime.channel_runtime import ChannelRuntime
 from agent.security import Scrubber
 from agent.turns.state import Access
 from agent.workspace import ensure_workspace
@@ -338,8 +339,7 @@ def _discord(app: App) -> Channel:
 async def build_app(settings: Settings, *, model: ModelClient | None = None) -> App:
     """Everything `settings` asks for; `model`: the model to call (tests pass a double),
     else LLMClient on `settings.llm`, whose name and key are checked first (ModelUnusable)."""
-    # The home and state.db first: one that cannot be used is said in a moment, before the
-    # model's check imports LiteLLM (a second or more on a small machine).
+    # The home and state.db first: a bad one is said before the model's check imports LiteLLM.
     workspace = settings.workspace_dir
     ensure_workspace(workspace)
     store = await open_store(settings.state_db, legacy_scope=LegacyScope(settings.people))

@@ -14,7 +14,7 @@ from agent.app import open_store
 from agent.conversation.compaction import history_for
 from agent.durable.outbox import PartOutcome
 from agent.durable.sessions import SessionStore
-from agent.runtime.channel_runtime import Store
+from agent.durable.store import Store
 from channels.base import ChatRef, OutgoingPart
 
 

@@ -38,6 +38,8 @@ class Taint:
     # whole URLs. A fetch of one sends nothing they did not ask for (`named_by_owner`).
     owner_hosts: frozenset[str] = frozenset()
     owner_urls: frozenset[str] = frozenset()
+    # The memories the turn kept unvetted (memory_store): the owner is offered to vet them.
+    left_unvetted: list[int] = field(default_factory=list)
 
     def read(self, source: str) -> None:
         """Note that the turn now holds words from `source` ("example.org/page")."""

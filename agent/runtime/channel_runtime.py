@@ -1,15 +1,9 @@
 """ChannelRuntime: one per channel. Takes its messages into the inbox, runs their turns and
-queues their replies in the outbox; see docs/architecture.md, "One message, end to end".
-
-A chat's messages run one at a time, oldest first; chats run side by side up to a shared
-number of turn slots. A turn that no model could answer waits and runs again (with one
-notice to the user, agent/runtime/outage.py) until `agent.retry_failed_turns_for_s`; anything
-else ends the message with a short line. Commands (/stop, /status…) are answered at once,
-not queued behind a running turn. What a turn is given: agent/runtime/turn_inputs.py.
-
-No chat ever stops (agent/runtime/chat_queues.py): a worker that fails tries again with
-backoff, a turn whose commit failed is committed then (it does not run again), and a sweep
-wakes every chat with pending work.
+queues their replies in the outbox (docs/architecture.md, "One message, end to end"; what a
+turn is given: turn_inputs.py). Chats run side by side up to a shared number of turn slots,
+a chat's messages one at a time, oldest first; a turn no model could answer waits and runs
+again (outage.py); commands are answered at once; no chat ever stops (chat_queues.py: a
+failed worker retries with backoff, a sweep wakes every chat with pending work).
 """
 
 from __future__ import annotations
@@ -21,17 +15,14 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from agent.config import Settings
 from agent.conversation.compaction import model_summariser
 from agent.conversation.scopes import audience_of
 from agent.durable.always_allowed import AlwaysAllowed
-from agent.durable.file.state_db import StateDB
-from agent.durable.inbox import Inbox, Pending
-from agent.durable.outbox import Outbox
+from agent.durable.inbox import Pending
 from agent.durable.quirks import ProviderQuirks
-from agent.durable.sessions import SessionStore
+from agent.durable.store import Store
 from agent.durable.tool_journal import ToolJournal
 from agent.durable.triggers import Trigger
 from agent.model.responses import ModelClient, OnRetry
@@ -45,6 +36,7 @@ from agent.runtime.courier import Courier
 from agent.runtime.intake import prepared, refusal_text, too_big
 from agent.runtime.media import reply_files, resolve_reply
 from agent.runtime.outage import OutageNotice, retry_later
+from agent.runtime.owner.memory_vetting import MemoryVetting
 from agent.runtime.owner.metering import Controls
 from agent.runtime.owner.pair_command import pair_command
 from agent.runtime.owner.pairing import Doorkeeper
@@ -60,16 +52,6 @@ from tools.policy import SecurityPolicy
 log = logging.getLogger(__name__)
 
 Alongside = Callable[[sqlite3.Connection], None]  # a caller's change, in the same transaction
-
-
-@dataclass(frozen=True)
-class Store:
-    """state.db and the three things kept in it."""
-
-    db: StateDB
-    sessions: SessionStore
-    inbox: Inbox
-    outbox: Outbox
 
 
 class ChannelRuntime:
@@ -127,7 +109,13 @@ class ChannelRuntime:
             self.courier.wake,
             self._scrub,
         )
+        self._vetting = memory and MemoryVetting(
+            channel, memory, (self.door.owner_chat, self.door.is_owner), self._approval_s
+        )
         self._closing = False
+
+    def _approval_s(self) -> float:
+        return self.settings.security.approval_timeout_s
 
     @property
     def system_prompt(self) -> str:
@@ -313,7 +301,7 @@ class ChannelRuntime:
                 self.is_allowed_sender,
                 (self.door.owner_chat, self.door.is_owner) if self.door.owner_ids() else None,
                 always=self.always,
-                timeout_s=settings.security.approval_timeout_s,
+                timeout_s=self._approval_s(),
             ),
         )
         task = asyncio.create_task(
@@ -343,6 +331,8 @@ class ChannelRuntime:
         finally:
             self._running.pop(key, None)
         self.last_turns[key] = outcome.record
+        if outcome.unvetted and self._vetting:  # the owner's button for each, in the background
+            self._vetting.offer(outcome.unvetted, msg.chat)
         return outcome
 
     async def handle(
@@ -395,6 +385,8 @@ class ChannelRuntime:
         is unfinished stays pending in state.db for the next start."""
         self._closing = True
         await self.door.close()  # the owner's pairing questions
+        if self._vetting:
+            await self._vetting.close()
         deadline = time.monotonic() + grace_s
         await self.queues.drain(grace_s)
         await self.courier.drain(max(0.0, deadline - time.monotonic()))

@@ -65,6 +65,7 @@ class TurnOutcome:
     # What untrusted content the turn read ("" none; else Taint.why(), "after reading
     # example.org/page"): its reply goes out without link previews.
     tainted_by: str = ""
+    unvetted: tuple[int, ...] = ()  # memories it kept unvetted: the owner is asked to vet
 
 
 class TurnRunner:
@@ -163,8 +164,10 @@ class TurnRunner:
             events=result.events,
         )
         stored = [user, *(scrub_message(m, self._scrub) for m in result.new_messages)]
-        tainted_by = context.taint.why()
-        return TurnOutcome("done", self._scrub(result.text), stored, record, tainted_by)
+        taint = context.taint
+        return TurnOutcome(
+            "done", self._scrub(result.text), stored, record, taint.why(), (*taint.left_unvetted,)
+        )
 
     async def _loop(
         self,

@@ -111,6 +111,7 @@ class MemoryTools:
         kept = "Updated" if updated else "Remembered as"
         said = f"{kept} memory #{memory.id}" + (" (it said almost the same)" if updated else "")
         if unvetted:
+            call.taint.left_unvetted.append(memory.id)
             said += f", unvetted: this turn read what the owner did not write ({unvetted})"
         return ToolResult.success(said + ".")
 
