@@ -173,6 +173,35 @@ async def test_parallel_calls_count_one_by_one_against_the_caps(model: ScriptedM
     assert "tools" not in model.requests[2]  # past the turn's cap: an answer, no more tools
 
 
+@pytest.mark.parametrize("dispatcher", [None, XmlDispatcher()], ids=["native", "xml"])
+async def test_a_call_written_as_text_after_the_loop_stops_never_reaches_the_user(
+    model: ScriptedModel, dispatcher: Any
+) -> None:
+    """A small model repeats a call, is stopped, then writes the call once more as text: the
+    user gets the last result and why it stopped, not the raw call."""
+    same = ("echo", {"word": "notes.txt"})
+    replies = (
+        [text('<tool_call>{"name": "echo", "arguments": {"word": "notes.txt"}}</tool_call>')]
+        if dispatcher
+        else [tool_calls(same)]
+    )
+    model.script(*(replies * 4), text('{"name": "echo", "arguments": {"word": "notes.txt"}}'))
+    result = await run_tool_call_loop(
+        HISTORY,
+        REGISTRY,
+        model,
+        context=ToolCallContext(Path(".")),
+        dispatcher=dispatcher,
+    )
+    assert result.stop_reason == "loop_detected"
+    assert result.text == (
+        "(I stopped: the same tool call came again with the same arguments. What echo "
+        "returned last:)\nnotes.txt"
+    )
+    assert '"name"' not in result.text
+    assert result.new_messages[-1] == {"role": "assistant", "content": result.text}
+
+
 async def test_xml_dispatcher_runs_tool_calls_written_as_text(model: ScriptedModel) -> None:
     model.script(
         text(

@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from agent.model.responses import LLMResponse, Message, ModelClient, OnRetry, To
 from agent.turns import honesty
 from agent.turns.dispatch import Dispatcher, NativeDispatcher, ParsedCalls, visible_text
 from agent.turns.taint_gate import ask_if_tainted
+from agent.turns.tool_call_text import find_tool_calls, offered
 from tools.base import ApprovalRequest, JournalEntry, ToolCallContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
@@ -151,9 +153,49 @@ async def run_tool_call_loop(
     final = await llm.complete(wrap_up, tools=None, on_retry=on_retry)
     result.usage.add(final)
     slips = _slips(final, ParsedCalls(calls=()), result.events, offered=False)
+    found = find_tool_calls(final.content, offered(tools))
+    if found.calls or found.near_misses:  # a small model writes the call again, as text
+        text = _stopped(result.stop_reason, messages)
+        add({"role": "assistant", "content": text})
+        result.text = text
+        return result
     answer = {"role": "assistant", "content": final.content}
     _finish(result, add, answer, visible_text(final), {kind for kind, _ in slips})
     return result
+
+
+_WHY_STOPPED = {
+    "loop_detected": "the same tool call came again with the same arguments",
+    "iteration_limit": "too many rounds of tool calls",
+    "call_limit": "too many tool calls",
+}
+
+
+def _stopped(reason: StopReason, messages: list[Message]) -> str:
+    """The answer when the model's last word was one more call: said plainly, with the last
+    result that came back (never the raw call)."""
+    said = f"(I stopped: {_WHY_STOPPED.get(reason, 'the tools did not finish')}."
+    for name, content in reversed(_results(messages)):
+        if not content.startswith("Error:"):
+            cut = content if len(content) <= 1500 else content[:1500] + " […]"
+            return f"{said} What {name} returned last:)\n{cut}"
+    return f"{said} No tool gave a result.)"
+
+
+_XML_RESULT = re.compile(r'<tool_result name="([^"]*)">\n(.*?)\n</tool_result>', re.S)
+
+
+def _results(messages: list[Message]) -> list[tuple[str, str]]:
+    """Every tool result of the turn, in order, as (tool, text): `tool` messages, or the
+    xml protocol's <tool_result> blocks."""
+    found: list[tuple[str, str]] = []
+    for message in messages:
+        content = str(message.get("content") or "")
+        if message.get("role") == "tool":
+            found.append((str(message.get("name") or "the last tool"), content))
+        elif message.get("role") == "user":
+            found += _XML_RESULT.findall(content)
+    return found
 
 
 # How a reply that is a call written as text begins (agent/turns/tool_call_text.py).
