@@ -37,7 +37,7 @@ from agent.runtime.intake import prepared, refusal_text, too_big
 from agent.runtime.media import reply_files, resolve_reply
 from agent.runtime.outage import OutageNotice, retry_later
 from agent.runtime.owner.memory_vetting import MemoryVetting
-from agent.runtime.owner.metering import Controls
+from agent.runtime.owner.metering import Controls, Refused
 from agent.runtime.owner.pair_command import pair_command
 from agent.runtime.owner.pairing import Doorkeeper
 from agent.runtime.turn_inputs import turn_inputs
@@ -283,10 +283,11 @@ class ChannelRuntime:
         key, runner, settings = msg.chat.key, self.runner, self.settings
         history_tokens = self._history_tokens
         llm = await self.controls.for_turn(self.llm, msg, trigger)
-        if isinstance(llm, str):  # a limit is reached: its line to a person, no model called
-            log.warning("%s: turn not run: %s", key, llm)
-            self.last_turns[key] = TurnRecord("budget", error=llm)
-            return TurnOutcome("done", SILENT_REPLY if trigger else llm, [], self.last_turns[key])
+        if isinstance(llm, Refused):  # a limit is reached: its line to a person, no model called
+            log.warning("%s: turn not run: %s", key, llm.reason)
+            self.last_turns[key] = TurnRecord("budget", error=llm.reason)
+            said = SILENT_REPLY if trigger else llm.reason
+            return TurnOutcome("done", said, [], self.last_turns[key])
         inputs = await turn_inputs(
             msg,
             settings,

@@ -41,6 +41,13 @@ _STARTS: dict[str, StartedBy] = {"scheduled": "schedule", "heartbeat": "heartbea
 
 
 @dataclass(frozen=True)
+class Refused:
+    """A turn a limit stops before any model is called: the line the person is told."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class Spender:
     """Whom a turn's calls are counted for: the chat, the person, what started it."""
 
@@ -162,10 +169,10 @@ class Controls:
 
     async def for_turn(
         self, llm: ModelClient, msg: IncomingMessage, trigger: Trigger | None
-    ) -> ModelClient | str:
+    ) -> ModelClient | Refused:
         """This turn's model, or the line that says a limit stops it (nothing is called)."""
         spender = spender_of(msg, trigger, self.settings().people)
         refusal = await self.budget.refusal(spender.started_by)
         if refusal is not None:
-            return refusal
+            return Refused(refusal)
         return MeteredModel(llm, await self.model_of(msg.chat.key, llm.model), spender, self)
