@@ -66,6 +66,16 @@ def test_well_formed_tokens_pass(llm_env: dict[str, str]) -> None:
     found = lines(doctor(env))
     assert "ok  telegram: enabled, token present" in found
     assert "ok  discord: enabled, token present" in found
+    assert (
+        "note telegram: no owner in [people] (owner = true, telegram = your id), so a question "
+        "asked after untrusted content (a web page, someone else's file) is answered in its chat "
+        "by any allowed person, not by you alone"
+    ) in found
+    owned = lines(
+        doctor({**env, "PINCLAW_PEOPLE__ME__TELEGRAM": "42", "PINCLAW_PEOPLE__ME__OWNER": "true"})
+    )
+    assert not any(line.startswith("note telegram: no owner") for line in owned)
+    assert any(line.startswith("note discord: no owner") for line in owned)
 
 
 def test_a_model_name_litellm_cannot_route_is_said_with_the_form_to_use(

@@ -58,6 +58,13 @@ def report_channels(settings: Settings, report: Report) -> None:
             report(True, name, "enabled, token present")
         if not channel.allowed_users:
             print(f"note {name}: allowed_users is empty, so nobody can talk to the bot")
+        owners = [person for person in settings.people.values() if person.owner]
+        if not any(getattr(person, name, "") for person in owners):
+            print(
+                f"note {name}: no owner in [people] (owner = true, {name} = your id), so a "
+                "question asked after untrusted content (a web page, someone else's file) is "
+                "answered in its chat by any allowed person, not by you alone"
+            )
 
 
 async def report_model(settings: Settings, report: Report) -> None:
