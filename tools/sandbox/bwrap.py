@@ -54,6 +54,8 @@ def bwrap_args(
         for path in view.writes:
             args += ["--bind", str(path), str(path)]
         args += ["--bind" if writable else "--ro-bind", workspace, workspace]
+        for path in view.frozen:  # over the workspace's own bind: read-only inside it
+            args += ["--ro-bind", str(path), str(path)]
         rebuilt = _list_only(view, writable, args, fds)
         args += _masks(view)
     except BaseException:

@@ -183,25 +183,35 @@ class Ruleset:
             os.close(fd)
         return True
 
-    def allow_tree(self, root: Path, access: int, hidden: Collection[Path] = ()) -> None:
-        """Grant `access` on the tree at root except the hidden paths in it. Landlock
-        cannot take a subtree out of a grant, so the tree is granted child by child; the
-        folders on the way to a hidden path keep READ_DIR only (names stay listable). A
-        hidden path that does not exist is never granted: nothing can create it, since
-        nothing can be created in its list-only folder, and one made later by someone
-        else gets no rule."""
+    def allow_tree(
+        self,
+        root: Path,
+        access: int,
+        hidden: Collection[Path] = (),
+        read_only: Collection[Path] = (),
+    ) -> None:
+        """Grant `access` on the tree at root except the hidden paths in it, and only the
+        reading part of it on the `read_only` ones. Landlock cannot take a subtree out of a
+        grant, so the tree is granted child by child; the folders on the way to a hidden or
+        read-only path keep READ_DIR only (names stay listable). A hidden path that does not
+        exist is never granted: nothing can create it, since nothing can be created in its
+        list-only folder, and one made later by someone else gets no rule."""
         if root in hidden:
+            return
+        if root in read_only:
+            self.allow_tree(root, access & (EXECUTE | READ_FILE | READ_DIR), hidden)
             return
         below = str(root).rstrip("/") + "/"  # resolved paths: a prefix is a subtree
         inner = [path for path in hidden if str(path).startswith(below)]
-        if not inner:
+        kept = [path for path in read_only if str(path).startswith(below)]
+        if not inner and not kept:
             self.allow(root, access, follow=False)
             return
         self.allow(root, access & READ_DIR, follow=False)
         with os.scandir(root) as entries:
             for entry in entries:
                 if not entry.is_symlink():  # a link must not carry the grant elsewhere
-                    self.allow_tree(Path(entry.path), access, inner)
+                    self.allow_tree(Path(entry.path), access, inner, kept)
 
     def close(self) -> None:
         if self.fd >= 0:

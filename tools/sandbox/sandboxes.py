@@ -81,6 +81,9 @@ class SandboxSpec:
     # Hidden when inside the workspace or a system dir; one in the workspace that does not
     # exist (yet) cannot be created: its folder becomes list-only (tools/sandbox/view.py).
     masked: tuple[Path, ...] = ()
+    # Seen but not writable inside a writable workspace (the files that shape every prompt,
+    # in someone else's turn under full): bound read-only, or granted only reading.
+    frozen: tuple[Path, ...] = ()
     limits: Limits = field(default_factory=Limits)
     # A long-running server's: trees exposed besides (its program read-only, its own folder
     # read-write; those that do not exist are left out), and its HOME (default: workspace).
@@ -175,7 +178,7 @@ class Bubblewrap(Sandbox):
 
     def launch(self, argv: Sequence[str], spec: SandboxSpec, env: Mapping[str, str]) -> Launch:
         workspace = _workspace(spec)
-        seen = view(workspace, spec.masked, spec.reads, spec.writes)
+        seen = view(workspace, spec.masked, spec.reads, spec.writes, frozen=spec.frozen)
         keeper = reaper.cgroup_if_possible(spec.limits.memory_mb)
         # Without a cgroup's watcher, the command checks the daemon lives once bwrap's child
         # has armed its --die-with-parent (tools/sandbox/parent_death.py).
@@ -225,7 +228,7 @@ class Landlock(Sandbox):
                 f"network is off but Landlock ABI {self.abi} cannot restrict it (needs 4)"
             )
         workspace = _workspace(spec)
-        seen = view(workspace, spec.masked, spec.reads, spec.writes)
+        seen = view(workspace, spec.masked, spec.reads, spec.writes, frozen=spec.frozen)
         hidden = seen.hidden | seen.absent
         read = ll.EXECUTE | ll.READ_FILE | ll.READ_DIR
         write = ll.fs_rights(self.abi) & ~(ll.MAKE_CHAR | ll.MAKE_BLOCK | ll.IOCTL_DEV)
@@ -248,7 +251,7 @@ class Landlock(Sandbox):
                 ruleset.allow_tree(tree, read, hidden)
             for tree in seen.writes:
                 ruleset.allow_tree(tree, write, hidden)
-            ruleset.allow_tree(workspace, write if spec.writable else read, hidden)
+            ruleset.allow_tree(workspace, write if spec.writable else read, hidden, seen.frozen)
             ruleset.allow(tmpdir, write, follow=False)
             confine = ll.Confinement(ruleset, drop_capabilities=os.geteuid() == 0)
             keeper = reaper.keeper(spec.limits.memory_mb)

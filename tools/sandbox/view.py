@@ -54,6 +54,7 @@ class View:
     # Further trees exposed (a long-running server's program and own folder), resolved.
     reads: tuple[Path, ...] = ()
     writes: tuple[Path, ...] = ()
+    frozen: tuple[Path, ...] = ()  # inside the workspace, read-only there: files and folders
 
     @property
     def trees(self) -> tuple[Path, ...]:
@@ -77,8 +78,11 @@ def view(
     masked: tuple[Path, ...],
     reads: tuple[Path, ...] = (),
     writes: tuple[Path, ...] = (),
+    *,
+    frozen: tuple[Path, ...] = (),
 ) -> View:
-    """`reads`, `writes`: further trees exposed read-only or read-write (those that exist)."""
+    """`reads`, `writes`: further trees exposed read-only or read-write (those that exist);
+    `frozen`: paths in the workspace kept read-only (those that exist and are no link)."""
     roots = system_roots()
     etc = etc_view(roots)
     reads, writes = _existing(reads), _existing(writes)
@@ -94,7 +98,14 @@ def view(
                 hidden.add(path)
         elif _within(str(path), str(workspace)) and path != workspace:
             absent.add(path)
-    return View(workspace, tuple(roots), etc, frozenset(hidden), frozenset(absent), reads, writes)
+    kept = tuple(
+        path.resolve()
+        for path in frozen
+        if path.exists() and not path.is_symlink() and _within(str(path.resolve()), str(workspace))
+    )
+    return View(
+        workspace, tuple(roots), etc, frozenset(hidden), frozenset(absent), reads, writes, kept
+    )
 
 
 def _existing(paths: tuple[Path, ...]) -> tuple[Path, ...]:

@@ -17,9 +17,10 @@ import re
 import subprocess
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from tools.base import FunctionTool, ToolCallContext, ToolResult
-from tools.boundaries import INBOX, inbox_folder, make_placeholders
+from tools.boundaries import IDENTITY_FILES, INBOX, inbox_folder, make_placeholders
 from tools.config import ShellSettings
 from tools.paths import PolicyError
 from tools.policy import SecurityPolicy
@@ -109,8 +110,12 @@ class ShellTool(FunctionTool):
             )
         argv = ["/bin/sh", "-c", plan.script]
         await self._note_untrusted_reads(command, call)
+        # Under full nothing asks, so in someone else's turn the files that shape every
+        # prompt are read-only in the sandbox.
+        someone_elses = not call.owner_private and policy.autonomy == "full"
+        frozen = tuple(policy.workspace / name for name in IDENTITY_FILES) if someone_elses else ()
         started = time.time() - 1  # a file's mtime may be a second behind the clock
-        result = await self.execute(argv, policy, network=passage.online)
+        result = await self.execute(argv, policy, network=passage.online, frozen=frozen)
         if call.writer and self._provenance is not None:  # someone else's words
             workspace = self._policy.workspace
             written = await asyncio.to_thread(written_since, workspace, started)
@@ -151,7 +156,12 @@ class ShellTool(FunctionTool):
         return None
 
     async def execute(
-        self, argv: Sequence[str], policy: SecurityPolicy, *, network: bool | None = None
+        self,
+        argv: Sequence[str],
+        policy: SecurityPolicy,
+        *,
+        network: bool | None = None,
+        frozen: tuple[Path, ...] = (),
     ) -> ToolResult:
         """Run `argv` as it is, no shell, in the sandbox with the shell's limits: the
         shell's checked script, or a skill tool's words. `policy` is the call's own
@@ -163,9 +173,11 @@ class ShellTool(FunctionTool):
         online = self._network
         if network is not None and self._sandbox.cuts_network:
             online = network and self._network
-        return await self._run(self._launch(argv, policy, online))
+        return await self._run(self._launch(argv, policy, online, frozen))
 
-    def _launch(self, argv: Sequence[str], policy: SecurityPolicy, network: bool) -> Launch:
+    def _launch(
+        self, argv: Sequence[str], policy: SecurityPolicy, network: bool, frozen: tuple[Path, ...]
+    ) -> Launch:
         env = {key: os.environ[key] for key in _PASSED_ENV if key in os.environ}
         inside = tuple(p for p in policy.forbidden_paths if policy.workspace in p.parents)
         spec = SandboxSpec(
@@ -173,6 +185,7 @@ class ShellTool(FunctionTool):
             writable=policy.can_write,
             network=network,
             masked=inside,
+            frozen=frozen,
             limits=Limits(
                 cpu_s=math.ceil(self._settings.timeout_s) + 1, memory_mb=self._settings.memory_mb
             ),
