@@ -26,7 +26,7 @@ class FileTools:
 
     def __init__(self, policy: SecurityPolicy, provenance: FileProvenance | None = None) -> None:
         self._policy = policy
-        self._provenance = provenance  # which files a tainted turn wrote (tools/taint.py)
+        self._provenance = provenance  # whose words the files hold (tools/taint.py)
 
     def tools(self) -> list[FunctionTool]:
         return [
@@ -73,7 +73,7 @@ class FileTools:
 
     async def _source_of(self, target: Path, call: ToolCallContext) -> str:
         """Whose words a file holds, when not the owner's: another chat's incoming file, or
-        one a tainted turn wrote ("": the owner's)."""
+        one written by someone else's turn or a tainted one ("": the owner's)."""
         try:
             where = target.relative_to(self._policy.workspace).as_posix()
         except ValueError:
