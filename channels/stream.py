@@ -1,7 +1,8 @@
 """A reply shown while the model writes it: one message, edited at a limited rate.
 
 The platforms differ only in how the message is first sent, edited and finished; the
-pacing (never more than one update per interval, the latest text wins) is shared here.
+pacing (never more than one update per interval, the latest text wins), the draft message
+and when it is sent rather than edited are shared here.
 """
 
 from __future__ import annotations
@@ -10,14 +11,23 @@ import asyncio
 import logging
 import time
 from abc import ABC, abstractmethod
+from typing import Generic, TypeVar
 
-from channels.base import OutgoingPart
+from channels.base import ChatRef, OutgoingPart
 
 log = logging.getLogger(__name__)
 
+Draft = TypeVar("Draft")  # the platform's message object
 
-class PacedStream(ABC):
-    def __init__(self, *, interval_s: float, max_chars: int) -> None:
+
+class PacedStream(ABC, Generic[Draft]):
+    """The draft of a reply to `reply_to` in `chat`, sent once and then edited."""
+
+    def __init__(self, chat: ChatRef, reply_to: str, *, interval_s: float, max_chars: int) -> None:
+        self._chat = chat
+        self._reply_to = reply_to
+        self._message: Draft | None = None  # the draft, once sent
+        self._shown = ""  # the text it shows
         self._interval_s = interval_s
         self._max_chars = max_chars
         self._text = ""
@@ -44,7 +54,7 @@ class PacedStream(ABC):
             self._last_update = time.monotonic()
             shown = self._text
             try:
-                await self.show(shown[: self._max_chars])
+                await self._show(shown[: self._max_chars])
             except Exception as exc:  # a skipped update is harmless: the final text follows
                 log.debug("stream update skipped: %s", exc)
 
@@ -54,13 +64,27 @@ class PacedStream(ABC):
         self._finishing.set()
         if self._pending is not None:
             await self._pending
-        return await self.replace(first)
+        if self._message is None:
+            return False
+        await self.replace(self._message, first)
+        return True
+
+    async def _show(self, text: str) -> None:
+        """Send the draft with `text`, or edit it to `text` once it exists."""
+        if self._message is None:
+            self._message = await self.send(text)
+        elif text != self._shown:
+            self._message = await self.edit(self._message, text)
+        self._shown = text
 
     @abstractmethod
-    async def show(self, text: str) -> None:
-        """Send the message with `text`, or edit it to `text` once it exists."""
+    async def send(self, text: str) -> Draft:
+        """Send the draft, a reply to `self._reply_to`."""
 
     @abstractmethod
-    async def replace(self, first: OutgoingPart) -> bool:
-        """Replace the streamed text with the reply's first part, formatted; False when
-        no message was shown yet."""
+    async def edit(self, message: Draft, text: str) -> Draft:
+        """The draft edited to `text`, as the platform returned it."""
+
+    @abstractmethod
+    async def replace(self, message: Draft, first: OutgoingPart) -> None:
+        """Replace the draft's text with the reply's first part, formatted."""

@@ -352,36 +352,29 @@ class DiscordChannel:
             )
 
 
-class DiscordStream(PacedStream):
-    """One message edited as the reply is written, at most once every 1.5 s."""
+class DiscordStream(PacedStream[discord.Message]):
+    """One message edited as the reply is written, at most once every 1.5 s. The draft
+    always has its embeds suppressed: it is shown before anyone knows whether the turn will
+    read untrusted content. discord.py's edit clears the flag unless told."""
 
     def __init__(self, channel: DiscordChannel, chat: ChatRef, reply_to: str) -> None:
-        super().__init__(interval_s=STREAM_EDIT_EVERY_S, max_chars=MAX_CHARS)
+        super().__init__(chat, reply_to, interval_s=STREAM_EDIT_EVERY_S, max_chars=MAX_CHARS)
         self._channel = channel
-        self._chat = chat
-        self._reply_to = reply_to
-        self._message: discord.Message | None = None
 
-    async def show(self, text: str) -> None:
-        """The draft, always with embeds suppressed: it is shown before anyone knows whether
-        the turn will read untrusted content. discord.py's edit clears the flag unless told."""
-        if self._message is None:
-            target = await self._channel.target(self._chat)
-            self._message = await target.send(
-                text,
-                reference=_reference(self._reply_to, target),
-                mention_author=False,
-                suppress_embeds=True,
-            )
-        elif text != self._message.content:
-            self._message = await self._message.edit(content=text, suppress=True)
+    async def send(self, text: str) -> discord.Message:
+        target = await self._channel.target(self._chat)
+        reference = _reference(self._reply_to, target)
+        sent: discord.Message = await target.send(
+            text, reference=reference, mention_author=False, suppress_embeds=True
+        )
+        return sent
 
-    async def replace(self, first: OutgoingPart) -> bool:
+    async def edit(self, message: discord.Message, text: str) -> discord.Message:
+        return await message.edit(content=text, suppress=True)
+
+    async def replace(self, message: discord.Message, first: OutgoingPart) -> None:
         """The reply in place of the draft: its embeds shown only if the reply allows them."""
-        if self._message is None:
-            return False
-        await self._message.edit(content=first.text, suppress=not first.previews)
-        return True
+        await message.edit(content=first.text, suppress=not first.previews)
 
 
 def _id(message: Any) -> str | None:

@@ -293,38 +293,32 @@ class TelegramChannel:
             return await self.send_text(chat, note, "", previews=previews)
 
 
-class TelegramStream(PacedStream):
-    """The reply shown while it is written: one message, edited at most once a second."""
+class TelegramStream(PacedStream[Message]):
+    """The reply shown while it is written: one message, edited at most once a second. The
+    draft never previews a link: it is shown before anyone knows whether the turn will read
+    untrusted content."""
 
     def __init__(self, channel: TelegramChannel, chat: ChatRef, reply_to: str) -> None:
-        super().__init__(interval_s=STREAM_EDIT_EVERY_S, max_chars=MAX_CHARS)
+        super().__init__(chat, reply_to, interval_s=STREAM_EDIT_EVERY_S, max_chars=MAX_CHARS)
         self._channel = channel
-        self._chat = chat
-        self._reply_to = reply_to
-        self._message: Message | None = None
 
-    async def show(self, text: str) -> None:
-        """The draft, always without link previews: it is shown before anyone knows whether
-        the turn will read untrusted content."""
-        if self._message is None:
-            self._message = await self._channel.bot.send_message(
-                self._chat.chat_id,
-                text,
-                message_thread_id=_thread(self._chat),
-                reply_parameters=_reply(self._reply_to),
-                link_preview_options=NO_PREVIEWS,
-            )
-        elif text != self._message.text:
-            edited = await self._message.edit_text(text, link_preview_options=NO_PREVIEWS)
-            self._message = edited if isinstance(edited, Message) else self._message
-
-    async def replace(self, first: OutgoingPart) -> bool:
-        if self._message is None:
-            return False
-        await self._channel.send_text(
-            self._chat, first.text, "", edit=self._message, previews=first.previews
+    async def send(self, text: str) -> Message:
+        return await self._channel.bot.send_message(
+            self._chat.chat_id,
+            text,
+            message_thread_id=_thread(self._chat),
+            reply_parameters=_reply(self._reply_to),
+            link_preview_options=NO_PREVIEWS,
         )
-        return True
+
+    async def edit(self, message: Message, text: str) -> Message:
+        edited = await message.edit_text(text, link_preview_options=NO_PREVIEWS)
+        return edited if isinstance(edited, Message) else message
+
+    async def replace(self, message: Message, first: OutgoingPart) -> None:
+        await self._channel.send_text(
+            self._chat, first.text, "", edit=message, previews=first.previews
+        )
 
 
 def _id(sent: Any) -> str | None:
