@@ -12,7 +12,7 @@ _.format_commands
 # pydantic-settings calls this hook with every source by keyword (agent/config.py).
 _.settings_customise_sources
 env_settings, dotenv_settings, file_secret_settings
-# LiteLLM's module flags, read by LiteLLM (agent/model/facts.py).
+# LiteLLM's module flags, read by LiteLLM (agent/model/profiles/litellm_import.py).
 _.telemetry, _.suppress_debug_info
 # discord.py reads these: VoiceClient's warnings and the gateway intents (channels/discord).
 _.warn_nacl, _.warn_dave, _.guilds, _.guild_messages, _.dm_messages, _.message_content

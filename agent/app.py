@@ -19,15 +19,15 @@ from agent.durable.file.state_db import StateDB
 from agent.durable.file_sources import FileSources
 from agent.durable.hardware_records import StateRecords
 from agent.durable.inbox import Inbox
+from agent.durable.learned_model_facts import LearnedModelFacts
 from agent.durable.outbox import Outbox
-from agent.durable.quirks import ProviderQuirks
 from agent.durable.schedules import Schedules
 from agent.durable.sessions import SessionStore
 from agent.durable.store import Store
 from agent.home import ENV_FILE_NAME
 from agent.model.client import LLMClient
-from agent.model.facts import token_counter, window_of
 from agent.model.keys import check_model
+from agent.model.profiles.litellm_facts import token_counter, window_of
 from agent.model.responses import ModelClient
 from agent.model.side_calls import embed, transcribe
 from agent.proactive.hardware import board_tools, make_boards
@@ -75,7 +75,7 @@ class App:
     scrub: Scrubber
     policy: SecurityPolicy
     sandbox: Sandbox  # every command's OS sandbox: probed once, by build_app
-    quirks: ProviderQuirks = field(default_factory=ProviderQuirks)
+    quirks: LearnedModelFacts = field(default_factory=LearnedModelFacts)
     slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(16))
     boards: Keeper | None = None  # every board, with their log, limits and interlocks
     history_tokens: int = 16_000
@@ -263,10 +263,8 @@ def prompt_source(
     budget_tokens: int | None = None,
     skills: SkillCatalog | None = None,
 ) -> PromptSource:
-    budget = budget_tokens or default_budget(
-        settings.agent.prompt_budget_tokens,
-        None if settings.agent.prompt_budget_tokens else window_of(settings.llm),
-    )
+    fixed = settings.agent.prompt_budget_tokens
+    budget = budget_tokens or default_budget(fixed, None if fixed else window_of(settings.llm))
     return PromptSource(
         settings=settings,
         tools=tools,
@@ -276,6 +274,7 @@ def prompt_source(
         count_tokens=token_counter(settings.llm),
         budget_tokens=budget,
         skills=skills,
+        learned=LearnedModelFacts.read(settings.state_db).about(settings.llm.model),
     )
 
 
@@ -382,7 +381,7 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
         slots=asyncio.Semaphore(settings.agent.max_concurrent_turns),
         boards=boards,
         history_tokens=history_budget(settings),
-        quirks=await ProviderQuirks.load(store.db),
+        quirks=await LearnedModelFacts.load(store.db),
         memory=memories,
         schedules=schedules,
         watches=watches,

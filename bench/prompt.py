@@ -73,7 +73,7 @@ def fresh_prompt_tokens() -> tuple[int, int]:
     """Characters and tokens of the full Telegram prompt of a fresh `agent init` workspace."""
     from agent.app import build_tools, prompt_source
     from agent.config import LLMSettings, Settings, WorkspaceSettings
-    from agent.model.facts import count_tokens
+    from agent.model.profiles.litellm_facts import count_tokens
     from tools.policy import SecurityPolicy
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -32,8 +32,8 @@ from fakes.model_double import FunctionModel, text  # noqa: E402
 
 from agent.app import build_tools, prompt_source  # noqa: E402
 from agent.config import AgentSettings, LLMSettings, Settings, WorkspaceSettings  # noqa: E402
-from agent.durable.quirks import ProviderQuirks  # noqa: E402
-from agent.model.facts import count_tokens  # noqa: E402
+from agent.durable.learned_model_facts import LearnedModelFacts  # noqa: E402
+from agent.model.profiles.litellm_facts import count_tokens  # noqa: E402
 from agent.security import Scrubber  # noqa: E402
 from agent.turns.turn import TurnRunner  # noqa: E402
 from agent.workspace import init_workspace  # noqa: E402
@@ -92,7 +92,7 @@ def first_request(
             TerminalChannel(),
             source=prompt_source(settings, tools, policy),
             llm=recorder,
-            quirks=ProviderQuirks(),
+            quirks=LearnedModelFacts(),
             scrub=Scrubber(),
         )
         chat = ChatRef("cli", "bench")

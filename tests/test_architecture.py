@@ -26,8 +26,8 @@ AGENT_CORE = (
     "tools",
 )
 AGENT_FLOORS = (
-    "agent.prompt",
     "agent.model",
+    "agent.prompt",
     "agent.durable",
     "agent.conversation",
     "agent.turns",

@@ -16,9 +16,9 @@ from fakes.model_double import ScriptedModel, text, tool_calls
 
 from agent.app import build_tools, prompt_source
 from agent.config import load_settings
-from agent.durable.quirks import ProviderQuirks
+from agent.durable.learned_model_facts import LearnedModelFacts
 from agent.model.client import LLMClient
-from agent.model.facts import count_tokens
+from agent.model.profiles.litellm_facts import count_tokens
 from agent.model.responses import Message, ModelClient
 from agent.prompt.context import ToolInfo
 from agent.prompt.deferred_tools import best_matches, one_line
@@ -55,7 +55,7 @@ def runner(
         TerminalChannel(),
         source=prompt_source(settings, tools, policy),
         llm=llm,
-        quirks=ProviderQuirks(),
+        quirks=LearnedModelFacts(),
         scrub=Scrubber(),
     )
 

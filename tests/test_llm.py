@@ -12,7 +12,8 @@ from fakes.llm_server import FakeLLM, error, text, tool_calls
 
 from agent.config import LLMSettings
 from agent.model.client import LLMClient
-from agent.model.facts import load_litellm, price_of
+from agent.model.profiles.litellm_facts import price_of
+from agent.model.profiles.litellm_import import load_litellm
 from agent.model.responses import LLMError, LLMRequestRejected
 
 HELLO = [{"role": "user", "content": "hello"}]

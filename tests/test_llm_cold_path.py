@@ -23,8 +23,8 @@ from fakes.llm_server import FakeLLM
 
 from agent.config import LLMSettings
 from agent.daemon.warmup import warm_up
-from agent.model.facts import count_tokens
 from agent.model.litellm_call import SKIP_MCP_PROBE
+from agent.model.profiles.litellm_facts import count_tokens
 from agent.model.stand_in_tokenizer import CL100K_CACHED, stand_in_counter
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,7 +39,7 @@ FIRST_CALL = """
 import asyncio, json, sys
 from agent.config import LLMSettings
 from agent.model.client import LLMClient
-from agent.model.facts import load_litellm
+from agent.model.profiles.litellm_import import load_litellm
 
 settings = LLMSettings(
     model="openai/primary", api_base=sys.argv[1], num_retries=0, client="litellm"

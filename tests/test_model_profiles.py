@@ -14,15 +14,13 @@ from test_prompt_kit import fresh_workspace
 
 from agent.app import build_tools, open_store, prompt_source
 from agent.config import AgentSettings, LLMSettings, Settings, WorkspaceSettings, served_locally
-from agent.durable.quirks import ProviderQuirks
-from agent.model.facts import count_tokens
+from agent.durable.learned_model_facts import LearnedModelFacts
+from agent.model.profiles import builtin
+from agent.model.profiles.builtin import ModelProfile, builtin_profile
+from agent.model.profiles.litellm_facts import count_tokens
+from agent.model.profiles.lookup import profile_for
 from agent.prompt.compact import CompactTools, compact_schema, short_text
-from agent.prompt.profiles import (
-    builtin_profile,
-    choose_mode,
-    learned_facts,
-    profile_for,
-)
+from agent.prompt.mode import choose_mode
 from channels.capabilities import BY_NAME
 from tools.policy import SecurityPolicy
 
@@ -104,8 +102,14 @@ def settings(model: str, api_base: str = "", **agent: object) -> Settings:
 def test_the_mode_is_chosen_from_the_profile_unless_the_owner_set_it(
     chosen: Settings, mode: str, why: str
 ) -> None:
-    choice = choose_mode(chosen, profile_for(chosen.llm.model, {}))
+    choice = choose_mode(chosen, profile_for(chosen.llm.model, chosen.llm.api_base))
     assert choice.mode == mode and choice.why.startswith(why)
+
+
+def looked_up(db: Path, model: str, api_base: str = "") -> ModelProfile:
+    """The lookup as a prompt source makes it: what state.db holds, read by the durable
+    layer and handed in as data."""
+    return profile_for(model, api_base, LearnedModelFacts.read(db).about(model))
 
 
 async def test_a_local_model_is_assumed_a_4096_window_until_its_server_says_more(
@@ -114,39 +118,79 @@ async def test_a_local_model_is_assumed_a_4096_window_until_its_server_says_more
     db = tmp_path / "state.db"
     model = "openai/qwen2.5-coder-1.5b"
     local = settings(model, LOCAL)
-    assert choose_mode(local, profile_for(model, learned_facts(db, model))).window == 4096
+    assert choose_mode(local, looked_up(db, model, LOCAL)).window == 4096
     store = await open_store(db)
-    quirks = await ProviderQuirks.load(store.db)
+    quirks = await LearnedModelFacts.load(store.db)
     await quirks.learn_fact(model, "window", "16384")
     await quirks.learn_fact(model, "server", "llama-server")
     await quirks.learn_fact(model, "first_token_s", "73.5")
-    learned = profile_for(model, learned_facts(db, model))
+    learned = looked_up(db, model, LOCAL)
     assert (learned.served_window, learned.server, learned.first_token_s) == (
         16384,
         "llama-server",
         73.5,
     )
     assert choose_mode(local, learned).window == 16384
-    assert ProviderQuirks.read(db).lines() == [
+    assert LearnedModelFacts.read(db).lines() == [
         f"{model}: served by llama-server, a window of 16,384 tokens, first token after 73.5 s"
     ]
     # a hosted model whose server says its window is small gets compact too
     await quirks.learn_fact("openai/small", "window", "4096")
     await store.db.close()
-    small = profile_for("openai/small", learned_facts(db, "openai/small"))
+    small = looked_up(db, "openai/small")
     assert choose_mode(settings("openai/small"), small).mode == "compact"
 
 
 async def test_a_model_without_native_tools_starts_on_the_text_protocol(tmp_path: Path) -> None:
     store = await open_store(tmp_path / "state.db")
-    quirks = await ProviderQuirks.load(store.db)
+    quirks = await LearnedModelFacts.load(store.db)
     assert "ollama_chat/gemma3:4b" in quirks.xml_tools
     assert "ollama_chat/deepseek-r1:1.5b" in quirks.xml_tools
     assert "ollama_chat/qwen2.5:1.5b" not in quirks.xml_tools
     assert quirks.lines() == []  # a built-in fact, not a lesson
     await quirks.learn_fact("openai/m", "tools", "xml")  # its server said: no tools in its template
     await store.db.close()
-    assert "openai/m" in ProviderQuirks.read(tmp_path / "state.db").xml_tools
+    assert "openai/m" in LearnedModelFacts.read(tmp_path / "state.db").xml_tools
+
+
+def test_a_new_family_is_one_entry_in_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    made_up = ModelProfile("Made-Up 7B", 16_384, False, "no tool template")
+    entry = (r"made-?up-?7b", made_up)
+    monkeypatch.setattr(builtin, "BUILTIN_PROFILES", (entry, *builtin.BUILTIN_PROFILES))
+    hosted = profile_for("openai/made-up-7b-instruct", "https://llm.example.com/v1")
+    assert (hosted.family, hosted.window, hosted.native_tools) == ("Made-Up 7B", 16_384, False)
+    assert hosted.fitting_window == 16_384 and not hosted.local
+    local = profile_for("ollama_chat/madeup7b", None)
+    assert local.family == "Made-Up 7B" and local.local and local.fitting_window == 4_096
+    assert choose_mode(settings("ollama_chat/madeup7b"), local).mode == "compact"
+    assert "ollama_chat/madeup7b" in LearnedModelFacts().xml_tools  # starts on the text protocol
+    assert profile_for("openai/made-up-8b", None).family == ""  # the pattern, nothing wider
+
+
+def test_the_lookup_lays_learned_facts_handed_in_as_data_over_the_entry() -> None:
+    model = "openai/qwen2.5-coder-1.5b"
+    learned = {
+        "window": "16384",
+        "server": "llama-server",
+        "first_token_s": "73.5",
+        "tools": "xml",
+        "delivery": "in_user",  # the turn's lesson, not the profile's
+    }
+    profile = profile_for(model, LOCAL, learned)
+    assert (profile.family, profile.window, profile.local) == ("Qwen2.5", 32_768, True)
+    assert (profile.served_window, profile.server, profile.first_token_s) == (
+        16_384,
+        "llama-server",
+        73.5,
+    )
+    assert not profile.native_tools and profile.fitting_window == 16_384
+    assert profile_for(model, LOCAL) == profile_for(model, LOCAL, {})  # nothing learned
+    garbled = profile_for(model, LOCAL, {"window": "lots", "first_token_s": ""})
+    assert (garbled.served_window, garbled.first_token_s, garbled.fitting_window) == (
+        None,
+        None,
+        4_096,
+    )
 
 
 def test_local_models_wait_longer_for_the_first_token_and_their_turns_with_them() -> None:

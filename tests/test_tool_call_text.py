@@ -4,7 +4,8 @@ in-process model double as plain content (no tool_calls), driving the real loop 
 
 The first rows are what Qwen2.5-Coder-1.5B on llama-server really wrote (issue 23, its
 arguments adapted to our tools); the others follow the public chat templates and the
-tool parsers of llama.cpp and vLLM, named in agent/turns/tool_call_text.py's FORMATS.
+tool parsers of llama.cpp and vLLM, named in agent/model/profiles/text_call_formats.py's
+FORMATS.
 """
 
 from __future__ import annotations
@@ -349,9 +350,7 @@ async def test_a_draft_in_reasoning_is_kept_apart_and_not_run(
             "</think>Which file do you mean?"
         )
     )
-    settings = LLMSettings(
-        model="openai/m", api_base=fake_llm.base_url, num_retries=0, client=via
-    )
+    settings = LLMSettings(model="openai/m", api_base=fake_llm.base_url, num_retries=0, client=via)
     result = await run(LLMClient(settings), world)
     assert result.text == "Which file do you mean?"
     assert result.events == [] and len(fake_llm.requests) == 1

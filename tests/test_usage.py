@@ -30,7 +30,7 @@ from hardware_calls import board_env
 from agent.app import open_store
 from agent.durable.file import migrations
 from agent.durable.file.migrations import APPLICATION_ID, LATEST
-from agent.model.facts import load_litellm
+from agent.model.profiles.litellm_import import load_litellm
 
 REPO = Path(__file__).resolve().parent.parent
 OWNER, CAROL = 42, 7

@@ -131,9 +131,9 @@ async def test_a_refusal_that_names_functions_moves_the_model_to_the_text_protoc
         await fake_telegram.await_for(lambda m: m.method == "sendMessage")
     assert "tools" not in model.requests[-1]
     assert "<tool_call>" in model.requests[-1]["messages"][0]["content"]
-    from agent.durable.quirks import ProviderQuirks
+    from agent.durable.learned_model_facts import LearnedModelFacts
 
-    assert ProviderQuirks.read(home / "state.db").lines() == [
+    assert LearnedModelFacts.read(home / "state.db").lines() == [
         "openai/test-model: tools through the <tool_call> text protocol"
     ]
 

@@ -13,7 +13,7 @@ from agent import collector
 from agent.app import build_app
 from agent.cli.oneshot_screen import PlainScreen, Screen
 from agent.config import Settings
-from agent.model.facts import load_first_call_modules
+from agent.model.profiles.routes import load_first_call_modules
 from agent.runtime.one_shot import answer
 from agent.turns.state import Access
 from channels.base import ApprovalAnswer, ApprovalQuestion, ChatRef, MayAnswer, OutgoingPart

@@ -9,10 +9,11 @@ from typing import Any, cast
 
 from agent.app import build_tools, prompt_source
 from agent.config import LLMSettings, Settings
-from agent.durable.quirks import ProviderQuirks
+from agent.durable.learned_model_facts import LearnedModelFacts
+from agent.model.profiles.builtin import LOCAL_WINDOW, ModelProfile
 from agent.proactive.hardware import make_boards
 from agent.prompt.context import Dispatch, PromptMode, SectionText
-from agent.prompt.profiles import LOCAL_WINDOW, ModeChoice, ModelProfile
+from agent.prompt.mode import ModeChoice
 from agent.prompt.skills import SkillCatalog
 from agent.turns.dispatch import configured_dispatcher
 from agent.workspace import ensure_workspace
@@ -48,9 +49,9 @@ def with_model(settings: Settings, model: str | None) -> Settings:
 
 def dispatcher_for(settings: Settings) -> Dispatch:
     """The way tools travel, as a turn picks it: a lesson or a profile without native calls
-    first (agent/durable/quirks.py), then agent.tool_dispatcher."""
+    first (agent/durable/learned_model_facts.py), then agent.tool_dispatcher."""
     model = settings.llm.model
-    if model in ProviderQuirks.read(settings.state_db).xml_tools:
+    if model in LearnedModelFacts.read(settings.state_db).xml_tools:
         return "xml"
     return configured_dispatcher(settings, model)
 
@@ -97,7 +98,7 @@ def prompt_stats(
     """A table: one row per section with characters and tokens (counted as the budget
     counts them for the model), then the total and the budget; and what the model gets, for
     stderr: its profile, the mode and why, and the first request (prompt + tool schemas)."""
-    from agent.model.facts import token_counter
+    from agent.model.profiles.litellm_facts import token_counter
 
     found = inspect_prompt(settings, channel, mode, model)
     model = model or settings.llm.model
@@ -125,7 +126,7 @@ def _summary(found: Inspected, llm: LLMSettings, model: str, prompt: int, schema
     window = choice.window
     room = f"; {window - first:,} of a {window:,}-token window left" if window else ""
     if window is None:
-        from agent.model.facts import window_of
+        from agent.model.profiles.litellm_facts import window_of
 
         known = window_of(llm, model)
         window_line = f"{known:,} tokens (LiteLLM's table)" if known else "unknown"

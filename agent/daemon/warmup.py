@@ -6,8 +6,9 @@ what later ones do.
 per-model tables, about half a second on a small machine. The daemon calls `warm_up` once
 its channels run; it does that work in a worker thread through LiteLLM's own dry run
 (`mock_response`: the request is built, logged and priced, nothing is sent), so no token is
-spent and nothing leaves the machine. A model served directly (agent/model/facts.py) needs
-only the OpenAI SDK's modules: LiteLLM is not loaded for it.
+spent and nothing leaves the machine. A model served directly
+(agent/model/profiles/routes.py) needs only the OpenAI SDK's modules: LiteLLM is not loaded
+for it.
 """
 
 from __future__ import annotations
@@ -17,15 +18,11 @@ import logging
 import time
 
 from agent.config import LLMSettings
-from agent.model.facts import (
-    load_first_call_modules,
-    load_litellm,
-    price_of,
-    served_directly,
-    supports_native_tools,
-)
 from agent.model.litellm_call import request
 from agent.model.openai_sdk_call import OpenAISDKCall
+from agent.model.profiles.litellm_facts import price_of, supports_native_tools
+from agent.model.profiles.litellm_import import load_litellm
+from agent.model.profiles.routes import load_first_call_modules, served_directly
 from agent.model.responses import Message
 
 log = logging.getLogger(__name__)

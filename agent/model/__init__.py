@@ -1,3 +1,3 @@
-"""The model: LiteLLM behind one client (retries, fallbacks, streaming, usage), what LiteLLM
-knows of a model, and what a model's own server says. May import agent.config and
-agent.prompt."""
+"""The model: one client (retries, fallbacks, streaming, usage) that calls a model served
+directly through the OpenAI SDK and every other one through LiteLLM; what pinclaw knows of a
+model (profiles/); what a model's own server says. May import agent.config."""

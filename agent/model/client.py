@@ -1,7 +1,7 @@
 """LLMClient: the one place a chat completion is asked for — retries with backoff, fallback
 models, streaming with a first-token limit, usage and cost — through one of two transports:
-the OpenAI SDK for a model served directly, LiteLLM for the rest (agent/model/facts.py's
-`served_directly` chooses).
+the OpenAI SDK for a model served directly, LiteLLM for the rest
+(agent/model/profiles/routes.py's `served_directly` chooses).
 
 A call is tried again after a 429, a 5xx, a timeout, a dropped connection or a 200 that
 carries no choice (never after a key missing or refused: agent/model/failures.py); the caller
@@ -25,9 +25,9 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from agent.config import LLMSettings
-from agent.model.facts import served_directly
 from agent.model.failures import failure_line, is_rejection, is_transient, short
 from agent.model.openai_sdk_call import OpenAISDKCall
+from agent.model.profiles.routes import served_directly
 from agent.model.responses import (
     EmptyReply,
     LLMError,

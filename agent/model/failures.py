@@ -13,8 +13,8 @@ import json
 import re
 
 from agent.config import LLMSettings
-from agent.model.facts import DEFAULT_BASES, Unroutable, provider_of, route
 from agent.model.keys import PROVIDER_KEYS, SETTING
+from agent.model.profiles.routes import DEFAULT_BASES, Unroutable, provider_of, route
 from agent.model.responses import EmptyReply
 
 MAX_WORDS = 200

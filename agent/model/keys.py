@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from agent.config import LLMSettings
-from agent.model.facts import Unroutable, route, served_directly
+from agent.model.profiles.routes import Unroutable, route, served_directly
 
 # The environment variable LiteLLM reads for each provider prefix of a model name.
 PROVIDER_KEYS = {

@@ -1,6 +1,6 @@
 """One chat completion through LiteLLM, for every model not served directly (see
-agent/model/facts.py's served_directly): the request's arguments, the call, a stream put
-back together, and LiteLLM's price."""
+agent/model/profiles/routes.py's served_directly): the request's arguments, the call, a
+stream put back together, and LiteLLM's price."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from types import ModuleType
 from typing import Any
 
 from agent.config import LLMSettings
-from agent.model.facts import explicit_cache_control, load_litellm, price_of
+from agent.model.profiles.litellm_facts import explicit_cache_control, price_of
+from agent.model.profiles.litellm_import import load_litellm
 from agent.model.responses import LLMResponse, Message, Tools, to_response
 
 # LiteLLM's own switch (its MCP handlers set it on their inner calls), popped before sending.

@@ -1,4 +1,4 @@
-"""One chat completion from a model served directly (agent/model/facts.py's
+"""One chat completion from a model served directly (agent/model/profiles/routes.py's
 `served_directly`: an OpenAI-protocol server of the owner's own) through the OpenAI SDK's
 own client: what LiteLLM would send through the same SDK, without its import. Such a model
 has no price."""
@@ -12,7 +12,7 @@ import ssl
 from typing import Any
 
 from agent.config import LLMSettings
-from agent.model.facts import provider_of
+from agent.model.profiles.routes import provider_of
 from agent.model.responses import (
     EmptyReply,
     LLMResponse,

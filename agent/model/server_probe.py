@@ -4,8 +4,8 @@ is, the context window it gives the model, and whether the model's template take
 Ollama (`/api/show`, `/api/ps`), llama.cpp's llama-server (`/props`), LM Studio
 (`/api/v0/models/ID`) and vLLM (`/v1/models`, `max_model_len`) each say it differently;
 a hosted provider says nothing and gets nothing asked beyond one request. `agent doctor
---check-model` asks and keeps the answers (ProviderQuirks.learn_fact), so the next start
-builds the prompt for the window the server really gives (agent/prompt/profiles.py).
+--check-model` asks and keeps the answers (LearnedModelFacts.learn_fact), so the next start
+builds the prompt for the window the server really gives (agent/model/profiles/lookup.py).
 Blocking stdlib HTTP with a short timeout: call it in a thread.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from agent.prompt.profiles import LOCAL_WINDOW
+from agent.model.profiles.builtin import LOCAL_WINDOW
 
 OLLAMA_BASE = "http://127.0.0.1:11434"
 

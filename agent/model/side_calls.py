@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.model.facts import load_litellm
+from agent.model.profiles.litellm_import import load_litellm
 
 
 async def transcribe(name: str, data: bytes, model: str, *, api_base: str = "") -> str:

@@ -13,11 +13,13 @@ import os
 import platform
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.config import Settings
+from agent.model.profiles.builtin import ModelProfile
+from agent.model.profiles.lookup import profile_for
 from agent.prompt.builder import BuiltPrompt, SystemPromptBuilder
 from agent.prompt.compact import COMPACT_SKILLS_CHARS, CompactTools, compact_tool_infos, pin_guide
 from agent.prompt.context import (
@@ -30,7 +32,7 @@ from agent.prompt.context import (
     ToolInfo,
 )
 from agent.prompt.deferred_tools import NO_DEFERRAL, Deferral, TurnTools, plan_deferral
-from agent.prompt.profiles import ModeChoice, ModelProfile, choose_mode, learned_facts, profile_for
+from agent.prompt.mode import ModeChoice, choose_mode
 from agent.prompt.skills import SkillCatalog
 from agent.workspace import BOOTSTRAP_FILES, SKILLS
 from channels.base import ChannelCapabilities
@@ -79,9 +81,11 @@ class PromptSource:
     count_tokens: TokenCounter
     budget_tokens: int
     skills: SkillCatalog | None = None  # None: the settings' skills
+    # What state.db holds about the model (agent/durable/learned_model_facts.py's `about`)
+    learned: Mapping[str, str] = field(default_factory=dict)
     workspace: Path = field(init=False)
     files: PathRules = field(init=False)  # the workspace's files, opened as the tools' are
-    profile: ModelProfile = field(init=False)  # what is known of the model (profiles.py)
+    profile: ModelProfile = field(init=False)  # what is known of the model (profile_for)
     choice: ModeChoice = field(init=False)  # the prompt mode it gets, and why
     _watched: tuple[str, ...] = field(init=False, repr=False)  # the files whose stat counts
     _skill_folders: SkillFolders = field(init=False, repr=False)
@@ -108,8 +112,8 @@ class PromptSource:
     def _fit_model(self) -> None:
         """The mode for this model; in compact mode the tools' `tools=` schemas are compact
         too."""
-        model = self.settings.llm.model
-        self.profile = profile_for(model, learned_facts(self.settings.state_db, model))
+        llm = self.settings.llm
+        self.profile = profile_for(llm.model, llm.api_base, self.learned)
         self.choice = choose_mode(self.settings, self.profile)
         full = self.tools.full if isinstance(self.tools, CompactTools) else self.tools
         self.tools = CompactTools(full) if self.choice.mode == "compact" else full

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent.config import Settings
-from agent.model.facts import supports_native_tools
+from agent.model.profiles.litellm_facts import supports_native_tools
 from agent.model.responses import LLMResponse, Message, ToolCall
 from agent.prompt.context import Dispatch
 from agent.turns.honesty import without_results

@@ -198,7 +198,7 @@ def _results(messages: list[Message]) -> list[tuple[str, str]]:
     return found
 
 
-# How a reply that is a call written as text begins (agent/turns/tool_call_text.py).
+# How a reply that is a call written as text begins (agent/model/profiles/text_call_formats.py).
 _CALL_STARTS = ("{", "[", "```", "<tool", "<function", "<|", "<｜", "functools[")
 
 

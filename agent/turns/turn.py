@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agent.durable.quirks import Placement, ProviderQuirks
+from agent.durable.learned_model_facts import LearnedModelFacts, Placement
 from agent.durable.triggers import Trigger, trigger_text
-from agent.model.facts import supports_vision
+from agent.model.profiles.litellm_facts import supports_vision
 from agent.model.responses import (
     BudgetSpent,
     LLMError,
@@ -75,7 +75,7 @@ class TurnRunner:
         *,
         source: PromptSource,
         llm: ModelClient,
-        quirks: ProviderQuirks,
+        quirks: LearnedModelFacts,
         scrub: Scrubber,
     ) -> None:
         self.channel = channel
@@ -179,7 +179,7 @@ class TurnRunner:
         llm: ModelClient,
     ) -> TurnResult:
         """The loop, sent again in a shape the provider takes when it refuses this one: see
-        agent/durable/quirks.py."""
+        agent/durable/learned_model_facts.py."""
         model = llm.model
         dispatch = self._dispatcher(model)
         placement = self._placement(model)

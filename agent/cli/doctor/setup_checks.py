@@ -18,8 +18,8 @@ from pathlib import Path
 from agent.cli.user_errors import cannot_write_line, write_denied
 from agent.config import LLMSettings, Settings
 from agent.home import ENV_FILE_NAME, PRIVATE_FILES, STATE_DB_NAME
-from agent.model.facts import Unroutable, missing_keys, route
 from agent.model.keys import PROVIDER_KEYS, SETTING, check_key, placed, unroutable_line
+from agent.model.profiles.routes import Unroutable, missing_keys, route
 
 Report = Callable[[bool, str, str], None]
 

@@ -29,8 +29,8 @@ from agent.durable import (
     file_sources,
     hardware_records,
     inbox,
+    learned_model_facts,
     outbox,
-    quirks,
     schedules,
     sessions,
     tool_journal,
@@ -53,8 +53,8 @@ class Step:
 
 def _version_1(conn: sqlite3.Connection) -> None:
     """The tables of 0.1.0; a file from before gains the columns added since."""
-    tables = (sessions, inbox, outbox, schedules)
-    for schema in [module.SCHEMA for module in tables] + [always_allowed.SCHEMA, quirks.SCHEMA]:
+    tables = (sessions, inbox, outbox, schedules, always_allowed, learned_model_facts)
+    for schema in [module.SCHEMA for module in tables]:
         run_script(conn, schema)
     for table, added in (("messages", sessions.MIGRATIONS), ("inbox", inbox.MIGRATIONS)):
         have = columns(conn, table)

@@ -1,7 +1,7 @@
 """How the pieces of a call written as text are read: JSON values (also with the doubled
 braces a template typo teaches), the shapes a call takes in JSON, Python call syntax, and
-the XML argument pairs of GLM-4.5 and Qwen3-Coder. agent/turns/tool_call_text.py decides
-where calls are; this only reads them.
+the XML argument pairs of GLM-4.5 and Qwen3-Coder. text_call_formats.py decides where calls
+are; this only reads them.
 """
 
 from __future__ import annotations
