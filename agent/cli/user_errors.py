@@ -41,7 +41,7 @@ def user_line(exc: BaseException, *, home: Path, state_db: Path | None = None) -
     kind = type(exc).__name__
     if kind == "StateDBUnusable":
         return str(exc)
-    if type(exc).__module__ == "sqlite3":
+    if type(exc).__module__ in ("sqlite3", "agent.durable.file.state_errors"):  # or StateError
         return None if state_db is None else state_db_line(state_db, home)
     if kind == "ModelUnusable":
         return f"error: {exc}"

@@ -22,13 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sqlite3
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from agent.config import Settings
+from agent.durable.file.state_db import Transaction
 from agent.durable.schedules import Schedule, Schedules
 from agent.durable.triggers import Trigger
 from agent.runtime.channel_runtime import ChannelRuntime
@@ -330,7 +330,7 @@ class PinWatcher:
         msg = row.message(f"pin:{row.id}:{int(now * 1000)}")
         trigger = Trigger("pin", row.id, row.set_by, row.created_at, "", now, reading)
 
-        def advance(conn: sqlite3.Connection) -> None:
+        def advance(conn: Transaction) -> None:
             if not self._schedules.advance(conn, row, next_due=None, ran_at=now, status="active"):
                 raise _Gone
 

@@ -31,12 +31,12 @@ import asyncio
 import contextlib
 import logging
 import math
-import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from zoneinfo import ZoneInfo
 
 from agent.config import Settings
+from agent.durable.file.state_db import Transaction
 from agent.durable.schedules import NewSchedule, Schedule, ScheduleKind, Schedules
 from agent.durable.triggers import Trigger, TriggerKind
 from agent.proactive.schedule_book import owner_chat
@@ -245,7 +245,7 @@ class Scheduler:
             kind, schedule.id, schedule.set_by, schedule.created_at, repeats, occurrence
         )
 
-        def advance(conn: sqlite3.Connection) -> None:
+        def advance(conn: Transaction) -> None:
             if not self._schedules.advance(conn, schedule, next_due=following, ran_at=now):
                 raise _Changed
 
@@ -263,7 +263,7 @@ class Scheduler:
     ) -> None:
         """Record the skip (and queue `tell` to the chat, in the same transaction)."""
 
-        def advance(conn: sqlite3.Connection) -> None:
+        def advance(conn: Transaction) -> None:
             if not self._schedules.advance(
                 conn, schedule, next_due=following, ran_at=None, note=note
             ):

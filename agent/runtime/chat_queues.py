@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from agent.durable.file.state_db import StateDB
+from agent.durable.file.state_db import StateDB, Transaction
 from agent.durable.inbox import Inbox, Pending
 from agent.runtime.courier import Courier
 from agent.runtime.keyed_worker import KeyedWorker
@@ -33,7 +32,7 @@ class Finished:
     """A turn's outcome as one transaction: the session, the inbox, the outbox row's id."""
 
     chat: ChatRef
-    commit: Callable[[sqlite3.Connection], int | None]
+    commit: Callable[[Transaction], int | None]
     stream: ReplyStream | None = None  # the preview its reply replaces
 
 

@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import io
 import json
-import sqlite3
 import sys
 import time
 from collections.abc import Callable
@@ -22,8 +21,8 @@ from agent.cli.doctor.setup_checks import report_channels, report_home, report_m
 from agent.cli.owner.pairing import doctor_lines
 from agent.cli.user_errors import missing_package_line
 from agent.config import Settings
-from agent.durable.learned_model_facts import LearnedModelFacts
-from agent.model.profiles.lookup import FACT_FIRST_TOKEN, FACT_SERVER, FACT_TOOLS, FACT_WINDOW
+from agent.durable.quirks import ProviderQuirks
+from agent.prompt.profiles import FACT_FIRST_TOKEN, FACT_SERVER, FACT_TOOLS, FACT_WINDOW
 from agent.security import Scrubber
 from agent.workspace import BOOTSTRAP_FILES
 from tools.board.link.firmata_types import BoardInfo, pin_runs
@@ -88,7 +87,7 @@ async def _checks(settings: Settings, check_model: bool) -> int:
     print(_daemon_line(settings.home))
     if state_problem is None:
         _note_queues(settings.state_db)
-        for line in LearnedModelFacts.read(settings.state_db).lines():
+        for line in ProviderQuirks.read(settings.state_db).lines():
             print(f"note provider: {line}")
         for line in doctor_lines(settings):  # who was let in by pairing, the open codes
             print(f"note pairing: {line}")
@@ -106,20 +105,20 @@ async def _check_model(settings: Settings, report: Callable[[bool, str, str], No
 
     store = await open_store(settings.state_db)
     try:
-        await _ask_model(settings, report, await LearnedModelFacts.load(store.db))
+        await _ask_model(settings, report, await ProviderQuirks.load(store.db))
     finally:
         await store.db.close()
 
 
 async def _ask_model(
-    settings: Settings, report: Callable[[bool, str, str], None], quirks: LearnedModelFacts
+    settings: Settings, report: Callable[[bool, str, str], None], quirks: ProviderQuirks
 ) -> None:
     """Ask the model's server what it serves (kept for the next start's prompt), then send
     the first request a one-shot sends — its system prompt and tool schemas — streamed, and
     time the first token: on a small machine that first call is the slow one."""
     from agent.cli.prompt_show import inspect_prompt
     from agent.model.client import LLMClient
-    from agent.model.profiles.litellm_facts import token_counter
+    from agent.model.facts import token_counter
     from agent.model.responses import LLMError
     from agent.model.server_probe import probe_server
 
@@ -215,6 +214,7 @@ def _report_state(state_db: Path, report: Callable[[bool, str, str], None]) -> s
     that says why not — then nothing else reads it, and doctor exits 2; and whether the
     disk has the room the daemon needs to take messages."""
     from agent.durable.file.migrations import describe, diagnose
+    from agent.durable.file.state_check import schema_version
     from agent.durable.file.storage_health import space_line
 
     unusable = diagnose(state_db)
@@ -227,8 +227,7 @@ def _report_state(state_db: Path, report: Callable[[bool, str, str], None]) -> s
     if not state_db.exists() or state_db.stat().st_size == 0:
         print(f"note state.db: {state_db} not created yet")
         return None
-    with contextlib.closing(sqlite3.connect(state_db, timeout=2)) as db:
-        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    version = schema_version(state_db)
     backups = sorted((state_db.parent / "backups").glob("state-*.db"))
     kept = f"{len(backups)} backup(s), newest {backups[-1].name}" if backups else "no backups"
     report(True, "state.db", f"{state_db}, schema version {describe(version)}; {kept}")
@@ -279,23 +278,16 @@ def _daemon_line(home: Path) -> str:
 
 def _note_queues(state_db: Path) -> None:
     """What a stopped daemon left for its next start (read-only; the daemon may be running)."""
-    from agent.durable.inbox import count_waiting
-    from agent.durable.outbox import count_replies, part_fates
+    from agent.durable.file.state_check import queued
 
-    if not state_db.exists():
-        return
-    try:
-        uri = f"file:{state_db}?mode=ro"
-        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=2)) as db:
-            waiting = count_waiting(db)
-            queued, expired = count_replies(db, "pending"), count_replies(db, "expired")
-            fates = part_fates(db)
-    except sqlite3.Error:
-        return  # an older state.db without the queues
+    found = queued(state_db)
+    if found is None:
+        return  # none yet, or an older state.db without the queues
     print(
-        f"note queues: {waiting} message(s) waiting for an answer, {queued} repl(ies) "
-        f"waiting to be sent, {expired} never delivered"
+        f"note queues: {found.waiting} message(s) waiting for an answer, {found.replies} "
+        f"repl(ies) waiting to be sent, {found.expired} never delivered"
     )
+    fates = found.fates
     print(
         f"note delivery: {fates.get('refused', 0)} part(s) refused by the platform (blocked, "
         f"chat gone), {fates.get('unknown', 0)} possibly lost (sent, no answer, no way to ask)"

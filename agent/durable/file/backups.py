@@ -33,7 +33,17 @@ def backup_name(at: float, *, daily: bool = False) -> str:
 
 def backup(state_db: Path, dest: Path, *, wait_s: float = LOCK_WAIT_S) -> Backup:
     """Copy state.db to `dest` (a new file) through SQLite's online backup API; a copy that
-    fails its quick_check is removed and reported (sqlite3.DatabaseError)."""
+    fails its quick_check is removed. What SQLite says is raised as StateDBUnusable, its one
+    line naming state.db (a file that cannot be copied or written: OSError)."""
+    try:
+        return _copy(state_db, dest, wait_s)
+    except sqlite3.Error as exc:
+        from agent.durable.file.state_db import unusable
+
+        raise unusable(state_db, exc, wait_s) from exc
+
+
+def _copy(state_db: Path, dest: Path, wait_s: float) -> Backup:
     from agent.home import PRIVATE_DIR_MODE, create_private_file
 
     if not state_db.is_file():

@@ -13,8 +13,10 @@ function at a time, in the order they were asked for, so operations never interl
 Opening refuses a file that cannot be used — a folder, not a database, damaged, read-only,
 locked by another process for longer than LOCK_WAIT_S, another program's or a newer
 pinclaw's (agent/durable/file/migrations.py) — with StateDBUnusable: one line naming the file,
-the problem and what to do. A write that fails for space marks `health` full
-(agent/durable/file/storage_health.py).
+the problem and what to do. Once open, a read or write that fails because the file is busy,
+the disk full or the file broken raises StateBusy, StateFull or StateBroken
+(agent/durable/file/state_errors.py), so callers never need sqlite3; a write that fails for
+space also marks `health` full (agent/durable/file/storage_health.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from agent.durable.file.state_errors import StateError, translated
 from agent.durable.file.storage_health import StorageHealth
 from agent.home import PRIVATE_DIR_MODE, create_private_file
 from tools.sqlite_thread import SQLiteThread
@@ -37,10 +40,11 @@ T = TypeVar("T")
 LOCK_WAIT_S = 10.0  # how long opening waits for another process's lock before saying so
 BUSY_TIMEOUT_MS = 5000  # each statement once open (the chats' queues retry after that)
 HEADER = b"SQLite format 3\x00"
-Migrate = Callable[[sqlite3.Connection], None]
+Transaction = sqlite3.Connection  # what a caller's change is given, inside read or write
+Migrate = Callable[[Transaction], None]
 
 
-class StateDBUnusable(Exception):
+class StateDBUnusable(StateError):
     """state.db cannot be used as it is: `str()` is the one line the person reads."""
 
     def __init__(self, path: Path, problem: str, advice: str | None = None) -> None:
@@ -79,11 +83,15 @@ class StateDB:
             thread, self._thread = self._thread, None
             await thread.close()
 
-    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def read(self, fn: Callable[[Transaction], T]) -> T:
         """`fn(connection)` on the database's thread: any number of queries, one trip."""
-        return await self._open().read(fn)
+        try:
+            return await self._open().read(fn)
+        except Exception as exc:
+            _raise_translated(exc)
+            raise
 
-    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def write(self, fn: Callable[[Transaction], T]) -> T:
         """`fn(connection)` inside one transaction on the database's thread: everything it
         writes commits together, or (when it raises) not at all. The transaction runs to its
         end even when the caller is cancelled meanwhile. A failure for space marks the disk
@@ -92,6 +100,7 @@ class StateDB:
             return await self._open().write(fn)
         except Exception as exc:
             self.health.failed(exc)
+            _raise_translated(exc)
             raise
 
     async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
@@ -110,6 +119,14 @@ class StateDB:
         if self._thread is None:
             raise RuntimeError("state.db is closed")
         return self._thread
+
+
+def _raise_translated(exc: Exception) -> None:
+    """Raise SQLite's busy, full or broken as StateBusy, StateFull or StateBroken; return
+    for anything else (the caller's own exception, a bug), which the caller raises as is."""
+    state_error = translated(exc)
+    if state_error is not None:
+        raise state_error from exc
 
 
 def _connect(

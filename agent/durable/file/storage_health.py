@@ -1,8 +1,8 @@
 """StorageHealth: whether state.db can be written — a full disk is a state everyone asks
 about, not an error every writer logs.
 
-A write that fails for space (SQLite's "database or disk is full", ENOSPC) marks the disk
-full, and so does free space under FULL_BELOW_BYTES seen before a message is taken (so the
+A write that fails for space (StateFull: SQLite's "database or disk is full"; ENOSPC) marks
+the disk full, and so does free space under FULL_BELOW_BYTES seen before a message is taken (so the
 first message does not have to fail first). While it is full, intake waits: a channel's
 message is neither stored nor acknowledged, so the platform keeps it. The log says so once
 a minute, and whoever listens (the daemon: a message to the owner, sent directly, since the
@@ -17,10 +17,11 @@ import asyncio
 import errno
 import logging
 import os
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+from agent.durable.file.state_errors import StateFull, translated
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,6 @@ FULL_BELOW_BYTES = 64 * 1024  # less free than this: full, before a write fails
 RESUME_FREE_BYTES = 256 * 1024  # free again once this much is (and a write succeeds)
 PROBE_EVERY_S = 2.0
 LOG_EVERY_S = 60.0
-_SQLITE_FULL = 13
 
 Listener = Callable[[bool, str], Awaitable[None]]  # (full, what to tell the owner)
 
@@ -46,10 +46,8 @@ def is_space_error(exc: BaseException) -> bool:
     for _ in range(4):  # an exception and what it was raised from
         if seen is None:
             return False
-        if isinstance(seen, sqlite3.Error):
-            code = getattr(seen, "sqlite_errorcode", None)
-            if (code is not None and code & 0xFF == _SQLITE_FULL) or "disk is full" in str(seen):
-                return True
+        if isinstance(seen, StateFull) or isinstance(translated(seen), StateFull):
+            return True
         if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
         seen = seen.__cause__ or seen.__context__

@@ -14,6 +14,7 @@ import sqlite3
 import time
 
 from agent.durable.file.state_db import StateDB
+from agent.durable.owner.usage import spent
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS budget_overrides (
@@ -33,6 +34,7 @@ CREATE TABLE IF NOT EXISTS budget_notices (
 """
 
 Overrides = dict[str, tuple[float, float]]  # limit name -> (value, the configured value then)
+Spent = dict[str, tuple[float, float]]  # what started the turns -> (dollars today, this month)
 
 
 class BudgetLimits:
@@ -41,6 +43,13 @@ class BudgetLimits:
 
     async def overrides(self) -> Overrides:
         return await self.db.read(overrides)
+
+    async def with_spent(self, day_start: float, month_start: float) -> tuple[Overrides, Spent]:
+        """The overrides and what was spent since `day_start` and since `month_start`
+        (agent/durable/owner/usage.py), read in one trip: what the budget decides on."""
+        return await self.db.read(
+            lambda conn: (overrides(conn), spent(conn, day_start, month_start))
+        )
 
     async def set(self, name: str, value: float, configured: float) -> None:
         await self.db.write(

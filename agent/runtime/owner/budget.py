@@ -13,7 +13,6 @@ them `max_tokens_per_turn` bounds a turn (agent/runtime/owner/metering.py).
 from __future__ import annotations
 
 import logging
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -22,8 +21,8 @@ from zoneinfo import ZoneInfo
 
 from agent.config import BudgetSettings
 from agent.durable.file.state_db import StateDB
-from agent.durable.owner.budget_limits import BudgetLimits, Overrides, overrides
-from agent.durable.owner.usage import StartedBy, spent
+from agent.durable.owner.budget_limits import BudgetLimits, Overrides
+from agent.durable.owner.usage import StartedBy
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +130,6 @@ class Budget:
     ) -> None:
         self.settings = settings
         self.limits = BudgetLimits(db)
-        self.db = db
         self.zone = zone
         self.tell: Tell | None = None
 
@@ -164,11 +162,7 @@ class Budget:
     async def standing(self) -> Standing:
         periods = Periods.at(time.time(), self.zone)
         start, month_start = periods.day_start.timestamp(), periods.month_start.timestamp()
-
-        def read(conn: sqlite3.Connection) -> tuple[Overrides, dict[str, tuple[float, float]]]:
-            return overrides(conn), spent(conn, start, month_start)
-
-        found, sums = await self.db.read(read)
+        found, sums = await self.limits.with_spent(start, month_start)
         limits, overridden = self.in_force(found)
         day = {kind: pair[0] for kind, pair in sums.items()}
         month = {kind: pair[1] for kind, pair in sums.items()}
