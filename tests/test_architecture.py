@@ -4,6 +4,7 @@ imports flow down the layers, and no source file grows past 400 lines."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,6 +140,75 @@ def test_no_import_circle_between_files() -> None:
 def test_the_cycle_finder_finds_a_planted_circle(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(GRAPH, "tools.base", [*GRAPH["tools.base"], "tools.shell.shell_tool"])
     assert find_cycle() == ["tools.base", "tools.shell.shell_tool", "tools.base"]
+
+
+# state.db has one door (docs/architecture.md): SQLite is spoken only below it.
+SPEAKS_SQL = ("agent.durable", "tools.memory", "tools.sqlite_thread")
+SQL_TEXT = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|REPLACE|PRAGMA|CREATE|ALTER|DROP)\s")
+RUNS_SQL = ("execute", "executescript", "executemany")
+
+
+def sql_spoken(path: Path) -> list[str]:
+    """Where a file imports sqlite3, hands a string to .execute/.executescript/.executemany,
+    or holds SQL text: "line N: what", in line order."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                names = [] if node.level else [node.module or ""]
+            if any(name.split(".")[0] == "sqlite3" for name in names):
+                found.append((node.lineno, "imports sqlite3"))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in RUNS_SQL
+            and node.args
+            and isinstance(node.args[0], ast.Constant | ast.JoinedStr)
+        ):
+            found.append((node.lineno, f".{node.func.attr}() of a string"))
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and SQL_TEXT.match(node.value)
+        ):
+            found.append((node.lineno, f"SQL text {node.value[:30]!r}"))
+    return [f"line {line}: {what}" for line, what in sorted(found)]
+
+
+def sql_outside_the_door(modules: dict[str, Path]) -> dict[str, list[str]]:
+    return {
+        module: spoken
+        for module, path in sorted(modules.items())
+        if not any(module == a or module.startswith(a + ".") for a in SPEAKS_SQL)
+        and (spoken := sql_spoken(path))
+    }
+
+
+def test_only_the_durable_layer_speaks_sql() -> None:
+    """No sqlite3 and no SQL outside agent/durable/ and the memory store: everything else
+    reaches state.db through StateDB and the durable modules' named methods."""
+    assert not sql_outside_the_door(MODULES)
+
+
+def test_the_sql_finder_finds_planted_sql(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "import sqlite3\n"
+        "def f(conn, runner, argv):\n"
+        "    runner.execute(argv)\n"
+        "    conn.execute(f'select * from {argv}')\n"
+        "    return 'DELETE FROM usage'\n"
+    )
+    planted_in = {"agent.runtime.planted": planted, "agent.durable.planted": planted}
+    assert sql_outside_the_door(planted_in) == {
+        "agent.runtime.planted": [
+            "line 1: imports sqlite3",
+            "line 4: .execute() of a string",
+            "line 5: SQL text 'DELETE FROM usage'",
+        ]
+    }
 
 
 def layer_of(module: str) -> str:
