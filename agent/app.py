@@ -43,6 +43,7 @@ from agent.security import Scrubber
 from agent.turns.state import Access
 from agent.workspace import ensure_workspace
 from channels.base import Channel
+from channels.registry import channel_kinds
 from tools.base import Tool, ToolRegistry, read_only
 from tools.files import FileTools
 from tools.mcp.manager import McpManager, start_servers
@@ -307,32 +308,19 @@ def skill_tools(
 
 
 def build_channels(app: App, only: Sequence[str] = ()) -> list[tuple[Channel, Access]]:
-    """The enabled chat channels (`only` these, when named), each with who may use it. A
-    channel that cannot even be built (no token) is reported and left out."""
-    settings = app.settings
+    """The enabled chat channels (`only` these, when named), each with who may use it, made
+    by their kinds (channels/registry.py). A channel that cannot even be built (no token) is
+    reported and left out."""
     built: list[tuple[Channel, Access]] = []
-    factories = {"telegram": _telegram, "discord": _discord}
-    for name, factory in factories.items():
-        channel_settings = getattr(settings.channels, name)
-        if not channel_settings.enabled or (only and name not in only):
+    for kind in channel_kinds():
+        section = app.settings.channels.section(kind.name)
+        if section is None or not section.enabled or (only and kind.name not in only):
             continue
         try:
-            built.append((factory(app), Access(frozenset(channel_settings.allowed_users))))
+            built.append((kind.build(section), Access(frozenset(section.allowed_users))))
         except ValueError as exc:  # no token: the others still start
             log.error("%s", exc)
     return built
-
-
-def _telegram(app: App) -> Channel:
-    from channels.telegram.channel import TelegramChannel
-
-    return TelegramChannel(app.settings.channels.telegram)
-
-
-def _discord(app: App) -> Channel:
-    from channels.discord.channel import DiscordChannel
-
-    return DiscordChannel(app.settings.channels.discord)
 
 
 async def build_app(settings: Settings, *, model: ModelClient | None = None) -> App:

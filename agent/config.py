@@ -34,6 +34,7 @@ from pydantic_settings import (
 
 from agent.home import ENV_PREFIX, default_home, find_config_file, load_env_file
 from channels.config import ChannelsSettings
+from channels.config import PersonSettings as PersonSettings  # [people.NAME], re-exported
 from tools.config import (
     BoardSettings,
     HardwareSettings,
@@ -126,7 +127,7 @@ class AgentSettings(_Section):
     max_tool_calls_per_reply: int = Field(default=8, ge=1, le=100)
     max_tool_calls_per_turn: int = Field(default=30, ge=1, le=1000)
     tool_timeout_s: float = Field(default=60.0, gt=0)
-    # "auto": a local model or a window of 8,192 tokens or less (agent/prompt/profiles.py)
+    # "auto": a local model or a window of 8,192 tokens or less (agent/prompt/mode.py)
     compact_context: bool | Literal["auto"] = "auto"
     prompt_mode: Literal["auto", "full", "compact", "minimal", "none"] = "auto"
     prompt_budget_tokens: int = Field(default=0, ge=0)
@@ -200,25 +201,19 @@ class StateSettings(_Section):
     backups_kept: int = Field(default=7, ge=0)  # the newest daily backups kept; 0: none made
 
 
-class PersonSettings(_Section):
-    """One person's ids on each channel, so their memories follow them across channels."""
-
-    telegram: str = ""
-    discord: str = ""
-    owner: bool = False  # the owner's private chats get MEMORY.md and USER.md, like the terminal
-
-    @field_validator("telegram", "discord", mode="before")
-    @classmethod
-    def _id_as_text(cls, value: object) -> object:
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
 class _EnvOnlyKnownKeys(EnvSettingsSource):
-    """PINCLAW_HOME and PINCLAW_CONFIG pick the files; they are not settings keys."""
+    """PINCLAW_HOME and PINCLAW_CONFIG pick the files; they are not settings keys. A channel's
+    section is found by the registry (`PINCLAW_CHANNELS__TELEGRAM__ALLOWED_USERS` is a list)."""
 
     def __call__(self) -> dict[str, Any]:
         data = super().__call__()
         return {key: value for key, value in data.items() if key not in ("home", "config")}
+
+    def next_field(self, field: Any, key: str, case_sensitive: bool | None = None) -> Any:
+        found = super().next_field(field, key, case_sensitive)
+        if found is None and getattr(field, "annotation", None) is ChannelsSettings:
+            return ChannelsSettings.section_models().get(key.lower())  # [channels.NAME]'s model
+        return found
 
 
 class Settings(BaseSettings):
@@ -378,8 +373,10 @@ def _secrets_in_file(data: dict[str, Any]) -> Iterator[tuple[str, str]]:
 def secret_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
     """Dotted names of every SecretStr field, found from the models' annotations."""
     found: list[str] = []
-    for name, field in model.model_fields.items():
-        annotation = field.annotation
+    fields = {name: field.annotation for name, field in model.model_fields.items()}
+    if model is ChannelsSettings:
+        fields |= ChannelsSettings.section_models()  # the registered channels' sections
+    for name, annotation in fields.items():
         args = getattr(annotation, "__args__", ())
         if annotation is SecretStr or SecretStr in args:
             found.append(prefix + name)

@@ -1,10 +1,30 @@
-"""Settings of the channels (plain pydantic, no platform import)."""
+"""Settings of the channels (plain pydantic, no platform import): what every chat channel's
+section holds, Telegram's and Discord's, the [channels] table, and a person's ids.
+
+A section is there for each registered channel (channels/registry.py), checked by its kind's
+model; a table or key that names no registered channel is an unknown key, reported at its
+place like any other.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    SecretStr,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails
+
+from channels.kind import ChannelKind, loaded
+from channels.registry import channel_kinds, kind_named
 
 
 class _Section(BaseModel):
@@ -21,42 +41,51 @@ def _as_strings(value: object) -> object:
     return value
 
 
-class TelegramSettings(_Section):
+class ChannelSection(_Section):
+    """What every chat channel's [channels.NAME] holds; its kind's model adds its own keys."""
+
     enabled: bool = False
     bot_token: SecretStr | None = None
     allowed_users: list[str] = Field(default_factory=list)
     pairing: bool = True  # a stranger's private message asks the owner (a code, buttons)
-    group_mode: Literal["mention", "all"] = "mention"
     stream_replies: bool = False
     transcription_model: str = ""
-    api_base: str = "https://api.telegram.org/bot"
-    file_api_base: str = "https://api.telegram.org/file/bot"
 
     _strings = field_validator("allowed_users", mode="before")(_as_strings)
 
 
-class DiscordSettings(_Section):
-    enabled: bool = False
-    bot_token: SecretStr | None = None
-    allowed_users: list[str] = Field(default_factory=list)
-    pairing: bool = True  # a stranger's direct message asks the owner (a code, buttons)
+class TelegramSettings(ChannelSection):
+    group_mode: Literal["mention", "all"] = "mention"
+    api_base: str = "https://api.telegram.org/bot"
+    file_api_base: str = "https://api.telegram.org/file/bot"
+
+
+class DiscordSettings(ChannelSection):
     allowed_guilds: list[str] = Field(default_factory=list)
     allowed_channels: list[str] = Field(default_factory=list)
     guild_mode: Literal["mention", "all"] = "mention"
-    stream_replies: bool = False
     register_slash_commands: bool = False
-    transcription_model: str = ""
     api_base: str = "https://discord.com/api/v10"
     gateway_url: str = "wss://gateway.discord.gg"
 
-    _strings = field_validator(
-        "allowed_users", "allowed_guilds", "allowed_channels", mode="before"
-    )(_as_strings)
+    _lists = field_validator("allowed_guilds", "allowed_channels", mode="before")(_as_strings)
 
 
-class ChannelsSettings(_Section):
-    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
-    discord: DiscordSettings = Field(default_factory=DiscordSettings)
+def section_model(kind: ChannelKind) -> type[ChannelSection]:
+    """The model of `kind`'s [channels.NAME] section."""
+    model = loaded(kind.settings)
+    if not issubclass(model, ChannelSection):
+        raise TypeError(f"{kind.settings} is not a ChannelSection")
+    return model
+
+
+class ChannelsSettings(BaseModel):
+    """[channels]: the keys every channel shares, and each registered channel's section
+    (`channels.telegram`), there with its defaults when the file has none."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    __pydantic_extra__: dict[str, SerializeAsAny[ChannelSection]] = Field(init=False)
+
     max_message_chars: int = Field(default=20_000, ge=100)
     max_attachment_mb: float = Field(default=20.0, gt=0)
     download_timeout_s: float = Field(default=120.0, gt=0)
@@ -66,3 +95,104 @@ class ChannelsSettings(_Section):
     # with a visible "(sent again …)" marker.
     delivery: Literal["at_most_once", "at_least_once"] = "at_most_once"
     max_parts: int = Field(default=8, ge=1)  # a longer reply goes as a document + summary
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _sections(
+        cls, data: Any, handler: ModelWrapValidatorHandler[ChannelsSettings]
+    ) -> ChannelsSettings:
+        if not isinstance(data, dict):
+            return handler(data)
+        shared = {key: value for key, value in data.items() if key in cls.model_fields}
+        errors = _unknown(data, shared)
+        sections: dict[str, ChannelSection] = {}
+        for kind in channel_kinds():
+            model, value = section_model(kind), data.get(kind.name, {})
+            try:
+                sections[kind.name] = model.model_validate(value)
+            except ValidationError as exc:
+                errors += _nested(exc, kind.name)
+        return _validated(cls, handler, {**shared, **sections}, errors)
+
+    def section(self, name: str) -> ChannelSection | None:
+        """[channels.NAME], or None when no channel of that name is registered."""
+        return (self.model_extra or {}).get(name)
+
+    def enabled(self) -> list[str]:
+        """The registered channels whose section says enabled, in the registry's order."""
+        found = self.model_extra or {}
+        return [kind.name for kind in channel_kinds() if found.get(kind.name, _OFF).enabled]
+
+    @classmethod
+    def section_models(cls) -> dict[str, type[ChannelSection]]:
+        return {kind.name: section_model(kind) for kind in channel_kinds()}
+
+
+_OFF = ChannelSection()
+
+
+class PersonSettings(BaseModel):
+    """[people.NAME]: one person's id on each channel they use (`telegram = "123"`, a key per
+    registered channel), so their memories follow them across channels."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    __pydantic_extra__: dict[str, str] = Field(init=False)
+
+    owner: bool = False  # the owner's private chats get MEMORY.md and USER.md, like the terminal
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _ids(cls, data: Any, handler: ModelWrapValidatorHandler[PersonSettings]) -> PersonSettings:
+        if not isinstance(data, dict):
+            return handler(data)
+        shared = {key: value for key, value in data.items() if key in cls.model_fields}
+        errors = _unknown(data, shared)
+        ids = {key: _as_text(value) for key, value in data.items() if kind_named(key)}
+        return _validated(cls, handler, {**shared, **ids}, errors)
+
+    def id_on(self, channel: str) -> str:
+        """Their id on `channel` ("": none given)."""
+        return str((self.model_extra or {}).get(channel, ""))
+
+
+def _as_text(value: object) -> object:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _unknown(data: dict[str, Any], shared: dict[str, Any]) -> list[InitErrorDetails]:
+    """A key that is neither the model's own nor a registered channel's."""
+    return [
+        InitErrorDetails(type="extra_forbidden", loc=(key,), input=value)
+        for key, value in data.items()
+        if key not in shared and kind_named(key) is None
+    ]
+
+
+def _nested(exc: ValidationError, *prefix: str) -> list[InitErrorDetails]:
+    """`exc`'s errors, placed under `prefix`."""
+    found: list[InitErrorDetails] = []
+    for error in exc.errors():
+        detail = InitErrorDetails(
+            type=error["type"], loc=(*prefix, *error["loc"]), input=error["input"]
+        )
+        if "ctx" in error:
+            detail["ctx"] = error["ctx"]
+        found.append(detail)
+    return found
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _validated(
+    cls: type[M], handler: ModelWrapValidatorHandler[M], data: Any, errors: list[InitErrorDetails]
+) -> M:
+    """The model made of `data`, or one ValidationError with `errors` and its own."""
+    try:
+        made = handler(data)
+    except ValidationError as exc:
+        errors = errors + _nested(exc)
+        made = None
+    if errors or made is None:
+        raise ValidationError.from_exception_data(cls.__name__, errors)
+    return made

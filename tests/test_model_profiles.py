@@ -21,7 +21,7 @@ from agent.model.profiles.litellm_facts import count_tokens
 from agent.model.profiles.lookup import profile_for
 from agent.prompt.compact import CompactTools, compact_schema, short_text
 from agent.prompt.mode import choose_mode
-from channels.capabilities import BY_NAME
+from channels.registry import capabilities_of
 from tools.policy import SecurityPolicy
 
 LOCAL = "http://127.0.0.1:8091/v1"
@@ -267,7 +267,7 @@ def first_request(tmp_path: Path, chosen: Settings, channel: str = "cli") -> tup
     chosen = chosen.model_copy(update={"workspace": WorkspaceSettings(path=str(workspace))})
     policy = SecurityPolicy.from_settings(chosen.security, workspace)
     source = prompt_source(chosen, build_tools(chosen, policy), policy)
-    prompt = source.build(source.context(channel, BY_NAME[channel])).text
+    prompt = source.build(source.context(channel, capabilities_of(channel))).text
     schemas = json.dumps(source.tools.schemas())
     return count_tokens(chosen.llm.model, prompt), count_tokens(chosen.llm.model, schemas)
 

@@ -20,7 +20,7 @@ from agent.cli.main import cli
 from agent.config import load_settings
 from agent.prompt.context import IDENTITY_LINE
 from agent.workspace import ensure_workspace
-from channels.capabilities import TELEGRAM
+from channels.telegram.kind import TELEGRAM
 from tools.policy import SecurityPolicy
 
 MODEL = "openai/gpt-4o-mini"  # LiteLLM knows it: a 128,000-token window, so a 32,000 budget
@@ -57,7 +57,7 @@ def in_process_prompt() -> str:
     policy = SecurityPolicy.from_settings(settings.security, settings.workspace_dir)
     source = prompt_source(settings, build_tools(settings, policy), policy, budget_tokens=10**6)
     source = replace(source, count_tokens=count)
-    return source.build(source.context("telegram", TELEGRAM)).text
+    return source.build(source.context("telegram", TELEGRAM.capabilities)).text
 
 
 def test_the_installed_agent_prompt_show_prints_exactly_the_prompt(

@@ -24,9 +24,11 @@ from agent.prompt.builder import SystemPromptBuilder
 from agent.prompt.context import IdentityInfo, PromptContext
 from agent.prompt.source import PromptSource
 from agent.workspace import read_bootstrap_file, strip_front_matter
-from channels.capabilities import TELEGRAM
+from channels.telegram.kind import TELEGRAM as TELEGRAM_KIND
 from tools.base import ToolRegistry
 from tools.paths import PathRules
+
+TELEGRAM = TELEGRAM_KIND.capabilities
 
 FULL_FILES = ["AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md", "MEMORY.md"]
 

@@ -21,7 +21,7 @@ from agent.prompt.context import HostInfo, PromptContext, SkillInfo, ToolInfo
 from agent.prompt.skills import SkillCatalog
 from agent.prompt.source import tool_infos
 from agent.workspace import BOOTSTRAP_FILES, BUNDLED_SKILLS_DIR, TEMPLATES_DIR, init_workspace
-from channels.capabilities import BY_NAME
+from channels.registry import capabilities_of
 from tools.config import SecuritySettings, ShellSettings
 from tools.files import FileTools
 from tools.policy import SecurityPolicy
@@ -76,7 +76,7 @@ def make_ctx(workspace: Path, channel: str = "telegram", **changes: Any) -> Prom
         workspace_dir=workspace,
         model_name=MODEL,
         channel=channel,
-        capabilities=BY_NAME[channel],
+        capabilities=capabilities_of(channel),
         host=HOST,
         timezone=ZONE,
         tools=real_tools(workspace),

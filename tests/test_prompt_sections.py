@@ -18,9 +18,10 @@ from test_prompt_kit import (
     section,
 )
 
-from agent.prompt.context import GROUP_CHANNELS, SILENT_REPLY, ToolInfo
+from agent.prompt.context import SILENT_REPLY, ToolInfo
 from agent.prompt.sections import HARDWARE_TOOLS
 from agent.workspace import BUNDLED_SKILLS_DIR
+from channels.registry import channel_kinds
 
 
 def test_default_sections_come_in_the_issue_order(workspace: Path) -> None:
@@ -180,7 +181,7 @@ def test_the_terminal_takes_no_media_and_says_nothing_of_markers(workspace: Path
 SILENT_RULE = f"reply with exactly {SILENT_REPLY} and nothing else"
 
 
-@pytest.mark.parametrize("channel", sorted(GROUP_CHANNELS))
+@pytest.mark.parametrize("channel", [kind.name for kind in channel_kinds() if kind.has_groups])
 @pytest.mark.parametrize("private", [True, False])
 def test_group_channels_teach_the_silent_reply(
     workspace: Path, channel: str, private: bool

@@ -16,8 +16,10 @@ import sys
 
 from agent.daemon.status import STATUS_LOGGER
 from agent.security import ScrubbingFilter
+from channels.registry import channel_kinds
 
-NOISY = ("httpx", "openai", "LiteLLM", "litellm", "telegram", "discord", "asyncio")
+# Libraries whose INFO lines show only with -vv: these, and each chat channel's.
+NOISY = ("httpx", "openai", "LiteLLM", "litellm", "asyncio", *(k.library for k in channel_kinds()))
 
 
 class PlainLines(logging.Formatter):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 import click
 
 from agent import __version__, collector
+from channels.registry import channel_names
 
 if TYPE_CHECKING:
     from agent.config import Settings
@@ -316,7 +317,7 @@ def prompt() -> None:
 
 @prompt.command("show")
 @click.option(
-    "--channel", type=click.Choice(["telegram", "discord", "cli"]), default="cli", show_default=True
+    "--channel", type=click.Choice([*channel_names(), "cli"]), default="cli", show_default=True
 )
 @click.option(
     "--mode",

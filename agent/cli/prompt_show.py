@@ -17,7 +17,7 @@ from agent.prompt.mode import ModeChoice
 from agent.prompt.skills import SkillCatalog
 from agent.turns.dispatch import configured_dispatcher
 from agent.workspace import ensure_workspace
-from channels.capabilities import BY_NAME, DELIVERY_BY_NAME
+from channels.registry import capabilities_of, delivery_of
 from tools.policy import SecurityPolicy
 
 MODES = ("full", "compact", "minimal", "none")
@@ -69,10 +69,11 @@ def inspect_prompt(
     tools = build_tools(settings, policy, make_boards(settings), skills)
     source = prompt_source(settings, tools, policy, skills=skills)
     dispatcher = dispatcher_for(settings)
-    ctx = source.context(channel, BY_NAME[channel], dispatcher=dispatcher, mode=_mode(mode))
+    shown = capabilities_of(channel)
+    ctx = source.context(channel, shown, dispatcher=dispatcher, mode=_mode(mode))
     built = source.build(ctx)
     sections, text = built.sections, built.text
-    delivery = DELIVERY_BY_NAME[channel]
+    delivery = delivery_of(channel)
     if delivery and settings.agent.delivery_instructions == "system_prompt":
         sections = (*sections, SectionText("delivery_instructions", delivery))
         text = f"{text}\n\n{delivery}"

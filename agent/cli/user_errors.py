@@ -14,13 +14,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-# Modules pinclaw imports for one feature, and the distribution that provides each.
+# Modules pinclaw imports for one feature, and the distribution that provides each (a chat
+# channel's: its kind says, channels/registry.py).
 PACKAGES = {
     "PIL": ("photos for the model", "pillow"),
     "serial": ("the Arduino board", "pyserial"),
     "pyfirmata2": ("the Arduino board", "pyfirmata2"),
-    "telegram": ("the Telegram channel", "python-telegram-bot"),
-    "discord": ("the Discord channel", "discord.py"),
     "prompt_toolkit": ("agent chat", "prompt-toolkit"),
     "rich": ("agent chat", "rich"),
     "croniter": ("schedules", "croniter"),
@@ -62,11 +61,20 @@ def missing_package_line(exc: ModuleNotFoundError) -> str | None:
     root = (exc.name or "").split(".")[0]
     if not root or root in OURS:
         return None  # a module of pinclaw's own: a broken install or a bug, with its traceback
-    feature, package = PACKAGES.get(root, ("pinclaw", root))
+    feature, package = PACKAGES.get(root) or _channel_package(root) or ("pinclaw", root)
     return (
         f"error: {feature} needs the Python package {package}, which is not installed here; "
         f"install it: {sys.executable} -m pip install {package}"
     )
+
+
+def _channel_package(module: str) -> tuple[str, str] | None:
+    from channels.registry import kind_of_library
+
+    kind = kind_of_library(module)
+    if kind is None:
+        return None
+    return f"the {kind.capabilities.display_name} channel", kind.package
 
 
 def cannot_write_line(exc: OSError, home: Path) -> str | None:

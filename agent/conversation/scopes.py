@@ -2,7 +2,7 @@
 whether it is the owner's private conversation (which alone sees MEMORY.md and USER.md).
 
 - The terminal is the owner.
-- A private chat (a Telegram or Discord DM) belongs to the person who writes. `[people.NAME]`
+- A private chat (a DM) belongs to the person who writes. `[people.NAME]`
   maps one person's ids across channels, so what Alice says on Telegram is recalled on
   Discord; an unmapped sender is their own person ("telegram:123").
 - A group, server channel or thread is a scope of its own. A person's private memories never
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from agent.config import PersonSettings
 from channels.base import ChatRef, IncomingMessage
+from channels.registry import kind_named
 from tools.base import Speaker
 
 OWNER = "person:owner"
@@ -33,7 +34,7 @@ class Audience:
 def person_of(people: Mapping[str, PersonSettings], channel: str, sender_id: str) -> str:
     """The person's scope: their [people] name, or the channel and id when unmapped."""
     for name, person in people.items():
-        if sender_id and getattr(person, channel, "") == sender_id:
+        if sender_id and person.id_on(channel) == sender_id:
             return OWNER if person.owner else f"person:{name}"
     return f"person:{channel}:{sender_id}"
 
@@ -63,8 +64,8 @@ def speaker_of(msg: IncomingMessage) -> Speaker:
 @dataclass(frozen=True)
 class LegacyScope:
     """Where a memory made before scopes goes, from the chat key it was stored under: the
-    terminal's to the owner, a Telegram DM's (its chat id is the user's id) to that person,
-    anything else stays readable only in its own chat."""
+    terminal's to the owner, a private chat's whose id is the user's id (on a channel whose
+    kind says so: Telegram) to that person, anything else stays readable only in its own chat."""
 
     people: Mapping[str, PersonSettings]
 
@@ -72,6 +73,9 @@ class LegacyScope:
         chat = ChatRef.parse(chat_key)
         if chat.channel == "cli":
             return OWNER
-        if chat.channel == "telegram" and chat.chat_id.isdigit() and not chat.thread_id:
-            return person_of(self.people, "telegram", chat.chat_id)
+        kind = kind_named(chat.channel)
+        if kind is None or kind.private_chat != "user_id" or chat.thread_id:
+            return f"chat:{chat.key}"
+        if kind.user_id.fullmatch(chat.chat_id):  # a person's private chat, not a group
+            return person_of(self.people, chat.channel, chat.chat_id)
         return f"chat:{chat.key}"

@@ -71,7 +71,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         chat_runtimes.update((runtime.channel.name, runtime) for runtime in runtimes)
         for runtime in runtimes:
             runtime.controls.budget.tell = budget_teller(app, chat_runtimes)
-        enabled = settings.channels.telegram.enabled or settings.channels.discord.enabled
+        enabled = bool(settings.channels.enabled())
         if enabled and not runtimes:
             log.error("no channel could start; see the errors above")
             return 2

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from agent.config import Settings
+from channels.registry import channel_names
 
-CHAT_CHANNELS = ("telegram", "discord")
 # Keys a running daemon cannot take; each covers the keys under it.
 FULL_RESTART = (
     "workspace.path",
@@ -38,8 +38,9 @@ M = TypeVar("M", bound=BaseModel)
 
 def changed_keys(old: BaseModel, new: BaseModel, prefix: str = "") -> Iterator[str]:
     """The dotted keys whose values differ: down to the leaves of the sections, and to each
-    entry of a table such as `[people.NAME]` or `[boards.NAME]`."""
-    for name in type(old).model_fields:
+    entry of a table such as `[people.NAME]` or `[boards.NAME]`, and into each channel's
+    section (`[channels.NAME]`, kept beside the model's own fields)."""
+    for name in [*type(old).model_fields, *(old.model_extra or {})]:
         before, after = getattr(old, name), getattr(new, name)
         if before == after:
             continue
@@ -64,9 +65,9 @@ def needs_restart(key: str) -> bool:
 def channels_restarted(key: str) -> tuple[str, ...]:
     """The chat channels a changed key restarts (none: it is live, or not a channel's)."""
     if _under(key, EVERY_CHANNEL):
-        return CHAT_CHANNELS
+        return tuple(channel_names())
     parts = key.split(".")
-    if len(parts) >= 3 and parts[0] == "channels" and parts[1] in CHAT_CHANNELS:
+    if len(parts) >= 3 and parts[0] == "channels" and parts[1] in channel_names():
         return () if parts[2] in CHANNEL_LIVE else (parts[1],)
     return ()
 

@@ -14,34 +14,23 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from agent.config import Settings
+from agent.conversation import private_chats
+from agent.conversation.private_chats import OwnerChat
 from agent.durable.file.state_db import StateDB
 from agent.durable.inbox import Inbox
 from agent.durable.schedules import NewSchedule, Schedules
 from channels.base import ChatRef
+from channels.registry import channel_kinds
 from tools.base import ToolCallContext
 from tools.proactive.schedule_times import When
 from tools.proactive.schedule_tools import ScheduleEntry, ScheduleRefused
 
-CHAT_CHANNELS = ("telegram", "discord")  # the order an owner's private chat is looked for
 NO_CHAT = (
-    "{what} run in a Telegram or Discord chat, delivered by the daemon (`agent run`); "
-    "from the terminal they go to the owner's private chat, and none is configured: enable "
-    "a chat channel and add the owner to config.toml, e.g. [people.me] owner = true, "
-    'telegram = "<your user id>"'
+    "{what} run in a {channels} chat, delivered by the daemon (`agent run`); from the "
+    "terminal they go to the owner's private chat, and none is configured: enable a chat "
+    "channel and add the owner to config.toml, e.g. [people.me] owner = true, "
+    '{first} = "<your user id>"'
 )
-
-
-@dataclass(frozen=True)
-class OwnerChat:
-    """The owner's private chat on a channel, and who the owner is there."""
-
-    chat: ChatRef
-    sender_id: str
-    name: str
-
-    @property
-    def where(self) -> str:
-        return f"the owner's private {self.chat.channel.capitalize()} chat"
 
 
 @dataclass(frozen=True)
@@ -60,9 +49,9 @@ async def placement(settings: Settings, db: StateDB, call: ToolCallContext, what
     """The calling chat and speaker; for the terminal, the owner's private chat (or a
     ScheduleRefused saying how to configure one). `what`: "schedules", "pin watches"."""
     if _terminal(call):
-        owner = await owner_chat(settings, db, enabled_channels(settings))
+        owner = await owner_chat(settings, db, settings.channels.enabled())
         if owner is None:
-            raise ScheduleRefused(NO_CHAT.format(what=what))
+            raise ScheduleRefused(no_chat(what))
         where = f"{owner.where}, when the daemon (`agent run`) is running"
         return Placement(owner.chat, owner.sender_id, owner.name, where=where)
     speaker = call.speaker
@@ -76,32 +65,20 @@ async def placement(settings: Settings, db: StateDB, call: ToolCallContext, what
 async def owner_chat(
     settings: Settings, db: StateDB, channels: Collection[str]
 ) -> OwnerChat | None:
-    """The owner's private chat on the first of `channels` where it is known: on Telegram a
-    private chat's id is the user's id; on Discord the DM the owner last wrote in."""
-    for name, person in settings.people.items():
-        if not person.owner:
-            continue
-        for channel in CHAT_CHANNELS:
-            user_id = getattr(person, channel)
-            if channel not in channels or not user_id:
-                continue
-            chat = await private_chat(db, channel, user_id)
-            if chat is not None:
-                return OwnerChat(chat, user_id, name)
-    return None
+    """The owner's private chat on the first of `channels` where it is known
+    (agent/conversation/private_chats.py)."""
+    return await private_chats.owner_chat(settings.people, Inbox(db), channels)
 
 
 async def private_chat(db: StateDB, channel: str, user_id: str) -> ChatRef | None:
-    """A person's private chat with the bot: on Telegram its id is the user's id; on Discord
-    the DM they last wrote in (None before they have)."""
-    if channel == "telegram":
-        return ChatRef("telegram", user_id)
-    key = await Inbox(db).last_private_chat(channel, user_id)
-    return ChatRef.parse(key) if key is not None else None
+    """A person's private chat with the bot (None: not known yet)."""
+    return await private_chats.private_chat(Inbox(db), channel, user_id)
 
 
-def enabled_channels(settings: Settings) -> list[str]:
-    return [name for name in CHAT_CHANNELS if getattr(settings.channels, name).enabled]
+def no_chat(what: str) -> str:
+    """Why a schedule made at the terminal cannot run: no owner's private chat."""
+    names = [kind.capabilities.display_name for kind in channel_kinds()]
+    return NO_CHAT.format(what=what, channels=" or ".join(names), first=channel_kinds()[0].name)
 
 
 class ChatSchedules:

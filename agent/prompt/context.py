@@ -44,10 +44,6 @@ HARDWARE_TOOLS = frozenset(
     }
 )
 
-# Channels whose chats can be groups (several people, not every message for the bot). The
-# terminal is one person's.
-GROUP_CHANNELS = frozenset({"telegram", "discord"})
-
 
 @dataclass(frozen=True)
 class ToolInfo:

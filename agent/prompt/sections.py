@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from agent.prompt import compact
 from agent.prompt.aieos import AieosError, load_aieos
 from agent.prompt.context import (
-    GROUP_CHANNELS,
     HARDWARE_TOOLS,
     SILENT_REPLY,
     PromptContext,
@@ -18,6 +17,7 @@ from agent.prompt.context import (
 )
 from agent.prompt.skills import render_skills
 from agent.workspace import BootstrapBlock, read_bootstrap_file
+from channels.registry import has_groups
 
 log = logging.getLogger(__name__)
 
@@ -323,7 +323,7 @@ def _channel(ctx: PromptContext) -> str:
 
 def _silent_replies(ctx: PromptContext) -> str:
     """Only where groups exist, and not in minimal mode (sub-agents speak in no group)."""
-    if ctx.mode not in ("full", "compact") or ctx.channel not in GROUP_CHANNELS:
+    if ctx.mode not in ("full", "compact") or not has_groups(ctx.channel):
         return ""
     token = SILENT_REPLY
     return (

@@ -40,9 +40,10 @@ from channels.base import (
     Submit,
     reply_parts,
 )
-from channels.capabilities import CHAT_COMMANDS, DISCORD, DISCORD_DELIVERY
+from channels.capabilities import CHAT_COMMANDS
 from channels.config import DiscordSettings
 from channels.discord.approvals import DiscordApprovals
+from channels.discord.kind import DISCORD
 from channels.discord.send_errors import send_failed
 from channels.stream import PacedStream
 from channels.text import split_message
@@ -83,8 +84,8 @@ class _Client(discord.Client):
 
 class DiscordChannel:
     name = "discord"
-    capabilities = dataclasses.replace(DISCORD, nonce_window_s=NONCE_WINDOW_S)
-    delivery_instructions: str | None = DISCORD_DELIVERY
+    capabilities = dataclasses.replace(DISCORD.capabilities, nonce_window_s=NONCE_WINDOW_S)
+    delivery_instructions = DISCORD.delivery_instructions
 
     def __init__(self, settings: DiscordSettings) -> None:
         if settings.bot_token is None:

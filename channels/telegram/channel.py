@@ -35,11 +35,12 @@ from channels.base import (
     Submit,
     reply_parts,
 )
-from channels.capabilities import CHAT_COMMANDS, TELEGRAM, TELEGRAM_DELIVERY
+from channels.capabilities import CHAT_COMMANDS
 from channels.config import TelegramSettings
 from channels.stream import PacedStream
 from channels.telegram.approvals import NO_PREVIEWS, TelegramApprovals
 from channels.telegram.incoming import addressed_to_bot, remote_files, to_incoming
+from channels.telegram.kind import TELEGRAM
 from channels.telegram.polling import UpdatePoller, retry_seconds
 from channels.telegram.send_errors import as_send_failed
 from channels.text import markdown_to_telegram_html, split_message
@@ -80,8 +81,8 @@ async def with_retries(call: Callable[[], Awaitable[T]]) -> T:
 
 class TelegramChannel:
     name = "telegram"
-    capabilities = TELEGRAM
-    delivery_instructions: str | None = TELEGRAM_DELIVERY
+    capabilities = TELEGRAM.capabilities
+    delivery_instructions = TELEGRAM.delivery_instructions
 
     def __init__(self, settings: TelegramSettings) -> None:
         if settings.bot_token is None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import pwd
-import re
 import stat
 import urllib.error
 import urllib.request
@@ -20,46 +19,41 @@ from agent.config import LLMSettings, Settings
 from agent.home import ENV_FILE_NAME, PRIVATE_FILES, STATE_DB_NAME
 from agent.model.keys import PROVIDER_KEYS, SETTING, check_key, placed, unroutable_line
 from agent.model.profiles.routes import Unroutable, missing_keys, route
+from channels.kind import ChannelKind
+from channels.registry import channel_kinds
 
 Report = Callable[[bool, str, str], None]
 
 PROBE_TIMEOUT_S = 2.0
-TELEGRAM_TOKEN = re.compile(r"[0-9]+:[A-Za-z0-9_-]{35}")
-DISCORD_TOKEN = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
-TOKEN_SHAPES = {  # what a token looks like, and where to copy it from again
-    "telegram": ("in BotFather's form <digits>:<35 characters>", "copy it whole from @BotFather"),
-    "discord": ("three parts joined by dots", "copy it again from the Developer Portal's Bot tab"),
-}
 
 
-def token_problem(channel: str, token: str) -> str | None:
+def token_problem(kind: ChannelKind, token: str) -> str | None:
     """What is wrong with a bot token's shape, and the fix, told without showing the token."""
-    found = TELEGRAM_TOKEN if channel == "telegram" else DISCORD_TOKEN
-    if found.fullmatch(token):
+    shape = kind.token
+    if shape is None or shape.pattern.fullmatch(token):
         return None
-    shape, fix = TOKEN_SHAPES[channel]
-    prefix = "bot" if channel == "telegram" else "Bot "
-    hint = f" (drop the {prefix.strip()!r} in front)" if token.startswith(prefix) else ""
-    env = f"PINCLAW_CHANNELS__{channel.upper()}__BOT_TOKEN"
-    return f"the token is not {shape}{hint}; {fix} into {env}"
+    pasted = shape.scheme and token.startswith(shape.scheme)
+    hint = f" (drop the {shape.scheme.strip()!r} in front)" if pasted else ""
+    return f"the token is not {shape.described}{hint}; {shape.fix} into {kind.token_variable}"
 
 
 def report_channels(settings: Settings, report: Report) -> None:
-    for name in ("telegram", "discord"):
-        channel = getattr(settings.channels, name)
-        if not channel.enabled:
+    for kind in channel_kinds():
+        name, channel = kind.name, settings.channels.section(kind.name)
+        if channel is None or not channel.enabled:
             continue
-        env = f"PINCLAW_CHANNELS__{name.upper()}__BOT_TOKEN"
-        if channel.bot_token is None:
-            report(False, name, f"enabled; set {env}")
-        elif problem := token_problem(name, channel.bot_token.get_secret_value()):
+        if kind.token is None:
+            report(True, name, "enabled")
+        elif channel.bot_token is None:
+            report(False, name, f"enabled; set {kind.token_variable}")
+        elif problem := token_problem(kind, channel.bot_token.get_secret_value()):
             report(False, name, f"enabled, but {problem}")
         else:
             report(True, name, "enabled, token present")
         if not channel.allowed_users:
             print(f"note {name}: allowed_users is empty, so nobody can talk to the bot")
         owners = [person for person in settings.people.values() if person.owner]
-        if not any(getattr(person, name, "") for person in owners):
+        if not any(person.id_on(name) for person in owners):
             print(
                 f"note {name}: no owner in [people] (owner = true, {name} = your id), so a "
                 "question asked after untrusted content (a web page, someone else's file) is "

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import click
 
+from channels.registry import channel_names
+
 if TYPE_CHECKING:
     from agent.config import Settings
     from agent.durable.owner.pairing import Pairings
@@ -51,10 +53,10 @@ def doctor_lines(settings: Settings) -> list[str]:
     from agent.durable.owner.pairing import paired_lines
 
     lines = []
-    for channel in ("telegram", "discord"):
-        config = getattr(settings.channels, channel)
-        owners = [p for p in settings.people.values() if p.owner and getattr(p, channel)]
-        if config.enabled and config.pairing and not owners:
+    for channel in channel_names():
+        config = settings.channels.section(channel)
+        owners = [p for p in settings.people.values() if p.owner and p.id_on(channel)]
+        if config is not None and config.enabled and config.pairing and not owners:
             lines.append(
                 f"{channel}: no [people] entry with owner = true and a {channel} id, so "
                 "strangers' codes are not shown to you there: see `agent pairing list`"
@@ -112,8 +114,8 @@ def deny(ctx: click.Context, code: str) -> None:
 @pairing.command()
 @click.option(
     "--channel",
-    type=click.Choice(["telegram", "discord"]),
-    default="telegram",
+    type=click.Choice(channel_names()),
+    default=channel_names()[0],
     show_default=True,
     help="Where the code is sent.",
 )
@@ -131,7 +133,7 @@ def invite(ctx: click.Context, channel: str) -> None:
 
 
 @pairing.command()
-@click.argument("channel", type=click.Choice(["telegram", "discord"]))
+@click.argument("channel", type=click.Choice(channel_names()))
 @click.argument("member_id", metavar="ID")
 @click.pass_context
 def revoke(ctx: click.Context, channel: str, member_id: str) -> None:

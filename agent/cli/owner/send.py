@@ -1,6 +1,6 @@
 """`agent send --channel telegram --to CHAT "text"`: a message of the owner's own (a script,
 a cron job) handed to the running daemon, which sends it as the bot through the chat's
-outbox. Thin like the one-shot client: click and the standard library only.
+outbox. Thin like the one-shot client: click, the standard library and the channels registry.
 """
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ import sys
 
 import click
 
+from channels.registry import channel_names
+
 EXIT_NO_DAEMON = 2
 EXIT_REFUSED = 2
 # What --to takes. Never `@name`: Telegram reads it as a public channel, not a person.
 
 
 @click.command()
-@click.option(
-    "--channel", required=True, type=click.Choice(["telegram", "discord"]), help="Where to send."
-)
+@click.option("--channel", required=True, type=click.Choice(channel_names()), help="Where to send.")
 @click.option(
     "--to",
     "chat",

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from agent.config import Settings
+from agent.conversation import private_chats
 from agent.durable.file.state_db import StateDB
 from agent.durable.inbox import Inbox
 from agent.durable.owner.pairing import Code, Outcome, Pairings
@@ -142,15 +143,10 @@ class Doorkeeper:
         return sender_id in self.owner_ids()
 
     async def owner_chat(self) -> ChatRef | None:
-        """The owner's private chat here: on Telegram its id is theirs; on Discord the DM
-        they last wrote in (None before they have)."""
-        for user_id in sorted(self.owner_ids()):
-            if self.channel.name == "telegram":
-                return ChatRef("telegram", user_id)
-            key = await self._inbox.last_private_chat(self.channel.name, user_id)
-            if key is not None:
-                return ChatRef.parse(key)
-        return None
+        """The owner's private chat here (None: not known yet)."""
+        people = self._settings().people
+        owner = await private_chats.owner_chat(people, self._inbox, (self.channel.name,))
+        return None if owner is None else owner.chat
 
     async def tell_owner(self, text: str) -> None:
         chat = await self.owner_chat()
