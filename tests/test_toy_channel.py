@@ -1,0 +1,158 @@
+"""A third channel, added as a new one is: a folder (tests/toy_channel/: its kind and its
+adapter) and one registration line, in the `toy` fixture below. The daemon runs in this
+event loop with the in-process model double and knows the toy only through the registry:
+its settings section and a person's id on it come from the environment, the registry builds
+it, and the runtime answers, asks, pairs and schedules through it. The tests assert what the
+chats show: the parts the toy was asked to send and the questions it was asked to show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import Daemon, eventually
+from fakes.llm_requests import last_user_content, tool_results
+from fakes.model_double import ScriptedModel, text, tool_calls
+from toy_channel.channel import ToyChannel
+from toy_channel.kind import TOY
+
+from agent.prompt.context import SILENT_REPLY
+from channels import registry
+
+OWNER, FRIEND, STRANGER = "alice", "bob", "mallory"  # the owner in [people]; allowed; nobody
+GROUP = "#garden"
+WAIT_S = 10.0
+
+
+@pytest.fixture
+def toy(model_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The toy channel registered and enabled; alice (the owner) and bob allowed."""
+    monkeypatch.setattr(registry, "CHANNEL_KINDS", (*registry.CHANNEL_KINDS, TOY))  # registered
+    for name, value in {
+        "PINCLAW_CHANNELS__TOY__ENABLED": "true",
+        "PINCLAW_CHANNELS__TOY__ALLOWED_USERS": f'["{OWNER}", "{FRIEND}"]',
+        "PINCLAW_PEOPLE__ALICE__TOY": OWNER,
+        "PINCLAW_PEOPLE__ALICE__OWNER": "true",
+        "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "2",
+    }.items():
+        monkeypatch.setenv(name, value)
+    ToyChannel.built.clear()
+
+
+def the_toy() -> ToyChannel:
+    (channel,) = ToyChannel.built  # made by the registry, from [channels.toy]
+    return channel
+
+
+async def shown_in(toy: ToyChannel, chat_id: str, count: int) -> list[str]:
+    """What chat `chat_id` shows, once it shows `count` messages."""
+    await eventually(lambda: len(toy.said_in(chat_id)) >= count, WAIT_S, f"{count} in {chat_id}")
+    return toy.said_in(chat_id)
+
+
+pytestmark = pytest.mark.usefixtures("toy")
+
+
+async def test_a_private_message_is_answered_there(
+    model: ScriptedModel, daemon: Callable[[], Daemon]
+) -> None:
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(OWNER, OWNER, "hello over the loop")
+        (reply,) = await shown_in(toy, OWNER, 1)
+    assert reply.startswith("echo: ") and reply.endswith("hello over the loop")
+    (request,) = model.requests
+    assert "| toy |" in last_user_content(request).splitlines()[0]  # the envelope names it
+    said = [str(m["content"]) for m in request["messages"]]
+    assert any("Delivery on Toy: text only, no files." in m for m in said)  # its kind's
+
+
+async def test_a_group_hears_the_bot_only_when_named_and_only_from_people_let_in(
+    model: ScriptedModel, daemon: Callable[[], Daemon]
+) -> None:
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(GROUP, FRIEND, "@toy_bot what should I plant?")
+        (first,) = await shown_in(toy, GROUP, 1)
+        model.script(text(SILENT_REPLY))  # the next message the model sees needs no answer
+        assert not await toy.say(GROUP, FRIEND, "talking among ourselves")  # not named
+        await toy.say(GROUP, STRANGER, "@toy_bot let me in")  # a stranger in a group: silence
+        assert await toy.say(GROUP, OWNER, "@toy_bot nothing to say to this")
+        assert await toy.say(GROUP, FRIEND, "@toy_bot and when?")
+        await shown_in(toy, GROUP, 2)
+        await asyncio.sleep(0.2)  # anything late would show now
+    assert first.startswith("echo: ") and first.endswith("what should I plant?")
+    assert toy.said_in(GROUP)[1].endswith("and when?")
+    assert len(toy.said_in(GROUP)) == 2  # the silent reply sent nothing
+    assert toy.said_in(STRANGER) == []  # no code for a stranger in a group
+    asked = [last_user_content(r).splitlines()[-1] for r in model.requests]
+    assert asked == ["what should I plant?", "nothing to say to this", "and when?"]
+
+
+async def test_a_command_waits_for_the_owners_press(
+    model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
+) -> None:
+    keep = home / "workspace" / "keep.txt"
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    keep.write_text("precious\n")
+    model.script(tool_calls(("shell", {"command": "rm keep.txt"})), text("done"))
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(OWNER, OWNER, "delete keep.txt")
+        (question,) = await shown_in(toy, OWNER, 1)
+        assert keep.exists()  # nothing runs before the answer
+        toy.press("approve", by=OWNER)
+        await shown_in(toy, OWNER, 2)
+    assert question.startswith("Approve shell: rm keep.txt\n(Why I ask: rm is not in the")
+    (asked,) = [shown for shown in toy.shown if shown.buttons]
+    assert asked.buttons == ("Approve", "Deny", "Always allow") and asked.answer == "approve"
+    assert toy.said_in(OWNER)[1] == "done"
+    assert not keep.exists()
+    assert tool_results(model.requests[1]) == ["exit code: 0 (no output)"]
+
+
+async def test_a_schedule_fires_into_the_toy_chat(
+    model: ScriptedModel, daemon: Callable[[], Daemon]
+) -> None:
+    task = "Remind Alice to water the tomatoes."
+    model.script(
+        tool_calls(("schedule_task", {"when": "in 1 second", "task": task})),
+        text("I'll remind you."),
+        text("Time to water the tomatoes!"),
+    )
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(OWNER, OWNER, "remind me in a second to water the tomatoes")
+        await shown_in(toy, OWNER, 2)
+    assert toy.said_in(OWNER) == ["I'll remind you.", "Time to water the tomatoes!"]
+    assert tool_results(model.requests[1])[0].endswith(f": {task}")
+    fired = last_user_content(model.requests[2])
+    assert fired.splitlines()[0].endswith("| toy | scheduled]") and task in fired
+
+
+async def test_a_stranger_gets_a_code_and_the_owner_lets_them_in(
+    model: ScriptedModel, daemon: Callable[[], Daemon]
+) -> None:
+    async with daemon():
+        toy = the_toy()
+        await toy.say(STRANGER, STRANGER, "hi, I'm Mallory")
+        (with_code,) = await shown_in(toy, STRANGER, 1)
+        (question,) = await shown_in(toy, OWNER, 1)  # in the owner's private toy chat
+        toy.press("approve", by=OWNER)
+        await shown_in(toy, STRANGER, 2)
+        assert await toy.say(STRANGER, STRANGER, "hello again")
+        await shown_in(toy, STRANGER, 3)
+    code = re.search(r"\b[A-Z0-9]{4}-[A-Z0-9]{4}\b", with_code)
+    assert code is not None and "I have asked the owner to let you in" in with_code
+    assert "(Your toy user id is mallory;" in with_code
+    assert "Mallory" in question and code.group() in question
+    (asked,) = [shown for shown in toy.shown if shown.buttons]
+    assert asked.buttons == ("Approve", "Deny") and asked.answer == "approve"  # no "Always"
+    welcome, answer = toy.said_in(STRANGER)[1:]
+    assert welcome == "The owner let you in: write to me any time."
+    assert answer.startswith("echo: ") and answer.endswith("hello again")
+    assert len(model.requests) == 1  # only the message after the approval reached the model
