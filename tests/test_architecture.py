@@ -46,6 +46,7 @@ TOOLS_CORE = (
     "tools.files",
     "tools.sqlite_thread",
     "tools.taint",
+    "tools.background",
 )
 TOOLS_CORE_ALL = (*TOOLS_CORE, "tools.boundaries")
 MAY_IMPORT: dict[str, tuple[str, ...]] = {

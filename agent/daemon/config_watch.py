@@ -11,11 +11,12 @@ library (inotify is Linux's alone; the daemon runs on macOS too).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+
+from tools.background import stop_tasks
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +64,8 @@ class ConfigWatch:
         self._seen = signature(self.paths)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_tasks(self._task)
+        self._task = None
 
     async def _run(self) -> None:
         while True:

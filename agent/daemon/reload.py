@@ -55,6 +55,7 @@ from agent.proactive.scheduler import Scheduler
 from agent.runtime.channel_runtime import ChannelRuntime
 from agent.runtime.owner.budget import Tell
 from agent.security import ScrubbingFilter
+from tools.background import stop_tasks
 
 if TYPE_CHECKING:  # the board modules load only where a board is configured
     from tools.board.oversight.on_limits import Tell as BoardTell
@@ -114,10 +115,7 @@ class Reloader:
         run now, for the caller to stop."""
         self.close()
         await self._watch.stop()
-        for task in list(self._tasks):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_tasks(*self._tasks)
         return self.scheduler, self.watcher
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from agent.cli.chat.view import STOPPED, View
 from agent.cli.local_client import GONE, Unreachable, connect, token
 from agent.daemon.local_server import MAX_LINE
+from tools.background import stop_tasks
 
 STOP_GRACE_S = 3.0  # /stop sent and the turn still runs: hang up, the daemon then cancels it
 
@@ -165,9 +166,7 @@ class ThroughDaemon:
             await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         finally:
             if not asking.done():
-                asking.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asking
+                await stop_tasks(asking)
         if asking.cancelled():
             return
         said = asking.result()

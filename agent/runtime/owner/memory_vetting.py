@@ -10,13 +10,13 @@ list --unvetted` later. Asked in the background: the chat's reply does not wait 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
 from agent.runtime.approvals import defanged
 from channels.base import ApprovalQuestion, Channel, ChatRef, MayAnswer
+from tools.background import stop_tasks
 from tools.memory.store import Memory, MemoryStore
 
 log = logging.getLogger(__name__)
@@ -48,10 +48,7 @@ class MemoryVetting:
 
     async def close(self) -> None:
         """Stop asking (the memories stay unvetted)."""
-        for task in list(self._asking):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_tasks(*self._asking)
 
     async def _ask_all(self, ids: tuple[int, ...], from_chat: ChatRef) -> None:
         owner = await self._owner_chat()

@@ -10,11 +10,11 @@ in batches, a few seconds apart, and each batch forgets the pin's readings older
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Mapping
 
+from tools.background import stop_tasks
 from tools.board.link.firmata_types import PinToken
 from tools.board.oversight.records import HardwareRecords
 from tools.config import BoardSettings
@@ -65,10 +65,7 @@ class ReadingKeeper:
                 log.exception("could not keep %d readings of %s on %s", len(rows), pin, board)
 
     async def stop(self) -> None:
-        if self._flushing is not None:
-            self._flushing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flushing
+        await stop_tasks(self._flushing)
         await self.flush()
 
     async def _flush_soon(self) -> None:
