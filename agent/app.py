@@ -39,8 +39,10 @@ from agent.prompt.skills import SkillCatalog
 from agent.prompt.source import PromptSource, default_budget, host_info, host_timezone
 from agent.runtime.attachments import Transcriber
 from agent.runtime.channel_runtime import ChannelRuntime
+from agent.runtime.turn_setup import TurnSetup
 from agent.security import Scrubber
 from agent.turns.state import Access
+from agent.turns.turn import TurnRunner
 from agent.workspace import ensure_workspace
 from channels.base import Channel
 from channels.registry import channel_kinds
@@ -85,19 +87,22 @@ class App:
     watches: ChatWatches | None = None  # what the pin-watch tools keep
     mcp: McpManager | None = None  # the MCP servers, whose tools are in `tools`
 
+    def runner(self, channel: Channel) -> TurnRunner:
+        """What runs this generation's turns on `channel`."""
+        return TurnRunner(
+            channel, source=self.source, llm=self.llm, quirks=self.quirks, scrub=self.scrub
+        )
+
     def runtime(self, channel: Channel, access: Access) -> ChannelRuntime:
+        setup = TurnSetup(self.source, self.llm, self.runner(channel), self.history_tokens, access)
         return ChannelRuntime(
             channel,
-            access=access,
-            source=self.source,
-            llm=self.llm,
-            store=self.store,
-            turn_slots=self.slots,
-            quirks=self.quirks,
+            setup,
+            self.store,
+            slots=self.slots,
             scrub=self.scrub,
             policy=self.policy,
             transcribe=voice_transcriber(self.settings, channel.name),
-            history_tokens=self.history_tokens,
             memory=self.memory,
         )
 

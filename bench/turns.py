@@ -234,7 +234,7 @@ async def own_work(messages: int, chats: int) -> tuple[float, float]:
                 cpu, wall = time.process_time(), time.perf_counter()
             chat = ChatRef("cli", str(FIRST_CHAT + n % chats))
             message = f"hello from {chat.chat_id}, message {n}: what is on my list today?"
-            await runtime.submit(
+            await runtime.intake.submit(
                 IncomingMessage(chat, "owner", "Owner", message, message_id=str(n))
             )
             await channel.until(n + 1)

@@ -29,6 +29,7 @@ class Audience:
     scope: str  # where memory_store writes
     recall: tuple[str, ...]  # what memory_recall and auto-recall may read
     owner_private: bool  # the owner alone, privately: MEMORY.md and USER.md may be shown
+    person: str  # who wrote: their person scope (the owner's at the terminal), in a group too
 
 
 def person_of(people: Mapping[str, PersonSettings], channel: str, sender_id: str) -> str:
@@ -47,13 +48,13 @@ def audience_of(
 ) -> Audience:
     legacy = f"chat:{msg.chat.key}"  # memories made before scopes, in this very chat
     if msg.chat.channel == "cli":
-        return Audience(OWNER, (OWNER, legacy), owner_private=True)
+        return Audience(OWNER, (OWNER, legacy), owner_private=True, person=OWNER)
+    person = person_of(people, msg.chat.channel, msg.sender_id)
     if msg.is_group:
         scope = f"group:{msg.chat.key}"
-        return Audience(scope, (scope, legacy), owner_private=False)
-    person = person_of(people, msg.chat.channel, msg.sender_id)
+        return Audience(scope, (scope, legacy), owner_private=False, person=person)
     recall = (person, legacy, GROUPS) if share_group_memories else (person, legacy)
-    return Audience(person, recall, owner_private=person == OWNER)
+    return Audience(person, recall, owner_private=person == OWNER, person=person)
 
 
 def speaker_of(msg: IncomingMessage) -> Speaker:

@@ -30,7 +30,7 @@ async def start_channel(
     runtime = app.runtime(channel, access)
     runtime.controls.budget.tell = tell
     try:
-        await channel.start(runtime.submit, runtime.is_allowed_sender)
+        await channel.start(runtime.intake.submit, runtime.is_allowed_sender)
     except Exception as exc:
         log.error("%s did not start: %s: %s", channel.name, type(exc).__name__, exc)
         await stop_quietly(runtime)

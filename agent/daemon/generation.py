@@ -2,7 +2,7 @@
 turns (agent/daemon/reload.py decides when).
 
 Nothing a running turn uses is changed under it: a turn takes its runner (its prompt source,
-settings and tools) and its model when it starts (ChannelRuntime._turn), so each runtime gets
+settings and tools) and its model when it starts (TurnAnswerer._turn), so each runtime gets
 new objects — a PromptSource over a new tool registry, a TurnRunner, the model client when
 `[llm]` changed — and the old ones live on in the turns that hold them. What cannot be
 shared by two generations (the boards' links, the MCP servers' processes) is replaced only
@@ -34,7 +34,6 @@ from agent.proactive.watch_book import ChatWatches
 from agent.prompt.skills import SkillCatalog
 from agent.runtime.channel_runtime import ChannelRuntime
 from agent.turns.state import Access
-from agent.turns.turn import TurnRunner
 from tools.base import ToolRegistry
 from tools.mcp.manager import McpManager, start_servers
 from tools.proactive.schedule_times import zone_named
@@ -123,16 +122,11 @@ def move_server_tools(mcp: McpManager, old: ToolRegistry, new: ToolRegistry) -> 
 
 def adopt(app: App, runtime: ChannelRuntime) -> None:
     """The runtime's next turns run with the App's current generation."""
-    settings = app.settings
-    runtime.source = app.source
-    runtime.llm = app.llm
-    runtime.runner = TurnRunner(
-        runtime.channel, source=app.source, llm=app.llm, quirks=app.quirks, scrub=app.scrub
-    )
-    runtime._history_tokens = app.history_tokens  # read per turn, like the runner
+    settings, setup = app.settings, runtime.setup
+    setup.adopt(app.source, app.llm, app.runner(runtime.channel), app.history_tokens)
     runtime.controls.budget.zone = zone_named(timezone_of(settings))
-    if not runtime.access.open_to_all:  # its doorkeeper reads it at each check
-        runtime.access = channel_access(settings, runtime.channel.name)
+    if not setup.access.open_to_all:  # its doorkeeper reads it at each check
+        setup.access = channel_access(settings, runtime.channel.name)
 
 
 def channel_access(settings: Settings, channel: str) -> Access:

@@ -80,7 +80,7 @@ async def resolve(runtime: ChannelRuntime, to: str) -> tuple[ChatRef | None, str
         return ChatRef(channel, to), None
     if form is None:
         return None, f"{to!r} is not a chat: {TO_ACCEPTED}"
-    person = runtime.settings.people.get(to)
+    person = runtime.setup.settings.people.get(to)
     user_id = getattr(person, channel, "") if person is not None else ""
     if not user_id:
         return None, f'no {channel} id for {to!r}: add {channel} = "<id>" under [people.{to}]'
@@ -91,7 +91,7 @@ async def resolve(runtime: ChannelRuntime, to: str) -> tuple[ChatRef | None, str
 
 
 async def may_send(runtime: ChannelRuntime, chat_id: str) -> bool:
-    if runtime.access.open_to_all or runtime.is_allowed_sender(chat_id):
+    if runtime.setup.access.open_to_all or runtime.is_allowed_sender(chat_id):
         return True
     senders = await runtime.store.inbox.senders(runtime.channel.name, chat_id)
     return any(runtime.is_allowed_sender(sender, username) for sender, username in senders)

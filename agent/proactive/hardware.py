@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from agent.config import Settings
 from agent.durable.file.state_db import StateDB
 from agent.proactive.schedule_book import owner_chat
-from agent.runtime.channel_runtime import ChannelRuntime
+from agent.runtime.enqueue import Enqueue
 from channels.base import ChatRef, Reply
 from tools.base import Tool
 from tools.config import Autonomy, configured_boards
@@ -71,7 +71,7 @@ def board_tools(
 
 
 def board_teller(
-    settings: Callable[[], Settings], db: StateDB, runtimes: Mapping[str, ChannelRuntime]
+    settings: Callable[[], Settings], db: StateDB, runtimes: Mapping[str, Enqueue]
 ) -> BoardTell:
     """How pinclaw tells what it did to a board by itself (a max_on_s switching a pump off):
     to the chat whose tool set it; when that was a one-shot (the cli channel: nobody reads
@@ -100,7 +100,7 @@ def board_teller(
 
 async def start_boards(
     keeper: Keeper,
-    runtimes: Mapping[str, ChannelRuntime],
+    runtimes: Mapping[str, Enqueue],
     settings: Callable[[], Settings],
     db: StateDB,
 ) -> None:

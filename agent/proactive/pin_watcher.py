@@ -20,7 +20,6 @@ hears in one line that its watches listen again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping
@@ -31,8 +30,9 @@ from agent.config import Settings
 from agent.durable.file.state_db import Transaction
 from agent.durable.schedules import Schedule, Schedules
 from agent.durable.triggers import Trigger
-from agent.runtime.channel_runtime import ChannelRuntime
+from agent.runtime.enqueue import Enqueue
 from channels.base import ChatRef, Reply
+from tools.background import stop_tasks
 from tools.board.board import BoardError, Subscription
 from tools.board.fleet import Boards
 from tools.board.pin_policy import PinError, describe_value
@@ -133,7 +133,7 @@ class PinWatcher:
     def __init__(
         self,
         schedules: Schedules,
-        runtimes: Mapping[str, ChannelRuntime],
+        runtimes: Mapping[str, Enqueue],
         boards: Boards,
         settings: Settings,
         *,
@@ -158,11 +158,8 @@ class PinWatcher:
     async def stop(self) -> None:
         """Stop listening (before the board closes, so its closing is no loss to report)."""
         self._stopped = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_tasks(self._task)
+        self._task = None
         tasks = list(self._tasks)
         for watch_id in list(self._live):
             self.untrack(watch_id)

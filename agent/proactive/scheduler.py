@@ -40,8 +40,9 @@ from agent.durable.file.state_db import Transaction
 from agent.durable.schedules import NewSchedule, Schedule, ScheduleKind, Schedules
 from agent.durable.triggers import Trigger, TriggerKind
 from agent.proactive.schedule_book import owner_chat
-from agent.runtime.channel_runtime import ChannelRuntime
+from agent.runtime.enqueue import Enqueue
 from channels.base import Reply
+from tools.background import stop_tasks
 from tools.proactive.schedule_times import WhenError, format_time, latest_cron, next_cron
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ class Scheduler:
     def __init__(
         self,
         schedules: Schedules,
-        runtimes: Mapping[str, ChannelRuntime],
+        runtimes: Mapping[str, Enqueue],
         settings: Settings,
         zone: ZoneInfo,
         *,
@@ -96,11 +97,8 @@ class Scheduler:
         self._task = asyncio.create_task(self._run(), name="scheduler")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_tasks(self._task)
+        self._task = None
 
     async def _run(self) -> None:
         health = self._schedules.db.health
@@ -232,7 +230,7 @@ class Scheduler:
     async def _fire(
         self,
         schedule: Schedule,
-        runtime: ChannelRuntime,
+        runtime: Enqueue,
         occurrence: float,
         following: float | None,
         now: float,
@@ -255,7 +253,7 @@ class Scheduler:
     async def _skip(
         self,
         schedule: Schedule,
-        runtime: ChannelRuntime,
+        runtime: Enqueue,
         following: float | None,
         note: str,
         *,

@@ -43,13 +43,13 @@ class ChatQueues:
         db: StateDB,
         inbox: Inbox,
         courier: Courier,
-        answer: Callable[[Pending], Awaitable[None]],
+        answer: Callable[[Pending], Awaitable[Finished | None]],
     ) -> None:
         self._channel = channel
         self._db = db
         self._inbox = inbox
         self._courier = courier
-        self._answer = answer  # runs the turn and calls commit()
+        self._answer = answer  # runs the turn; None: it waits to run again (no model answered)
         self._workers = KeyedWorker(self._work, what="the chat's queue", health=db.health)
         self._unsaved: dict[str, Finished] = {}
         self._sweeper: asyncio.Task[None] | None = None
@@ -98,7 +98,9 @@ class ChatQueues:
             if wait > 0:
                 await asyncio.sleep(wait)
                 continue
-            await self._answer(pending)
+            finished = await self._answer(pending)
+            if finished is not None:
+                await self.commit(finished)
 
     async def _wake_waiting(self) -> None:
         for chat_key in await self._inbox.chats_waiting(self._channel):

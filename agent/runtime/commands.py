@@ -1,17 +1,25 @@
-"""Built-in chat commands, answered without the model: /new, /stop, /status, /help, and the
-owner's controls /usage, /budget, /model (agent/runtime/owner/owner_commands.py)."""
+"""Built-in chat commands, answered at once and without the model (not behind the chat's
+running turn): /new, /stop, /status, /help, /pair (agent/runtime/owner/pair_command.py) and
+the owner's controls /usage, /budget, /model (agent/runtime/owner/owner_commands.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from agent.conversation.scopes import audience_of
 from agent.durable.inbox import Inbox
 from agent.durable.sessions import SessionStore
+from agent.durable.store import Store
 from agent.model.responses import ProviderHealth
 from agent.runtime.owner import owner_commands
 from agent.runtime.owner.metering import Controls
+from agent.runtime.owner.pair_command import pair_command
+from agent.runtime.owner.pairing import Doorkeeper
+from agent.runtime.running_turns import RunningTurns
+from agent.runtime.turn_setup import TurnSetup
 from agent.turns.state import TurnRecord
+from channels.base import IncomingMessage
 from channels.capabilities import CHAT_COMMANDS
 
 HELP = (
@@ -56,10 +64,52 @@ def parse_command(text: str) -> str | None:
     return name if name in COMMANDS else None
 
 
-async def run_command(text: str, ctx: CommandContext) -> str | None:
-    name = parse_command(text)
-    if name is None:
-        return None
+class ChatCommands:
+    """One channel's commands, each with what it may see of the chat."""
+
+    def __init__(
+        self,
+        setup: TurnSetup,
+        store: Store,
+        turns: RunningTurns,
+        controls: Controls,
+        door: Doorkeeper,
+    ) -> None:
+        self._setup = setup
+        self._store = store
+        self._turns = turns
+        self._controls = controls
+        self._door = door
+
+    async def answer(self, msg: IncomingMessage, *, in_chat: bool) -> str | None:
+        """The command's answer; None when `msg` is no command. `in_chat`: a chat channel's
+        message, where /pair works (the terminal has `agent pairing` instead)."""
+        name = parse_command(msg.text)
+        if name is None:
+            return None
+        if name == "pair" and in_chat:
+            return await pair_command(self._door, msg)
+        return await run_command(name, msg.text, self._context(msg))
+
+    def _context(self, msg: IncomingMessage) -> CommandContext:
+        key, setup = msg.chat.key, self._setup
+        return CommandContext(
+            key,
+            self._store.sessions,
+            setup.llm.model,
+            self._turns.last.get(key),
+            lambda: self._turns.cancel(key),
+            self._store.inbox,
+            setup.llm.health,
+            setup.history_tokens,
+            controls=self._controls,
+            owner=audience_of(msg, setup.settings.people).owner_private,
+            sender=msg.sender_name or msg.sender_id,
+        )
+
+
+async def run_command(name: str, text: str, ctx: CommandContext) -> str:
+    """Command `name` (parse_command's), typed as `text`, answered."""
     if name == "new":
         ctx.cancel()
         await ctx.sessions.new_session(ctx.chat_key)

@@ -1,16 +1,29 @@
-"""What a message must be before it is stored: valid text, bounded size, files within limits.
-
-Pure functions; the runtime applies them before the message reaches the inbox, so nothing a
-chat sends can make a turn fail (a lone surrogate cannot be encoded, a 1 MB text cannot fit
-any model's window, a 200 MB file would be held in memory).
+"""MessageIntake: where a chat channel's messages come in. Each is made what a stored message
+must be (valid text, bounded size, files within limits: nothing a chat sends can make a turn
+fail — a lone surrogate cannot be encoded, a 1 MB text fits no model's window, a 200 MB file
+would be held in memory), scrubbed of secrets, let in or handed to the doorkeeper, then
+stored in the inbox and its chat woken; a command is answered at once. A message nobody
+typed (a schedule, the heartbeat, a pin watch) enters here too.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
+from collections.abc import Callable
 
-from channels.base import IncomingMessage, RemoteFile
+from agent.durable.file.state_db import Transaction
+from agent.durable.store import Store
+from agent.durable.triggers import Trigger
+from agent.runtime.commands import ChatCommands, parse_command
+from agent.runtime.owner.pairing import Doorkeeper
+from agent.runtime.replies import Alongside, ChatReplies
+from agent.runtime.turn_setup import TurnSetup
+from agent.security import Scrubber
+from channels.base import IncomingMessage, RemoteFile, Reply
+
+log = logging.getLogger(__name__)
 
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 MB = 1024 * 1024
@@ -40,17 +53,6 @@ def refusal_text(refused: list[RemoteFile], max_mb: float) -> str:
     return f"I can't take {names}: files over {max_mb:g} MB are not accepted."
 
 
-def stranger_text(channel: str, sender_id: str) -> str:
-    """The one polite answer to someone not on the channel's allow-list."""
-    env = f"PINCLAW_CHANNELS__{channel.upper()}__ALLOWED_USERS"
-    return (
-        f"Hello! This is a private assistant and you are not on its list. Your "
-        f"{channel} user id is {sender_id}. To allow you, the owner adds "
-        f'"{sender_id}" to allowed_users in [channels.{channel}] (or {env}) '
-        "and restarts the bot."
-    )
-
-
 def prepared(msg: IncomingMessage, *, max_chars: int, max_mb: float) -> IncomingMessage:
     """The message as it will be stored: repaired, cut, and without files over the limit."""
     files = tuple(
@@ -65,3 +67,66 @@ def prepared(msg: IncomingMessage, *, max_chars: int, max_mb: float) -> Incoming
         sender_username=repair_text(msg.sender_username),
         files=files,
     )
+
+
+class MessageIntake:
+    def __init__(
+        self,
+        setup: TurnSetup,
+        store: Store,
+        door: Doorkeeper,
+        commands: ChatCommands,
+        replies: ChatReplies,
+        wake: Callable[[str], None],  # the chat's queue: answer its pending messages
+        scrub: Scrubber,
+    ) -> None:
+        self._setup = setup
+        self._store = store
+        self._door = door
+        self._commands = commands
+        self._replies = replies
+        self._wake = wake
+        self._scrub = scrub
+        self.closing = False  # shutting down: nothing more is taken
+
+    async def submit(self, msg: IncomingMessage) -> bool:
+        """Store the message, then return: the channel may acknowledge it after this. False
+        when it is not taken (a re-delivered message, or shutting down)."""
+        store = self._store
+        await store.db.health.admit()  # a full disk: it waits here, unacknowledged
+        if self.closing:
+            log.warning("%s: shutting down; message %s not taken", msg.chat.key, msg.message_id)
+            return False
+        limits = self._setup.settings.channels
+        refused = too_big(msg.files, limits.max_attachment_mb)
+        msg = prepared(msg, max_chars=limits.max_message_chars, max_mb=limits.max_attachment_mb)
+        if not self._door.allows_message(msg) and not await self._door.admit(msg):
+            return True  # a stranger: nothing of theirs stored but what pairing needs
+        msg = dataclasses.replace(msg, text=self._scrub(msg.text))  # as pinclaw keeps it
+        nothing_left = not msg.text.strip() and not msg.files and not msg.attachments
+        command = parse_command(msg.text)
+        status = "done" if nothing_left or command else "pending"
+        if await store.inbox.add(msg, status=status) is None:
+            log.info("%s: message %s seen before; not taken twice", msg.chat.key, msg.message_id)
+            return False
+        said = refusal_text(refused, limits.max_attachment_mb) if refused else None
+        if command is not None:  # at once, not behind the chat's running turn
+            said = await self._commands.answer(msg, in_chat=True) or ""
+        if said is not None:
+            await self._replies.queue(msg.chat, Reply(said, reply_to=msg.message_id))
+        if status == "pending":
+            self._wake(msg.chat.key)
+        return True
+
+    async def enqueue_triggered(
+        self, msg: IncomingMessage, trigger: Trigger, *, alongside: Alongside
+    ) -> None:
+        """A message nobody typed into the inbox, in one transaction with `alongside` (the
+        book's own change, which may raise to store nothing), then its chat woken."""
+
+        def store(conn: Transaction) -> None:
+            alongside(conn)
+            self._store.inbox.insert(conn, msg, trigger=trigger)
+
+        await self._store.db.write(store)
+        self._wake(msg.chat.key)

@@ -4,10 +4,6 @@ one cannot send the owner's private files or another chat's incoming files."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from agent.config import PersonSettings
-from agent.conversation.scopes import audience_of
 from channels.base import IncomingMessage, MediaKind, OutgoingMedia, Reply
 from channels.markers import extract_markers
 from tools.base import ToolCallContext
@@ -23,12 +19,10 @@ _LINKS: dict[MediaKind, str] = {
 }
 
 
-def reply_files(
-    policy: SecurityPolicy, msg: IncomingMessage, people: Mapping[str, PersonSettings]
-) -> PathRules:
-    """What the markers of the reply to `msg` may send: what its turn's tools may read."""
-    owner = audience_of(msg, people).owner_private
-    call = ToolCallContext(policy.workspace, chat_key=msg.chat.key, owner_private=owner)
+def reply_files(policy: SecurityPolicy, msg: IncomingMessage, *, owner_private: bool) -> PathRules:
+    """What the markers of the reply to `msg` may send: what its turn's tools may read
+    (`owner_private`: its audience's)."""
+    call = ToolCallContext(policy.workspace, chat_key=msg.chat.key, owner_private=owner_private)
     return policy.for_call(call).paths
 
 

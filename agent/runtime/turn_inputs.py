@@ -1,9 +1,10 @@
 """What a turn is given besides its message: whose conversation it is, the memories recalled
 for it, the history it sends, and the context its tools run with.
 
-Kept apart from ChannelRuntime so the question "what does this turn see?" has one answer in
-one place: the audience (agent/conversation/scopes.py) decides the memory scope, the scopes
-it may recall from, and whether it is the owner's own private turn.
+Kept apart from the turn answering (turn_answering.py) so the question "what does this turn
+see?" has one answer in one place: the audience (agent/conversation/scopes.py), resolved
+once per message, decides the memory scope, the scopes it may recall from, and whether it is
+the owner's own private turn.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from agent.config import Settings
 from agent.conversation.compaction import Summariser, history_for
 from agent.conversation.recall import readable_scopes, remembered_block
-from agent.conversation.scopes import audience_of, speaker_of
+from agent.conversation.scopes import Audience, speaker_of
 from agent.durable.sessions import SessionStore
 from agent.durable.tool_journal import ToolJournal
 from agent.model.responses import Message
@@ -33,6 +34,7 @@ class TurnInputs:
 
 async def turn_inputs(
     msg: IncomingMessage,
+    audience: Audience,
     settings: Settings,
     sessions: SessionStore,
     memory: MemoryStore | None,
@@ -42,12 +44,10 @@ async def turn_inputs(
     journal: ToolJournal,
     approvers: tuple[Approver, Approver | None],
 ) -> TurnInputs:
-    """`approvers`: asking in the chat, and the owner privately (where a question only the
-    owner may answer goes when the turn is not the owner's own private one)."""
+    """`audience`: whose turn it is (resolved once per message). `approvers`: asking in
+    the chat, and the owner privately (where a question only the owner may answer goes when
+    the turn is not the owner's own private one)."""
     key = msg.chat.key
-    audience = audience_of(
-        msg, settings.people, share_group_memories=settings.memory.share_group_memories
-    )
     recall = await readable_scopes(memory, audience.recall)
     taint = await starting_taint(msg, sessions)
     remembered = ""

@@ -106,7 +106,7 @@ class InProcess:
         there is nothing for it to stop, and the answer itself is cut instead."""
         if self._task is None or self._task.done():
             return
-        if not self._runtime.cancel(self._chat_key):
+        if not self._runtime.turns.cancel(self._chat_key):
             self._cut = True
             self._task.cancel()
 

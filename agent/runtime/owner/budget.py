@@ -134,29 +134,31 @@ class Budget:
         self.tell: Tell | None = None
 
     def configured(self, name: str) -> float:
+        return self.configured_limits()[name]
+
+    def configured_limits(self) -> dict[str, float]:
+        """Every limit as `[budget]` sets it now (the settings read once)."""
         now = self.settings()
-        return float(
-            {
-                "daily": now.daily_usd,
-                "monthly": now.monthly_usd,
-                "heartbeat": now.heartbeat_daily_usd,
-                "schedules": now.schedules_daily_usd,
-                "watches": now.watches_daily_usd,
-                "tokens": now.max_tokens_per_turn,
-            }[name]
-        )
+        return {
+            "daily": now.daily_usd,
+            "monthly": now.monthly_usd,
+            "heartbeat": now.heartbeat_daily_usd,
+            "schedules": now.schedules_daily_usd,
+            "watches": now.watches_daily_usd,
+            "tokens": float(now.max_tokens_per_turn),
+        }
 
     def in_force(self, found: Overrides) -> tuple[dict[str, float], frozenset[str]]:
         """Each limit: the owner's own value while config.toml still says what it said when
         they set it, else the configured one."""
-        limits, overridden = {}, set()
+        limits, overridden, configured_now = {}, set(), self.configured_limits()
         for name in LIMITS:
             value, configured = found.get(name, (0.0, float("nan")))
-            if configured == self.configured(name):
+            if configured == configured_now[name]:
                 limits[name] = value
                 overridden.add(name)
             else:
-                limits[name] = self.configured(name)
+                limits[name] = configured_now[name]
         return limits, frozenset(overridden)
 
     async def standing(self) -> Standing:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agent.config import PersonSettings, Settings
-from agent.conversation.scopes import OWNER, person_of
+from agent.config import PersonSettings
+from agent.conversation.scopes import OWNER, Audience
 from agent.durable.file.state_db import StateDB
 from agent.durable.owner.chat_models import ChatModels
 from agent.durable.owner.usage import Call, StartedBy, UsageBook
@@ -32,6 +32,7 @@ from agent.model.responses import (
     Tools,
 )
 from agent.runtime.owner.budget import Budget, Standing
+from agent.runtime.turn_setup import TurnSetup
 from channels.base import IncomingMessage
 from tools.proactive.schedule_times import zone_named
 
@@ -57,12 +58,15 @@ class Spender:
 
 
 def spender_of(
-    msg: IncomingMessage, trigger: Trigger | None, people: Mapping[str, PersonSettings]
+    msg: IncomingMessage,
+    trigger: Trigger | None,
+    audience: Audience,
+    people: Mapping[str, PersonSettings],
 ) -> Spender:
     """The person is their [people] name (the owner's for the terminal and the heartbeat),
     else channel:id; one-shots' throwaway chats count as one, "cli:oneshot"."""
     terminal = msg.chat.channel == "cli"
-    scope = OWNER if terminal else person_of(people, msg.chat.channel, msg.sender_id)
+    scope = audience.person
     if scope == OWNER:
         person = next((name for name, p in people.items() if p.owner), "owner")
     else:
@@ -145,22 +149,22 @@ class MeteredModel:
 class Controls:
     """The owner's controls over the model: the budget, the usage kept, each chat's model
     among the configured ones. All of it lives in state.db, so each runtime may hold its own;
-    `settings` is read at each use (the settings as they are now)."""
+    the settings are the setup's at each use (as they are now, after a reload too)."""
 
     budget: Budget
     usage: UsageBook
     models: ChatModels
-    settings: Callable[[], Settings]
+    setup: TurnSetup
 
     @classmethod
-    def of(cls, settings: Callable[[], Settings], db: StateDB, timezone: str) -> Controls:
-        """The controls over state.db; days and months in `timezone`."""
-        budget = Budget(lambda: settings().budget, db, zone_named(timezone))
-        return cls(budget, UsageBook(db), ChatModels(db), settings)
+    def of(cls, setup: TurnSetup, db: StateDB) -> Controls:
+        """The controls over state.db; days and months in the prompt's time zone."""
+        budget = Budget(lambda: setup.settings.budget, db, zone_named(setup.source.timezone))
+        return cls(budget, UsageBook(db), ChatModels(db), setup)
 
     def configured(self) -> list[str]:
         """The models a chat may be switched to, the main one first."""
-        return self.settings().llm.configured_models
+        return self.setup.settings.llm.configured_models
 
     async def model_of(self, chat_key: str, default: str) -> str:
         """The chat's own model while it is still configured, else `default`."""
@@ -168,10 +172,10 @@ class Controls:
         return chosen if chosen is not None and chosen in self.configured() else default
 
     async def for_turn(
-        self, llm: ModelClient, msg: IncomingMessage, trigger: Trigger | None
+        self, llm: ModelClient, msg: IncomingMessage, trigger: Trigger | None, audience: Audience
     ) -> ModelClient | Refused:
         """This turn's model, or the line that says a limit stops it (nothing is called)."""
-        spender = spender_of(msg, trigger, self.settings().people)
+        spender = spender_of(msg, trigger, audience, self.setup.settings.people)
         refusal = await self.budget.refusal(spender.started_by)
         if refusal is not None:
             return Refused(refusal)

@@ -25,7 +25,6 @@ from agent.durable.file.state_db import StateDB
 from agent.durable.inbox import Inbox
 from agent.durable.owner.pairing import Code, Outcome, Pairings
 from agent.durable.owner.pairing_codes import shown, typed_code
-from agent.runtime.intake import stranger_text
 from agent.security import Scrubber
 from agent.turns.state import Access
 from channels.base import ApprovalQuestion, Channel, ChatRef, IncomingMessage, Reply
@@ -37,6 +36,17 @@ QueueReply = Callable[[ChatRef, Reply], Awaitable[int]]
 RELOAD_S = 30.0  # `agent pairing` may change state.db under a running daemon
 SAID_CHARS = 200  # of a stranger's first message, shown to the owner
 CLOSED = "⌛ No longer waiting here: /pair list shows what was decided."
+
+
+def stranger_text(channel: str, sender_id: str) -> str:
+    """The one polite answer to someone not on the channel's allow-list."""
+    env = f"PINCLAW_CHANNELS__{channel.upper()}__ALLOWED_USERS"
+    return (
+        f"Hello! This is a private assistant and you are not on its list. Your "
+        f"{channel} user id is {sender_id}. To allow you, the owner adds "
+        f'"{sender_id}" to allowed_users in [channels.{channel}] (or {env}) '
+        "and restarts the bot."
+    )
 
 
 def code_text(code: Code, *, owner_asked: bool) -> str:

@@ -1,0 +1,23 @@
+"""The turns a channel is running, by chat, and each chat's last finished turn: what /stop
+cancels and /status reports, kept apart so commands need not reach into turn answering."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agent.turns.state import TurnRecord
+from agent.turns.turn import TurnOutcome
+
+
+class RunningTurns:
+    def __init__(self) -> None:
+        self.running: dict[str, asyncio.Task[TurnOutcome]] = {}
+        self.last: dict[str, TurnRecord] = {}  # by chat key
+
+    def cancel(self, chat_key: str) -> bool:
+        """Stop the chat's running turn; False when none runs."""
+        task = self.running.get(chat_key)
+        if task is None or task.done():
+            return False
+        task.cancel()
+        return True

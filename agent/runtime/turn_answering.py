@@ -1,0 +1,218 @@
+"""TurnAnswerer: one channel's turns. A pending message of the inbox is answered in its
+chat's queue (its reply, its session and its inbox row in one transaction, handed to the
+chat queues to commit); the terminal's message is answered at once (`answer_now`). Chats
+run side by side up to a shared number of turn slots; a turn no model could answer waits
+and runs again (outage.py). Whose turn it is — the audience — is resolved once per message
+and carried to the budget, the inputs and the reply's files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from agent.conversation.compaction import model_summariser
+from agent.conversation.scopes import Audience, audience_of
+from agent.durable.always_allowed import AlwaysAllowed
+from agent.durable.file.state_db import Transaction
+from agent.durable.inbox import Pending
+from agent.durable.store import Store
+from agent.durable.tool_journal import ToolJournal
+from agent.durable.triggers import Trigger
+from agent.model.responses import OnRetry
+from agent.prompt.context import SILENT_REPLY
+from agent.runtime.approvals import turn_approvers
+from agent.runtime.attachments import Downloads
+from agent.runtime.chat_queues import Finished
+from agent.runtime.media import reply_files, resolve_reply
+from agent.runtime.outage import OutageNotice, retry_later
+from agent.runtime.owner.memory_vetting import MemoryVetting
+from agent.runtime.owner.metering import Controls, Refused
+from agent.runtime.owner.pairing import Doorkeeper
+from agent.runtime.replies import ChatReplies
+from agent.runtime.running_turns import RunningTurns
+from agent.runtime.turn_inputs import turn_inputs
+from agent.runtime.turn_setup import TurnSetup
+from agent.security import Scrubber
+from agent.turns.loop import ToolEvent
+from agent.turns.state import TurnRecord
+from agent.turns.turn import HoldSilentPrefix, TurnOutcome, is_silent
+from channels.base import Channel, IncomingMessage, Reply
+from tools.memory.store import MemoryStore
+from tools.policy import SecurityPolicy
+
+log = logging.getLogger(__name__)
+
+
+class TurnAnswerer:
+    def __init__(
+        self,
+        channel: Channel,
+        setup: TurnSetup,
+        store: Store,
+        *,
+        slots: asyncio.Semaphore,
+        turns: RunningTurns,
+        replies: ChatReplies,
+        door: Doorkeeper,
+        controls: Controls,
+        always: AlwaysAllowed,
+        downloads: Downloads,
+        policy: SecurityPolicy,
+        scrub: Scrubber,
+        memory: MemoryStore | None,
+        vetting: MemoryVetting | None,
+    ) -> None:
+        self._channel = channel
+        self._setup = setup
+        self._store = store
+        self._slots = slots
+        self.turns = turns
+        self._replies = replies
+        self._door = door
+        self._controls = controls
+        self._always = always
+        self._downloads = downloads
+        self._policy = policy
+        self._scrub = scrub
+        self._memory = memory
+        self._vetting = vetting
+
+    async def answer_pending(self, pending: Pending) -> Finished | None:
+        """The turn of an inbox message, as one transaction for the chat queues to commit;
+        None when it waits to run again (no model answered)."""
+        msg, trigger = pending.message, pending.trigger  # trigger: nobody typed, nobody waits
+        channel, settings = self._channel, self._setup.settings
+        fresh = not pending.attempts and trigger is None
+        stream = channel.open_stream(msg.chat, msg.message_id) if fresh else None
+        on_text = stream.push if stream else None
+        if on_text is not None and msg.is_group:
+            on_text = HoldSilentPrefix(on_text)
+        typing = channel.typing(msg.chat) if trigger is None else contextlib.nullcontext()
+        notice = OutageNotice(pending, self._replies.queue)
+        audience = self._audience(msg)
+        async with self._slots, typing:
+            msg = await self._downloads.fetch(msg)
+            outcome = await self._turn(
+                msg, audience, on_text=on_text, on_retry=notice, trigger=trigger
+            )
+        retry = outcome.status == "retry"
+        if retry and await retry_later(pending, notice, settings.agent, self._store.inbox):
+            return None
+        quiet = msg.is_group or trigger is not None  # may answer with the silent token
+        silent = quiet and outcome.status == "done" and is_silent(outcome.text)
+        files = reply_files(self._policy, msg, owner_private=audience.owner_private)
+        reply_to, previews = "" if trigger else msg.message_id, not outcome.tainted_by
+        reply = resolve_reply(outcome.text, files, reply_to=reply_to, previews=previews)
+        status = "failed" if retry else outcome.status
+        kept = [] if silent and trigger is not None else outcome.messages  # no empty check-ins
+        parts = None if silent else self._replies.parts(reply)
+        within, store = self._replies.deliver_within_s, self._store
+        taint = outcome.tainted_by  # kept with the turn: the next one starts tainted
+
+        def commit(conn: Transaction) -> int | None:  # one transaction, one trip
+            store.sessions.add_turn(conn, msg.chat.key, kept, pending.id, tainted_by=taint)
+            store.inbox.finish(conn, pending.id, status)
+            if parts is None:
+                return None
+            return store.outbox.insert(
+                conn, msg.chat, parts, inbox_id=pending.id, deliver_within_s=within
+            )
+
+        return Finished(msg.chat, commit, stream)
+
+    async def answer_now(
+        self,
+        msg: IncomingMessage,
+        on_event: Callable[[ToolEvent], None] | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> Reply:
+        """Answer one message now, without the inbox or outbox: the terminal's one-shot or
+        chat, where the person waits for the answer (`on_text`: as it streams) and nothing
+        needs redelivering."""
+        audience = self._audience(msg)
+        async with self._slots:
+            fetched = await self._downloads.fetch(msg)
+            outcome = await self._turn(fetched, audience, on_event=on_event, on_text=on_text)
+        taint = outcome.tainted_by
+        await self._store.sessions.append_turn(msg.chat.key, outcome.messages, tainted_by=taint)
+        files = reply_files(self._policy, msg, owner_private=audience.owner_private)
+        previews = not taint  # a tainted turn's reply: no previews, no URL media
+        return resolve_reply(outcome.text, files, reply_to=msg.message_id, previews=previews)
+
+    def _audience(self, msg: IncomingMessage) -> Audience:
+        settings = self._setup.settings
+        share = settings.memory.share_group_memories
+        return audience_of(msg, settings.people, share_group_memories=share)
+
+    async def _turn(
+        self,
+        msg: IncomingMessage,
+        audience: Audience,
+        on_event: Callable[[ToolEvent], None] | None = None,
+        on_text: Callable[[str], None] | None = None,
+        on_retry: OnRetry = None,
+        trigger: Trigger | None = None,
+    ) -> TurnOutcome:
+        """Run the turn as a task /stop can cancel; a shutdown cancels it too, and then
+        nothing is stored (the message stays pending). The turn keeps what it starts with:
+        a reload gives the setup a new runner and model for the next turns."""
+        key, setup, last = msg.chat.key, self._setup, self.turns.last
+        runner, settings = setup.runner, setup.settings
+        llm = await self._controls.for_turn(setup.llm, msg, trigger, audience)
+        if isinstance(llm, Refused):  # a limit is reached: its line to a person, no model called
+            log.warning("%s: turn not run: %s", key, llm.reason)
+            last[key] = TurnRecord("budget", error=llm.reason)
+            said = SILENT_REPLY if trigger else llm.reason
+            return TurnOutcome("done", said, [], last[key])
+        door = self._door
+        inputs = await turn_inputs(
+            msg,
+            audience,
+            settings,
+            self._store.sessions,
+            self._memory,
+            history_tokens=setup.history_tokens,
+            summarise=model_summariser(llm, self._scrub),
+            journal=ToolJournal(self._store.db, msg),  # journals only a pending inbox message
+            approvers=turn_approvers(
+                self._channel,
+                msg.chat,
+                door.allows,
+                (door.owner_chat, door.is_owner) if door.owner_ids() else None,
+                always=self._always,
+                timeout_s=settings.security.approval_timeout_s,
+            ),
+        )
+        task = asyncio.create_task(
+            runner.run(
+                msg,
+                inputs.prior,
+                inputs.context,
+                deadline_s=settings.agent.turn_deadline_s,
+                private=audience.owner_private,
+                remembered=inputs.remembered,
+                on_event=on_event,
+                on_text=on_text,
+                on_retry=on_retry,
+                trigger=trigger,
+                llm=llm,
+            )
+        )
+        self.turns.running[key] = task
+        try:
+            outcome = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                task.cancel()  # we were cancelled (shutdown): stop the turn too
+                raise
+            user = {"role": "user", "content": runner.envelope(msg, trigger=trigger)}
+            outcome = TurnOutcome("done", "Stopped.", [user], TurnRecord("cancelled"))
+        finally:
+            self.turns.running.pop(key, None)
+        last[key] = outcome.record
+        if outcome.unvetted and self._vetting:  # the owner's button for each, in the background
+            self._vetting.offer(outcome.unvetted, msg.chat)
+        return outcome
