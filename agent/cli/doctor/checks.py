@@ -21,8 +21,8 @@ from agent.cli.doctor.setup_checks import report_channels, report_home, report_m
 from agent.cli.owner.pairing import doctor_lines
 from agent.cli.user_errors import missing_package_line
 from agent.config import Settings
-from agent.durable.quirks import ProviderQuirks
-from agent.prompt.profiles import FACT_FIRST_TOKEN, FACT_SERVER, FACT_TOOLS, FACT_WINDOW
+from agent.durable.learned_model_facts import LearnedModelFacts
+from agent.model.profiles.lookup import FACT_FIRST_TOKEN, FACT_SERVER, FACT_TOOLS, FACT_WINDOW
 from agent.security import Scrubber
 from agent.workspace import BOOTSTRAP_FILES
 from tools.board.link.firmata_types import BoardInfo, pin_runs
@@ -87,7 +87,7 @@ async def _checks(settings: Settings, check_model: bool) -> int:
     print(_daemon_line(settings.home))
     if state_problem is None:
         _note_queues(settings.state_db)
-        for line in ProviderQuirks.read(settings.state_db).lines():
+        for line in LearnedModelFacts.read(settings.state_db).lines():
             print(f"note provider: {line}")
         for line in doctor_lines(settings):  # who was let in by pairing, the open codes
             print(f"note pairing: {line}")
@@ -105,20 +105,20 @@ async def _check_model(settings: Settings, report: Callable[[bool, str, str], No
 
     store = await open_store(settings.state_db)
     try:
-        await _ask_model(settings, report, await ProviderQuirks.load(store.db))
+        await _ask_model(settings, report, await LearnedModelFacts.load(store.db))
     finally:
         await store.db.close()
 
 
 async def _ask_model(
-    settings: Settings, report: Callable[[bool, str, str], None], quirks: ProviderQuirks
+    settings: Settings, report: Callable[[bool, str, str], None], quirks: LearnedModelFacts
 ) -> None:
     """Ask the model's server what it serves (kept for the next start's prompt), then send
     the first request a one-shot sends — its system prompt and tool schemas — streamed, and
     time the first token: on a small machine that first call is the slow one."""
     from agent.cli.prompt_show import inspect_prompt
     from agent.model.client import LLMClient
-    from agent.model.facts import token_counter
+    from agent.model.profiles.litellm_facts import token_counter
     from agent.model.responses import LLMError
     from agent.model.server_probe import probe_server
 
