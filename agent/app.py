@@ -39,9 +39,8 @@ from agent.prompt.skills import SkillCatalog
 from agent.prompt.source import PromptSource, default_budget, host_info, host_timezone
 from agent.runtime.attachments import Transcriber
 from agent.runtime.channel_runtime import ChannelRuntime
-from agent.runtime.turn_setup import TurnSetup
+from agent.runtime.turn_setup import Access, TurnSetup
 from agent.security import Scrubber
-from agent.turns.state import Access
 from agent.turns.turn import TurnRunner
 from agent.workspace import ensure_workspace
 from channels.base import Channel

@@ -57,7 +57,7 @@ from agent.app import build_app  # noqa: E402
 from agent.config import load_settings  # noqa: E402
 from agent.model.client import LLMClient  # noqa: E402
 from agent.model.responses import LLMResponse, Message  # noqa: E402
-from agent.turns.state import Access  # noqa: E402
+from agent.runtime.turn_setup import Access  # noqa: E402
 from channels.base import ChatRef, IncomingMessage, OutgoingPart  # noqa: E402
 from channels.terminal import TerminalChannel  # noqa: E402
 

@@ -23,7 +23,7 @@ from fakes.model_double import ScriptedModel, text, tool_calls
 from agent.app import App, build_app
 from agent.config import Settings
 from agent.runtime.one_shot import answer
-from agent.turns.state import Access
+from agent.runtime.turn_setup import Access
 from channels.base import ApprovalAnswer, ApprovalQuestion, ChatRef, MayAnswer
 from channels.terminal import TerminalChannel
 

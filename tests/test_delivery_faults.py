@@ -34,8 +34,8 @@ from pydantic import SecretStr
 import channels.telegram.channel as telegram_channel
 from agent.app import open_store
 from agent.durable.file.state_db import StateDB
-from agent.runtime.courier import AFTER_NO_ANSWER, Courier
-from agent.runtime.keyed_worker import KeyedWorker
+from agent.runtime.queues.courier import AFTER_NO_ANSWER, Courier
+from agent.runtime.queues.keyed_worker import KeyedWorker
 from channels.base import ChatRef, Reply
 from channels.config import TelegramSettings
 

@@ -23,7 +23,7 @@ from fakes.ollama_server import FakeOllama
 from fakes.telegram_server import FakeTelegram
 from pydantic import SecretStr
 
-from agent.cli.oneshot import run_once
+from agent.cli.one_shot import run_once
 from agent.cli.prompt_show import prompt_stats
 from agent.config import LLMSettings, load_settings
 from agent.model.client import LLMClient

@@ -16,7 +16,7 @@ from daemon_process import rows
 from fakes.llm_server import FakeLLM, Outcome, last_user_content, text
 from fakes.telegram_server import FakeTelegram
 
-from agent.runtime.outage import OUTAGE_NOTICE
+from agent.runtime.queues.outage import OUTAGE_NOTICE
 
 OWNER, CAROL, STRANGER = 42, 7, 99
 CHOSEN = "openai/gpt-4o-mini"

@@ -6,7 +6,7 @@ with Approve / Deny buttons in their private chat; the owner answers by button, 
 the chat or by `agent pairing` at the terminal (the real command, in another process); an
 expired code, a locked-out sender, a group added with `/pair here`, pairing turned off, and
 people let in who are still in after a restart and listed by `agent doctor`. The codes' clock
-is agent/durable/owner/pairing.py's `wall_clock`, moved on by the tests.
+is agent/durable/owner/pairings.py's `wall_clock`, moved on by the tests.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from fakes.llm_server import last_user_content
 from fakes.model_double import ScriptedModel, text, tool_calls
 from fakes.telegram_server import BOT_USERNAME, FakeTelegram, SentMessage, buttons
 
-from agent.durable.owner import pairing
+from agent.durable.owner import pairings
 from agent.durable.owner.pairing_codes import typed_code
 
 REPO = Path(__file__).resolve().parent.parent
@@ -49,7 +49,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     moved = Clock()
-    monkeypatch.setattr(pairing, "wall_clock", moved)
+    monkeypatch.setattr(pairings, "wall_clock", moved)
     return moved
 
 
@@ -138,7 +138,7 @@ async def test_a_stranger_gets_a_code_the_owner_approves_by_button_and_the_model
 
         fake_telegram.inject_callback_query(OWNER, question, buttons(question)["Approve"])
 
-        assert await reply_to(fake_telegram, STRANGER, pairing.WELCOME) == pairing.WELCOME
+        assert await reply_to(fake_telegram, STRANGER, pairings.WELCOME) == pairings.WELCOME
         shown = current(fake_telegram, question)
         assert (shown.plain or "").endswith("✅ Approved") and shown.reply_markup is None
         await answered_by_model(fake_telegram, model, "what is 2 + 2?")
@@ -223,7 +223,7 @@ async def test_a_denied_stranger_is_told_once_and_then_hears_nothing(
         code = await code_of_stranger(fake_telegram)
         question = await owners_question(fake_telegram, code)
         fake_telegram.inject_callback_query(OWNER, question, buttons(question)["Deny"])
-        assert await reply_to(fake_telegram, STRANGER, "did not") == pairing.DECLINED
+        assert await reply_to(fake_telegram, STRANGER, "did not") == pairings.DECLINED
         assert (current(fake_telegram, question).plain or "").endswith("❌ Denied")
 
         clock.offset = 2 * 3600  # past the code's hour: still no new code (a day)
@@ -339,7 +339,7 @@ async def test_people_let_in_are_still_in_after_a_restart_and_doctor_lists_them(
         code = await code_of_stranger(fake_telegram)
         question = await owners_question(fake_telegram, code)
         fake_telegram.inject_callback_query(OWNER, question, buttons(question)["Approve"])
-        await reply_to(fake_telegram, STRANGER, pairing.WELCOME)
+        await reply_to(fake_telegram, STRANGER, pairings.WELCOME)
     async with daemon():
         await answered_by_model(fake_telegram, model, "are you still there?")
     doctor = await agent("doctor")

@@ -11,7 +11,7 @@ from conftest import Daemon
 from fakes.discord_server import FakeDiscord, SentMessage
 from fakes.model_double import ScriptedModel
 
-from agent.durable.owner import pairing
+from agent.durable.owner import pairings
 
 OWNER, STRANGER = "111", "777"  # the owner ([people], allowed); nobody
 CODE = re.compile(r"\b[A-Z0-9]{4}-[A-Z0-9]{4}\b")
@@ -47,7 +47,7 @@ async def test_a_stranger_pairs_by_dm_and_the_owner_approves_in_their_dm(
         assert "discord id 777) wants to talk to me" in question.content
 
         fake_discord.inject_button_press(OWNER, question.message_id, question.buttons["Approve"])
-        await said_in(fake_discord, stranger_dm, pairing.WELCOME)
+        await said_in(fake_discord, stranger_dm, pairings.WELCOME)
         fake_discord.inject_dm(STRANGER, "what can you do?", username="mallory")
         answer = await said_in(fake_discord, stranger_dm, "echo: ")
     assert "what can you do?" in answer.content

@@ -23,7 +23,7 @@ from fakes.telegram_server import FakeTelegram
 SKIPPED = re.compile(
     r"pinclaw: warning: telegram: update \d+ could not be read and is skipped: TypeError: .+"
 )
-# dim, its outcome green: as agent/cli/oneshot_screen.py's `paint` writes it
+# dim, its outcome green: as agent/cli/one_shot_screen.py's `paint` writes it
 TOOL_OK = re.compile(
     re.escape('\x1b[2m  tool shell(command="echo hi") \x1b[0m\x1b[32mok\x1b[0m\x1b[2m ')
     + r"\d+\.\d\d s"

@@ -20,7 +20,7 @@ from daemon_process import rows
 from fakes.llm_server import FakeLLM, text, tool_calls
 from fakes.telegram_server import FakeTelegram
 
-from agent.cli.oneshot import run_once
+from agent.cli.one_shot import run_once
 from agent.config import load_settings
 
 REPO = Path(__file__).resolve().parent.parent

@@ -29,7 +29,7 @@ from pydantic import SecretStr
 
 import channels.telegram.channel as telegram_channel
 from agent.app import Store, open_store
-from agent.runtime.courier import Courier
+from agent.runtime.queues.courier import Courier
 from channels.base import ChatRef, Reply
 from channels.config import DiscordSettings, TelegramSettings
 from channels.discord.channel import DiscordChannel
@@ -103,7 +103,7 @@ async def world(store: Store, fake: FakeTelegram, caplog: pytest.LogCaptureFixtu
 
 @pytest.fixture(autouse=True)
 def _logged(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="agent.runtime.courier")
+    caplog.set_level(logging.INFO, logger="agent.runtime.queues.courier")
 
 
 # -- Telegram --------------------------------------------------------------------------------

@@ -185,7 +185,7 @@ async def test_the_courier_sends_every_reply_in_order_also_one_queued_while_it_m
     """The courier reads a chat's next reply in the same trip as the last mark of the one
     before: a reply queued meanwhile (here: while the first one's parts go out) is still
     sent, in order, and the outbox ends with every reply marked sent."""
-    from agent.runtime.courier import Courier
+    from agent.runtime.queues.courier import Courier
     from channels.terminal import TerminalChannel
 
     store = await open_store(tmp_path / "state.db")

@@ -305,14 +305,14 @@ async def test_a_full_turn_reads_the_page_and_the_model_gets_it_marked_untrusted
     from functools import partial
 
     from agent.app import build_app
-    from agent.cli import oneshot
+    from agent.cli import one_shot
     from agent.config import load_settings
 
-    monkeypatch.setattr(oneshot, "build_app", partial(build_app, model=model))
+    monkeypatch.setattr(one_shot, "build_app", partial(build_app, model=model))
     monkeypatch.setenv("PINCLAW_WEB__ALLOW_HOSTS", json.dumps([f"127.0.0.1:{pages.port}"]))
     url = f"{pages.root}/article"
     model.script(tool_calls(("web_fetch", {"url": url})), text("Basil wants six hours of sun."))
-    code = await oneshot.run_once(load_settings(), "how much sun does basil want? " + url)
+    code = await one_shot.run_once(load_settings(), "how much sun does basil want? " + url)
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "Basil wants six hours of sun." in out.out

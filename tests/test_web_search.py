@@ -233,9 +233,9 @@ async def test_a_full_turn_searches_and_the_key_reaches_no_model_request(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from agent.app import build_app
-    from agent.cli import oneshot
+    from agent.cli import one_shot
 
-    monkeypatch.setattr(oneshot, "build_app", partial(build_app, model=model))
+    monkeypatch.setattr(one_shot, "build_app", partial(build_app, model=model))
     monkeypatch.setenv("PINCLAW_WEB__SEARCH_PROVIDER", "brave")
     monkeypatch.setenv("PINCLAW_WEB__BRAVE_URL", f"{apis.root}/brave/res/v1/web/search")
     monkeypatch.setenv("PINCLAW_WEB__BRAVE_API_KEY", BRAVE_KEY)
@@ -243,7 +243,7 @@ async def test_a_full_turn_searches_and_the_key_reaches_no_model_request(
         tool_calls(("web_search", {"query": "basil indoors", "count": 3})),
         text("Six hours of sun, says the first result."),
     )
-    code = await oneshot.run_once(load_settings(), "how much sun for basil?")
+    code = await one_shot.run_once(load_settings(), "how much sun for basil?")
     out = capsys.readouterr()
     assert code == 0, out.err
     [tool_message] = [m for m in model.requests[1]["messages"] if m["role"] == "tool"]

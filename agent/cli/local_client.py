@@ -3,7 +3,7 @@
 
 Standard library only — no asyncio, no pydantic, no LiteLLM: while a daemon runs, this and
 click are the whole cost of `agent run -m` (on a terminal: a stdlib spinner while the daemon
-works, tool lines coloured as a cold one-shot's, from agent/cli/oneshot_screen.py). Without a
+works, tool lines coloured as a cold one-shot's, from agent/cli/one_shot_screen.py). Without a
 daemon (no socket, or a stale one nobody listens on), or when the daemon runs with other
 settings, the caller runs the one-shot in-process as before.
 """
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from agent.cli.oneshot_screen import TextSpinner, on_terminal, paint, paint_note
+from agent.cli.one_shot_screen import TextSpinner, on_terminal, paint, paint_note
 from agent.home import LOCK_NAME, socket_path
 
 # connect() errors that mean "no daemon here": run in-process instead.

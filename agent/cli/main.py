@@ -225,12 +225,12 @@ def _cold_one_shot(ctx: click.Context, message: str, session: str | None) -> int
     import asyncio
 
     from agent.cli.logs import quiet_for_one_shot
-    from agent.cli.oneshot_screen import open_screen
+    from agent.cli.one_shot_screen import open_screen
 
     settings = _load_with_model(ctx)
     quiet_for_one_shot(ctx.obj["verbose"])
     with open_screen() as screen:
-        from agent.cli.oneshot import run_once
+        from agent.cli.one_shot import run_once
 
         code = asyncio.run(run_once(settings, message, session=session, screen=screen))
     ctx.obj["leave_at_once"] = True  # everything is written: main() skips the teardown
@@ -356,7 +356,7 @@ def main(argv: Any = None) -> None:
         cli.main(args=argv, prog_name="agent", obj=state)
     except SystemExit as done:
         if state.get("leave_at_once"):
-            from agent.cli.oneshot import leave
+            from agent.cli.one_shot import leave
 
             leave(done.code if isinstance(done.code, int) else 1)
         raise

@@ -15,7 +15,7 @@ from agent.app import App
 from agent.daemon.status import say
 from agent.runtime.channel_runtime import ChannelRuntime
 from agent.runtime.owner.budget import Tell
-from agent.turns.state import Access
+from agent.runtime.turn_setup import Access
 from channels.base import Channel
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ checks a changed model's route and key. Anything refused keeps the last good set
 environment): the problems go to the log, to whoever asked, and once per distinct problem to
 the owner's private chat. Accepted settings are applied by what they change
 (agent/daemon/setting_changes.py): live keys give every runtime a new generation of prompt,
-tools and model between turns (agent/daemon/generation.py); a channel's own keys restart that
+tools and model between turns (agent/daemon/reloaded_app.py); a channel's own keys restart that
 channel alone, its pending messages kept; keys that need `agent run` again are kept at their
 running values and named in one line. The scheduler and the pin watcher start again with the
 settings and channels as they now are.
@@ -28,15 +28,15 @@ from agent.app import App, build_channels, make_scrubber, start_scheduler, start
 from agent.config import ConfigError, Settings, load_settings
 from agent.daemon.channel_start import start_channel, stop_channel
 from agent.daemon.config_watch import ConfigWatch
-from agent.daemon.generation import (
+from agent.daemon.local_server import Connection, Request
+from agent.daemon.one_shot_op import OneShots
+from agent.daemon.reloaded_app import (
     BOARDS,
     SHARED_ONCE,
     between_turns,
     close_shared,
     next_generation,
 )
-from agent.daemon.local_server import Connection, Request
-from agent.daemon.oneshots import OneShots
 from agent.daemon.setting_changes import SettingChanges, restart_line
 from agent.daemon.status import say
 from agent.durable.schedules import Schedules

@@ -34,7 +34,7 @@ from agent.app import App, build_app, build_channels, start_scheduler, start_wat
 from agent.config import Settings
 from agent.daemon.channel_start import start_channel, stop_quietly
 from agent.daemon.local_server import Handler, LocalServer
-from agent.daemon.oneshots import OneShots, SocketChannel
+from agent.daemon.one_shot_op import OneShots, SocketChannel
 from agent.daemon.reload import Reloader
 from agent.daemon.send_op import SendOp
 from agent.daemon.status import Proactive, board_line, lazy_board_line, say
@@ -45,7 +45,7 @@ from agent.home import settings_fingerprint
 from agent.proactive.schedule_book import owner_chat
 from agent.runtime.channel_runtime import ChannelRuntime
 from agent.runtime.owner.budget import Tell
-from agent.turns.state import Access
+from agent.runtime.turn_setup import Access
 from channels.base import Reply
 
 log = logging.getLogger(__name__)

@@ -25,20 +25,20 @@ from agent.durable.always_allowed import AlwaysAllowed
 from agent.durable.store import Store
 from agent.durable.triggers import Trigger
 from agent.runtime.attachments import Downloads, Transcriber
-from agent.runtime.chat_queues import ChatQueues
 from agent.runtime.commands import ChatCommands
-from agent.runtime.courier import Courier
 from agent.runtime.intake import MessageIntake
+from agent.runtime.owner.doorkeeper import Doorkeeper
 from agent.runtime.owner.memory_vetting import MemoryVetting
-from agent.runtime.owner.metering import Controls
-from agent.runtime.owner.pairing import Doorkeeper
-from agent.runtime.replies import Alongside, ChatReplies
+from agent.runtime.owner.metering import OwnerControls
+from agent.runtime.queues.chat_queues import ChatQueues
+from agent.runtime.queues.courier import Courier
+from agent.runtime.queues.replies import Alongside, ChatReplies
 from agent.runtime.running_turns import RunningTurns
 from agent.runtime.turn_answering import TurnAnswerer
 from agent.runtime.turn_setup import TurnSetup
 from agent.security import Scrubber
 from agent.turns.loop import ToolEvent
-from agent.turns.state import TurnRecord
+from agent.turns.turn_record import TurnRecord
 from channels.base import Channel, ChatRef, IncomingMessage, Reply
 from tools.memory.store import MemoryStore
 from tools.policy import SecurityPolicy
@@ -61,16 +61,15 @@ class ChannelRuntime:
         channels share; `policy` and `scrub`: the tools' own)."""
         self.channel, self.setup, self.store = channel, setup, store
         settings = setup.settings
-        self.controls = Controls.of(setup, store.db)
+        self.controls = OwnerControls.of(setup, store.db)
         self.courier = Courier(
             channel, store.outbox, files=policy.paths, delivery=settings.channels.delivery
         )
         self.replies = ChatReplies(channel, store, self.courier, setup)
         self.door = Doorkeeper(  # the allow-list, and who the owner let in (pairing)
             channel,
-            lambda: setup.access,
+            setup,
             store.db,
-            lambda: setup.settings,
             self.replies.queue,
             self.courier.wake,
             scrub,

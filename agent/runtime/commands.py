@@ -13,12 +13,12 @@ from agent.durable.sessions import SessionStore
 from agent.durable.store import Store
 from agent.model.responses import ProviderHealth
 from agent.runtime.owner import owner_commands
-from agent.runtime.owner.metering import Controls
+from agent.runtime.owner.doorkeeper import Doorkeeper
+from agent.runtime.owner.metering import OwnerControls
 from agent.runtime.owner.pair_command import pair_command
-from agent.runtime.owner.pairing import Doorkeeper
 from agent.runtime.running_turns import RunningTurns
 from agent.runtime.turn_setup import TurnSetup
-from agent.turns.state import TurnRecord
+from agent.turns.turn_record import TurnRecord
 from channels.base import IncomingMessage
 from channels.capabilities import CHAT_COMMANDS
 
@@ -50,7 +50,7 @@ class CommandContext:
     inbox: Inbox
     health: ProviderHealth
     history_budget: int  # tokens of earlier turns a turn may send
-    controls: Controls | None = None  # usage, budget, chat models (None: not kept here)
+    controls: OwnerControls | None = None  # usage, budget, chat models (None: not kept here)
     owner: bool = False  # the owner, in their private chat or the terminal
     sender: str = ""  # who wrote the command, as /model keeps it
 
@@ -72,7 +72,7 @@ class ChatCommands:
         setup: TurnSetup,
         store: Store,
         turns: RunningTurns,
-        controls: Controls,
+        controls: OwnerControls,
         door: Doorkeeper,
     ) -> None:
         self._setup = setup

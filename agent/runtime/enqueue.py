@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from agent.durable.triggers import Trigger
-from agent.runtime.replies import Alongside
+from agent.runtime.queues.replies import Alongside
 from channels.base import ChatRef, IncomingMessage, Reply
 
 

@@ -17,8 +17,8 @@ from agent.durable.file.state_db import Transaction
 from agent.durable.store import Store
 from agent.durable.triggers import Trigger
 from agent.runtime.commands import ChatCommands, parse_command
-from agent.runtime.owner.pairing import Doorkeeper
-from agent.runtime.replies import Alongside, ChatReplies
+from agent.runtime.owner.doorkeeper import Doorkeeper
+from agent.runtime.queues.replies import Alongside, ChatReplies
 from agent.runtime.turn_setup import TurnSetup
 from agent.security import Scrubber
 from channels.base import IncomingMessage, RemoteFile, Reply

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from agent.turns.state import TurnRecord
 from agent.turns.turn import TurnOutcome
+from agent.turns.turn_record import TurnRecord
 
 
 class RunningTurns:

@@ -25,20 +25,20 @@ from agent.model.responses import OnRetry
 from agent.prompt.context import SILENT_REPLY
 from agent.runtime.approvals import turn_approvers
 from agent.runtime.attachments import Downloads
-from agent.runtime.chat_queues import Finished
 from agent.runtime.media import reply_files, resolve_reply
-from agent.runtime.outage import OutageNotice, retry_later
+from agent.runtime.owner.doorkeeper import Doorkeeper
 from agent.runtime.owner.memory_vetting import MemoryVetting
-from agent.runtime.owner.metering import Controls, Refused
-from agent.runtime.owner.pairing import Doorkeeper
-from agent.runtime.replies import ChatReplies
+from agent.runtime.owner.metering import OwnerControls, Refused
+from agent.runtime.queues.chat_queues import Finished
+from agent.runtime.queues.outage import OutageNotice, retry_later
+from agent.runtime.queues.replies import ChatReplies
 from agent.runtime.running_turns import RunningTurns
 from agent.runtime.turn_inputs import turn_inputs
 from agent.runtime.turn_setup import TurnSetup
 from agent.security import Scrubber
 from agent.turns.loop import ToolEvent
-from agent.turns.state import TurnRecord
 from agent.turns.turn import HoldSilentPrefix, TurnOutcome, is_silent
+from agent.turns.turn_record import TurnRecord
 from channels.base import Channel, IncomingMessage, Reply
 from tools.memory.store import MemoryStore
 from tools.policy import SecurityPolicy
@@ -57,7 +57,7 @@ class TurnAnswerer:
         turns: RunningTurns,
         replies: ChatReplies,
         door: Doorkeeper,
-        controls: Controls,
+        controls: OwnerControls,
         always: AlwaysAllowed,
         downloads: Downloads,
         policy: SecurityPolicy,

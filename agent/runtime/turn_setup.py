@@ -11,8 +11,15 @@ from dataclasses import dataclass, field
 from agent.config import Settings
 from agent.model.responses import ModelClient
 from agent.prompt.source import PromptSource
-from agent.turns.state import Access
 from agent.turns.turn import TurnRunner
+
+
+@dataclass(frozen=True)
+class Access:
+    """Who may talk to the agent on a channel: ids or @usernames; "*" is anyone."""
+
+    allowed_users: frozenset[str] = frozenset()
+    open_to_all: bool = False  # the terminal: whoever runs the command owns it
 
 
 @dataclass

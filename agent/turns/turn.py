@@ -29,7 +29,7 @@ from agent.prompt.source import Fingerprint, PromptSource
 from agent.security import ScrubbedStream, Scrubber, scrub_message
 from agent.turns.dispatch import Dispatcher, NativeDispatcher, XmlDispatcher, configured_dispatcher
 from agent.turns.loop import LoopOptions, ToolEvent, TurnResult, run_tool_call_loop
-from agent.turns.state import TurnRecord
+from agent.turns.turn_record import TurnRecord
 from agent.turns.vision import image_part
 from channels.base import Channel, IncomingMessage
 from channels.markers import marker_for

@@ -14,7 +14,7 @@ from agent.app import App, build_app
 from agent.cli.chat.view import STOPPED, PlainView, View
 from agent.config import Settings
 from agent.runtime.one_shot import Ended, answer
-from agent.turns.state import Access
+from agent.runtime.turn_setup import Access
 from channels.base import (
     ApprovalAnswer,
     ApprovalQuestion,

@@ -1,5 +1,5 @@
 """`agent chat` served by the running daemon: each line is one "run" request on a connection
-of its own (`agent/daemon/oneshots.py`), in the chat's session, which the daemon keeps in
+of its own (`agent/daemon/one_shot_op.py`), in the chat's session, which the daemon keeps in
 state.db. The reply's text streams back as `text` events; tool lines, questions and the
 reply as for `agent run -m` (`agent/cli/local_client.py`, whose connect and token this uses).
 

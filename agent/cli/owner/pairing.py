@@ -1,5 +1,5 @@
 """`agent pairing list | approve CODE | deny CODE | invite | revoke CHANNEL ID`: the owner's
-side of pairing at the terminal (agent/durable/owner/pairing.py).
+side of pairing at the terminal (agent/durable/owner/pairings.py).
 
 Reads and writes state.db directly, so it works with the daemon running or not, as `agent
 schedules` does: a running daemon reads who is let in again on that person's next message
@@ -20,7 +20,7 @@ from channels.registry import channel_names
 
 if TYPE_CHECKING:
     from agent.config import Settings
-    from agent.durable.owner.pairing import Pairings
+    from agent.durable.owner.pairings import Pairings
 
 T = TypeVar("T")
 DECIDED = ("approved", "denied")
@@ -35,7 +35,7 @@ def _with_pairings(settings: Settings, job: Callable[[Pairings], Awaitable[T]]) 
     """Open state.db (checked and brought to this version, as every command does), do `job`,
     close it."""
     from agent.app import open_store
-    from agent.durable.owner.pairing import Pairings
+    from agent.durable.owner.pairings import Pairings
 
     async def run() -> T:
         db = (await open_store(settings.state_db)).db
@@ -50,7 +50,7 @@ def _with_pairings(settings: Settings, job: Callable[[Pairings], Awaitable[T]]) 
 def doctor_lines(settings: Settings) -> list[str]:
     """For `agent doctor`: who was let in and the open codes (read-only), and a channel
     whose pairing has no owner to ask."""
-    from agent.durable.owner.pairing import paired_lines
+    from agent.durable.owner.pairings import paired_lines
 
     lines = []
     for channel in channel_names():
@@ -74,7 +74,7 @@ def pairing() -> None:
 @click.pass_context
 def list_pairing(ctx: click.Context) -> None:
     """Show the open codes and who is let in."""
-    from agent.durable.owner.pairing import paired_lines
+    from agent.durable.owner.pairings import paired_lines
 
     settings = ctx.obj["load"](ctx)
     lines = paired_lines(settings.state_db)
@@ -85,7 +85,7 @@ def list_pairing(ctx: click.Context) -> None:
 
 
 def _decide(ctx: click.Context, code: str, approve: bool) -> None:
-    from agent.runtime.owner.pairing import decision_text
+    from agent.runtime.owner.doorkeeper import decision_text
 
     settings = ctx.obj["load"](ctx)
     outcome = _with_pairings(settings, lambda p: p.decide(code, approve, by="agent pairing"))

@@ -36,7 +36,7 @@ from agent.durable import (
     tool_journal,
 )
 from agent.durable.file.state_db import StateDBUnusable, check_file, restore_advice, unusable
-from agent.durable.owner import budget_limits, chat_models, pairing, usage
+from agent.durable.owner import budget_limits, chat_models, pairings, usage
 from tools.memory import schema as memory_schema
 from tools.memory.store import chat_scope
 
@@ -81,7 +81,7 @@ def _version_3(conn: sqlite3.Connection) -> None:
 def _version_4(conn: sqlite3.Connection) -> None:
     """Pairing: the codes strangers were given or the owner made, who was let in, and the
     senders locked out."""
-    run_script(conn, pairing.SCHEMA)
+    run_script(conn, pairings.SCHEMA)
 
 
 def _version_5(conn: sqlite3.Connection) -> None:

@@ -1,8 +1,9 @@
 """A turn's model as the owner's controls shape it: the chat's own model (`/model`), every
 call kept in the usage table with who and what it was for, and no call made past a budget.
 
-`Controls.for_turn` gives the turn a `MeteredModel` — a ModelClient in front of the app's —
-or, when a limit stops this kind of turn, the one line that says so (no model is called).
+`OwnerControls.for_turn` gives the turn a `MeteredModel` — a ModelClient in front of the
+app's — or, when a limit stops this kind of turn, `Refused` with the one line that says so
+(no model is called).
 Before each call the budget is read again, so a turn that spends past a limit stops at its
 next call (BudgetSpent, which the turn ends with); after each, its row is written and the
 owner told when a limit reaches 80 % or is spent.
@@ -83,7 +84,7 @@ class MeteredModel:
     stops at a spent budget, and past `budget.max_tokens_per_turn` of calls without a price."""
 
     def __init__(
-        self, inner: ModelClient, model: str, spender: Spender, controls: Controls
+        self, inner: ModelClient, model: str, spender: Spender, controls: OwnerControls
     ) -> None:
         self._inner = inner
         self.health: ProviderHealth = inner.health  # the provider's, as /status reads it
@@ -146,7 +147,7 @@ class MeteredModel:
 
 
 @dataclass(frozen=True)
-class Controls:
+class OwnerControls:
     """The owner's controls over the model: the budget, the usage kept, each chat's model
     among the configured ones. All of it lives in state.db, so each runtime may hold its own;
     the settings are the setup's at each use (as they are now, after a reload too)."""
@@ -157,7 +158,7 @@ class Controls:
     setup: TurnSetup
 
     @classmethod
-    def of(cls, setup: TurnSetup, db: StateDB) -> Controls:
+    def of(cls, setup: TurnSetup, db: StateDB) -> OwnerControls:
         """The controls over state.db; days and months in the prompt's time zone."""
         budget = Budget(lambda: setup.settings.budget, db, zone_named(setup.source.timezone))
         return cls(budget, UsageBook(db), ChatModels(db), setup)

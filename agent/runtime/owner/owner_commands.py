@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from agent.durable.owner.usage import Call, Totals, total
 from agent.runtime.owner.budget import LIMITS, Standing, parse_amount, usd
-from agent.runtime.owner.metering import Controls
+from agent.runtime.owner.metering import OwnerControls
 
 OWNER_ONLY = "Only the owner can use /{name}, in their private chat with me."
 
 
-async def usage_text(controls: Controls) -> str:
+async def usage_text(controls: OwnerControls) -> str:
     """Today's and this month's calls, tokens and cost, and the budget where one is set."""
     budget = controls.budget
     standing = await budget.standing()
@@ -57,7 +57,7 @@ def tokens_text(summed: Totals) -> str:
     )
 
 
-async def budget_text(controls: Controls, args: list[str]) -> str:
+async def budget_text(controls: OwnerControls, args: list[str]) -> str:
     """`/budget`: the limits; `/budget NAME AMOUNT`: the owner's own value; `/budget reset`."""
     budget = controls.budget
     if args == ["reset"]:
@@ -92,7 +92,7 @@ def limits_text(standing: Standing, change: str = "/budget NAME AMOUNT") -> str:
 
 
 async def model_text(
-    controls: Controls, chat_key: str, default: str, args: list[str], by: str
+    controls: OwnerControls, chat_key: str, default: str, args: list[str], by: str
 ) -> str:
     """`/model`: the configured models, this chat's marked; `/model NAME` switches this chat;
     `/model reset` goes back to llm.model."""

@@ -1,4 +1,4 @@
-"""`/pair`: the owner's side of pairing in the chat (agent/runtime/owner/pairing.py): the open
+"""`/pair`: the owner's side of pairing in the chat (agent/runtime/owner/doorkeeper.py): the open
 codes and who is let in, approve or deny a code, make an invite, add a group from inside it.
 Only the owner ([people] with owner = true) may use it; all but `/pair here` belong in their
 private chat, where strangers' names and codes are shown."""
@@ -6,7 +6,7 @@ private chat, where strangers' names and codes are shown."""
 from __future__ import annotations
 
 from agent.durable.owner.pairing_codes import shown
-from agent.runtime.owner.pairing import Doorkeeper, decision_text
+from agent.runtime.owner.doorkeeper import Doorkeeper, decision_text
 from channels.base import IncomingMessage
 
 USAGE = (

@@ -1,5 +1,6 @@
-"""What the turn machinery remembers between turns: the last turn of each chat, and who may
-talk. Plain data, so commands and the runtime can both read it."""
+"""TurnRecord: how a chat's last turn went (tokens, cost, its tool calls, why it stopped),
+for /status and the terminal's stderr line. Plain data, so commands and the runtime can
+both read it."""
 
 from __future__ import annotations
 
@@ -18,11 +19,3 @@ class TurnRecord:
     cost_usd: float | None = 0.0  # None: a call's price was unknown
     error: str = ""
     events: list[ToolEvent] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Access:
-    """Who may talk to the agent on a channel: ids or @usernames; "*" is anyone."""
-
-    allowed_users: frozenset[str] = frozenset()
-    open_to_all: bool = False  # the terminal: whoever runs the command owns it

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from agent.durable.file.state_db import StateDB, Transaction
 from agent.durable.inbox import Inbox, Pending
-from agent.runtime.courier import Courier
-from agent.runtime.keyed_worker import KeyedWorker
+from agent.runtime.queues.courier import Courier
+from agent.runtime.queues.keyed_worker import KeyedWorker
 from channels.base import ChatRef, ReplyStream
 
 log = logging.getLogger(__name__)

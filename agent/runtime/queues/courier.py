@@ -29,7 +29,7 @@ import time
 from typing import Literal
 
 from agent.durable.outbox import Outbox, Outgoing, PartOutcome
-from agent.runtime.keyed_worker import KeyedWorker
+from agent.runtime.queues.keyed_worker import KeyedWorker
 from channels.base import Channel, OutgoingPart, Reply, ReplyStream, SendFailed
 from tools.paths import PathRules, PolicyError
 

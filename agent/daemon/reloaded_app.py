@@ -33,7 +33,7 @@ from agent.proactive.schedule_book import ChatSchedules
 from agent.proactive.watch_book import ChatWatches
 from agent.prompt.skills import SkillCatalog
 from agent.runtime.channel_runtime import ChannelRuntime
-from agent.turns.state import Access
+from agent.runtime.turn_setup import Access
 from tools.base import ToolRegistry
 from tools.mcp.manager import McpManager, start_servers
 from tools.proactive.schedule_times import zone_named

@@ -1,5 +1,5 @@
 """Who may talk on a channel: its allow-list, and with `channels.<name>.pairing` (the
-default) the people and groups the owner let in (agent/durable/owner/pairing.py); and what a
+default) the people and groups the owner let in (agent/durable/owner/pairings.py); and what a
 stranger gets.
 
 With pairing, a stranger's private message gets one reply with a code (at most once an hour:
@@ -19,14 +19,13 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from agent.config import Settings
 from agent.conversation import private_chats
 from agent.durable.file.state_db import StateDB
 from agent.durable.inbox import Inbox
-from agent.durable.owner.pairing import Code, Outcome, Pairings
 from agent.durable.owner.pairing_codes import shown, typed_code
+from agent.durable.owner.pairings import Code, Outcome, Pairings
+from agent.runtime.turn_setup import TurnSetup
 from agent.security import Scrubber
-from agent.turns.state import Access
 from channels.base import ApprovalQuestion, Channel, ChatRef, IncomingMessage, Reply
 from channels.base import sender_allowed as on_list
 
@@ -82,18 +81,16 @@ class Doorkeeper:
     def __init__(
         self,
         channel: Channel,
-        access: Callable[[], Access],
+        setup: TurnSetup,
         db: StateDB,
-        settings: Callable[[], Settings],
         queue: QueueReply,
         wake: Callable[[str], None],
         scrub: Scrubber,
     ) -> None:
         self.channel = channel
-        self._access = access  # the runtime's, read at each check (as are the settings)
+        self._setup = setup  # its access and settings, read at each check (a reload changes them)
         self.pairings = Pairings(db)
         self._inbox = Inbox(db)
-        self._settings = settings
         self._queue = queue
         self._wake = wake  # the courier: a decision's line to the stranger is in the outbox
         self._scrub = scrub
@@ -105,12 +102,12 @@ class Doorkeeper:
 
     @property
     def pairing(self) -> bool:
-        settings = getattr(self._settings().channels, self.channel.name, None)
+        settings = getattr(self._setup.settings.channels, self.channel.name, None)
         return bool(getattr(settings, "pairing", False))
 
     def allows(self, sender_id: str, username: str = "") -> bool:
         """On the allow-list, or let in (with pairing on)."""
-        access = self._access()
+        access = self._setup.access
         if access.open_to_all or on_list(access.allowed_users, sender_id, username):
             return True
         return self.pairing and sender_id in self._people
@@ -146,7 +143,7 @@ class Doorkeeper:
 
     def owner_ids(self) -> set[str]:
         """The owner's ids on this channel: [people] entries with owner = true."""
-        people = self._settings().people.values()
+        people = self._setup.settings.people.values()
         return {getattr(p, self.channel.name, "") for p in people if p.owner} - {""}
 
     def is_owner(self, sender_id: str, _username: str = "") -> bool:
@@ -154,7 +151,7 @@ class Doorkeeper:
 
     async def owner_chat(self) -> ChatRef | None:
         """The owner's private chat here (None: not known yet)."""
-        people = self._settings().people
+        people = self._setup.settings.people
         owner = await private_chats.owner_chat(people, self._inbox, (self.channel.name,))
         return None if owner is None else owner.chat
 

@@ -11,11 +11,11 @@ from typing import NoReturn
 
 from agent import collector
 from agent.app import build_app
-from agent.cli.oneshot_screen import PlainScreen, Screen
+from agent.cli.one_shot_screen import PlainScreen, Screen
 from agent.config import Settings
 from agent.model.profiles.routes import load_first_call_modules
 from agent.runtime.one_shot import answer
-from agent.turns.state import Access
+from agent.runtime.turn_setup import Access
 from channels.base import ApprovalAnswer, ApprovalQuestion, ChatRef, MayAnswer, OutgoingPart
 from channels.terminal import TerminalChannel
 

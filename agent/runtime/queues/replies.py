@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from agent.durable.file.state_db import Transaction
 from agent.durable.store import Store
-from agent.runtime.courier import Courier
+from agent.runtime.queues.courier import Courier
 from agent.runtime.turn_setup import TurnSetup
 from channels.base import Channel, ChatRef, OutgoingPart, Reply, within_parts
 
