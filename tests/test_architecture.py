@@ -259,6 +259,31 @@ def test_no_source_file_over_400_lines(path: Path) -> None:
     assert lines <= MAX_LINES, f"{path.relative_to(REPO)}: {lines} lines; split it by job"
 
 
+MAX_MODULES_PER_FOLDER = 12
+MAX_RUNTIME_LINES = 300  # agent/runtime/: parts by job, not a hub (issue 37)
+
+
+def test_no_folder_holds_more_than_twelve_modules() -> None:
+    """Past a dozen modules a folder is a list, not a room: give its jobs rooms of their own."""
+    folders = {p.parent for p in source_files()}
+    crowded = {
+        str(folder.relative_to(REPO)): count
+        for folder in folders
+        if (count := sum(1 for p in folder.glob("*.py") if p.name != "__init__.py"))
+        > MAX_MODULES_PER_FOLDER
+    }
+    assert not crowded
+
+
+def test_no_runtime_file_over_300_lines() -> None:
+    long = {
+        str(path.relative_to(REPO)): lines
+        for path in (REPO / "agent" / "runtime").rglob("*.py")
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_RUNTIME_LINES
+    }
+    assert not long
+
+
 def test_test_doubles_stay_under_500_lines() -> None:
     big = {
         p.name: n

@@ -165,22 +165,31 @@ class Tavily:
         return _hits(_json(self.name, response).get("results"), "content", count)
 
 
-def configured_provider(settings: WebSettings) -> Provider | str:
-    """The provider `[web]` names, or why there is none (one line for the model)."""
+@dataclass(frozen=True)
+class NoProvider:
+    """Why web_search has no provider to ask: one line for the model."""
+
+    reason: str
+
+
+def configured_provider(settings: WebSettings) -> Provider | NoProvider:
+    """The provider `[web]` names, or why there is none."""
     chosen = settings.search_provider
     if chosen == "searxng":
         if settings.searxng_url:
             return SearXNG(settings.searxng_url)
-        return "web_search has no SearXNG address; the owner sets [web] searxng_url"
+        return NoProvider("web_search has no SearXNG address; the owner sets [web] searxng_url")
     if chosen == "brave":
         if settings.brave_api_key is not None and settings.brave_api_key.get_secret_value():
             return Brave(settings.brave_url, settings.brave_api_key)
-        return "web_search needs a Brave key; the owner sets PINCLAW_WEB__BRAVE_API_KEY"
+        return NoProvider("web_search needs a Brave key; the owner sets PINCLAW_WEB__BRAVE_API_KEY")
     if chosen == "tavily":
         if settings.tavily_api_key is not None and settings.tavily_api_key.get_secret_value():
             return Tavily(settings.tavily_url, settings.tavily_api_key)
-        return "web_search needs a Tavily key; the owner sets PINCLAW_WEB__TAVILY_API_KEY"
-    return (
+        return NoProvider(
+            "web_search needs a Tavily key; the owner sets PINCLAW_WEB__TAVILY_API_KEY"
+        )
+    return NoProvider(
         "web_search has no provider; the owner sets [web] search_provider "
         '("searxng", "brave" or "tavily"). Meanwhile use web_fetch on an address you know'
     )

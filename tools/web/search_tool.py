@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tools.base import FunctionTool, ToolCallContext, ToolResult
 from tools.config import WebSettings
-from tools.web.search_providers import Hit, SearchFailed, configured_provider
+from tools.web.search_providers import Hit, NoProvider, SearchFailed, configured_provider
 
 MAX_COUNT = 20
 USER_AGENT = "pinclaw web_search"
@@ -50,8 +50,8 @@ class WebSearch:
         if not query:
             return ToolResult.error("query is empty; give words to search for")
         provider = configured_provider(self._settings)
-        if isinstance(provider, str):
-            return ToolResult.error(provider)
+        if isinstance(provider, NoProvider):
+            return ToolResult.error(provider.reason)
         wanted = min(max(count or self._settings.search_count, 1), MAX_COUNT)
         import httpx
 

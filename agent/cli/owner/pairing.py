@@ -85,7 +85,7 @@ def list_pairing(ctx: click.Context) -> None:
 
 
 def _decide(ctx: click.Context, code: str, approve: bool) -> None:
-    from agent.runtime.owner.doorkeeper import decision_text
+    from agent.runtime.owner.pairing_texts import decision_text
 
     settings = ctx.obj["load"](ctx)
     outcome = _with_pairings(settings, lambda p: p.decide(code, approve, by="agent pairing"))

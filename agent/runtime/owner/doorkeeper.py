@@ -15,7 +15,6 @@ as before pairing existed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -24,55 +23,18 @@ from agent.durable.file.state_db import StateDB
 from agent.durable.inbox import Inbox
 from agent.durable.owner.pairing_codes import shown, typed_code
 from agent.durable.owner.pairings import Code, Outcome, Pairings
+from agent.runtime.owner.pairing_texts import code_text, decision_text, owner_text, stranger_text
 from agent.runtime.turn_setup import TurnSetup
 from agent.security import Scrubber
 from channels.base import ApprovalQuestion, Channel, ChatRef, IncomingMessage, Reply
 from channels.base import sender_allowed as on_list
+from tools.background import stop_tasks
 
 log = logging.getLogger(__name__)
 
 QueueReply = Callable[[ChatRef, Reply], Awaitable[int]]
 RELOAD_S = 30.0  # `agent pairing` may change state.db under a running daemon
-SAID_CHARS = 200  # of a stranger's first message, shown to the owner
 CLOSED = "⌛ No longer waiting here: /pair list shows what was decided."
-
-
-def stranger_text(channel: str, sender_id: str) -> str:
-    """The one polite answer to someone not on the channel's allow-list."""
-    env = f"PINCLAW_CHANNELS__{channel.upper()}__ALLOWED_USERS"
-    return (
-        f"Hello! This is a private assistant and you are not on its list. Your "
-        f"{channel} user id is {sender_id}. To allow you, the owner adds "
-        f'"{sender_id}" to allowed_users in [channels.{channel}] (or {env}) '
-        "and restarts the bot."
-    )
-
-
-def code_text(code: Code, *, owner_asked: bool) -> str:
-    """The one reply a stranger gets with their code."""
-    ask = (
-        "I have asked the owner to let you in"
-        if owner_asked
-        else "give it to the owner, who can let you in"
-    )
-    return (
-        f"Hello! This is a private assistant and you are not on its list yet. Your pairing "
-        f"code is {shown(code.code)}, valid for an hour: {ask}. (Your {code.channel} user id "
-        f"is {code.sender_id}; the owner can also add it to allowed_users.)"
-    )
-
-
-def owner_text(code: Code, said: str) -> str:
-    """The owner's line about a request, above its Approve / Deny buttons."""
-    said = said.strip()
-    quoted = (
-        f" They wrote: “{said[:SAID_CHARS]}{'…' if len(said) > SAID_CHARS else ''}”" if said else ""
-    )
-    return (
-        f"🔑 {code.who} wants to talk to me.{quoted}\nPairing code {shown(code.code)}, valid "
-        "for an hour. Approve lets them chat with me privately: their own conversation and "
-        "memories, never yours. (Or: /pair approve CODE, /pair deny CODE.)"
-    )
 
 
 class Doorkeeper:
@@ -209,12 +171,7 @@ class Doorkeeper:
 
     async def close(self) -> None:
         """Stop reading; the owner's open questions show CLOSED (their codes stay open)."""
-        tasks = [*self._asking.values(), *([self._reloading] if self._reloading else [])]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_tasks(*self._asking.values(), self._reloading)
 
     # -- strangers ------------------------------------------------------------------------
 
@@ -297,23 +254,3 @@ class Doorkeeper:
         else:
             return  # their own request's code, or locked: silence
         await self._queue(msg.chat, Reply(text, reply_to=msg.message_id))
-
-
-def decision_text(outcome: Outcome, typed: str) -> str:
-    """What the owner is told of an answer to code `typed`."""
-    code, verdict = outcome.code, outcome.verdict
-    label = shown(code.code) if code is not None else typed.strip()
-    if code is None:
-        return f"No pairing code {label} here."
-    texts = {
-        "approved": f"Approved {label}: {code.who} may talk to me now (they are told).",
-        "denied": (
-            f"Denied {label}: {code.who} is told, and gets no new code for a day."
-            if code.kind == "request"
-            else f"Withdrew invite {label}."
-        ),
-        "expired": f"Code {label} had expired: {code.who} can write again for a new one.",
-        "decided": f"Code {label} was already answered ({code.status}).",
-        "invite": f"{label} is an invite: the person you give it to sends it to me.",
-    }
-    return texts.get(verdict, f"No pairing code {label} here.")

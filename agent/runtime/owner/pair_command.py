@@ -6,7 +6,8 @@ private chat, where strangers' names and codes are shown."""
 from __future__ import annotations
 
 from agent.durable.owner.pairing_codes import shown
-from agent.runtime.owner.doorkeeper import Doorkeeper, decision_text
+from agent.runtime.owner.doorkeeper import Doorkeeper
+from agent.runtime.owner.pairing_texts import decision_text
 from channels.base import IncomingMessage
 
 USAGE = (
