@@ -6,7 +6,7 @@ refused; it waits for the channel's next token) or "unknown" (it may have been c
 No Discord error means "sent": a resend of a message that did arrive carries the same
 nonce, and Discord answers it with the first message (200), not an error. An "unknown"
 part is sent again by the courier within the nonce window (Discord drops the copy), and
-given up on after it (agent/runtime/courier.py).
+given up on after it (agent/runtime/queues/courier.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ try again), "refused" (not sent, and trying again cannot help), "token" (not sen
 bot's token was refused; it waits for the channel's next token) or "unknown" (the request
 was written and no answer came: it may have arrived, and Telegram cannot be asked).
 
-The courier (agent/runtime/courier.py) acts on these through `SendFailed`; `unknown` is
+The courier (agent/runtime/queues/courier.py) acts on these through `SendFailed`; `unknown` is
 where the at-most-once rule applies, so only a part Telegram may really have taken is
 called so.
 """
