@@ -202,6 +202,25 @@ async def test_a_call_written_as_text_after_the_loop_stops_never_reaches_the_use
     assert result.new_messages[-1] == {"role": "assistant", "content": result.text}
 
 
+@pytest.mark.parametrize("dispatcher", [None, XmlDispatcher()], ids=["native", "xml"])
+async def test_a_call_that_fits_no_tool_twice_never_reaches_the_user_raw(
+    model: ScriptedModel, dispatcher: Any
+) -> None:
+    """A small model answers with a call to a tool that is not there (a typo), is told, and
+    writes it again: the user gets a plain note, not the call."""
+    raw = '{"name": "ech", "arguments": {"word": "notes.txt"}}'
+    model.script(text(raw), text(raw))
+    result = await run_tool_call_loop(
+        HISTORY, REGISTRY, model, context=ToolCallContext(Path(".")), dispatcher=dispatcher
+    )
+    assert (
+        result.text == "(Note: a tool call was written that fits no tool here, so it was not run.)"
+    )
+    assert not result.events  # nothing ran
+    assert "that looked like a tool call" in str(model.requests[1]["messages"])  # told once
+    assert result.new_messages[-1] == {"role": "assistant", "content": result.text}
+
+
 async def test_xml_dispatcher_runs_tool_calls_written_as_text(model: ScriptedModel) -> None:
     model.script(
         text(

@@ -70,6 +70,7 @@ NEAR_MISS = (
 )
 NOTE_NO_TOOL = "(Note: no tool ran for this answer, so nothing in it was done or checked.)"
 NOTE_CUT = "(Note: a tool result the model wrote itself was left out; only real results count.)"
+NOTE_NOT_RUN = "(Note: a tool call was written that fits no tool here, so it was not run.)"
 
 
 def result_marker(text: str) -> str:
@@ -124,6 +125,12 @@ def slipped_answer(text: str, tools_ran: bool) -> str:
     kept = without_results(text)
     note = NOTE_CUT if tools_ran else NOTE_NO_TOOL
     return f"{kept}\n\n{note}" if kept else note
+
+
+def not_run_answer(narration: str) -> str:
+    """A reply that was a call fitting no tool, twice, as the user gets it: the call taken
+    out (never shown raw), what was said around it kept, one note."""
+    return f"{narration}\n\n{NOTE_NOT_RUN}" if narration else NOTE_NOT_RUN
 
 
 def account(events: Sequence[tuple[str, bool]]) -> str:

@@ -113,7 +113,10 @@ async def run_tool_call_loop(
                 _ask_again(messages, dispatch.assistant_message(response, parsed), fresh[0][1])
                 continue
             answer = dispatch.assistant_message(response, parsed)
-            _finish(result, add, answer, visible_text(response), {kind for kind, _ in slips})
+            kinds, said = {kind for kind, _ in slips}, visible_text(response)
+            if "near_miss" in kinds:  # a call again that fits no tool: its words, not the call
+                said = find_tool_calls(said, offered(tools)).narration
+            _finish(result, add, answer, said, kinds)
             return result
         add(dispatch.assistant_message(response, parsed))
         repeated = [_is_repeat(seen, call) for call in parsed.calls]
@@ -272,6 +275,8 @@ def _finish(
         text = honesty.account([(event.name, event.ok) for event in result.events])
     elif "slip" in slips:
         text = honesty.slipped_answer(text, tools_ran=bool(result.events))
+    elif "near_miss" in slips:
+        text = honesty.not_run_answer(text)
     else:
         add(answer)
         result.text = text
