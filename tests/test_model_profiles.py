@@ -278,10 +278,11 @@ def test_the_compact_first_request_fits_a_small_window_with_room_to_answer(
     local = settings("openai/qwen2.5-coder-1.5b", LOCAL)
     prompt, schemas = first_request(tmp_path / "compact", local)
     full_prompt, full_schemas = first_request(tmp_path / "full", settings("openai/gpt-4o-mini"))
-    assert prompt + schemas <= 2_000 < full_prompt + full_schemas
-    assert prompt < full_prompt * 0.7 and schemas < full_schemas * 0.7
+    # full mode's own goal is 2,000 tokens (issue 38); compact is well under it
+    assert prompt + schemas <= 1_600 < full_prompt + full_schemas <= 2_000
+    assert prompt < full_prompt * 0.75 and schemas < full_schemas * 0.85
     for channel in ("telegram", "discord"):
-        assert sum(first_request(tmp_path / channel, local, channel)) <= 2_100
+        assert sum(first_request(tmp_path / channel, local, channel)) <= 1_700
 
 
 def test_compact_tools_run_the_same_tools_with_smaller_schemas(tmp_path: Path) -> None:
@@ -293,7 +294,7 @@ def test_compact_tools_run_the_same_tools_with_smaller_schemas(tmp_path: Path) -
     assert compact.names() == full.names() and compact.get("shell") is full.get("shell")
     names = [s["function"]["name"] for s in compact.schemas()]
     assert names == [s["function"]["name"] for s in full.schemas()]
-    assert len(json.dumps(compact.schemas())) < 0.75 * len(json.dumps(full.schemas()))
+    assert len(json.dumps(compact.schemas())) < 0.85 * len(json.dumps(full.schemas()))
 
 
 def test_prompt_show_stats_tells_what_a_given_model_gets(home: Path) -> None:

@@ -185,5 +185,5 @@ def test_section_helpers_find_headings(tmp_path: Path) -> None:
         "## Runtime\n\nhost=testhost | os=Linux 6.1.0 (x86_64) | python=3.11.9 | "
         "model=openai/gpt-4o-mini | channel=telegram"
     )
-    assert file_block(prompt, "MEMORY.md").startswith("# Memory")
+    assert file_block(prompt, "MEMORY.md") == (TEMPLATES_DIR / "MEMORY.md").read_text().strip()
     assert section(prompt, "No Such Section") == ""

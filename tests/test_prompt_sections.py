@@ -80,10 +80,17 @@ def test_task_section_asks_for_tool_call_blocks_only_with_the_xml_dispatcher(
     assert "use your tools to do what is asked" in native
 
 
-def test_tools_section_lists_every_tool_with_its_description(workspace: Path) -> None:
-    tools = section(build(make_ctx(workspace)), "Tools")
+def test_xml_tools_section_lists_every_tool_with_its_description(workspace: Path) -> None:
+    tools = section(build(make_ctx(workspace, dispatcher="xml")), "Tools")
     for info in real_tools(workspace):
         assert f"- **{info.name}**: {info.description}" in tools
+
+
+def test_native_tools_section_leaves_each_description_to_its_schema(workspace: Path) -> None:
+    tools = section(build(make_ctx(workspace)), "Tools")
+    assert tools.startswith("## Tools\n\n") and "chain calls" in tools
+    for info in real_tools(workspace):
+        assert info.description not in tools and f"**{info.name}**" not in tools
 
 
 def test_no_tools_leaves_the_tools_section_out(workspace: Path) -> None:
@@ -110,9 +117,10 @@ def test_safety_text_follows_the_autonomy_level(workspace: Path, level: str) -> 
 
 
 def test_active_security_policy_subsection_shows_the_summary(workspace: Path) -> None:
-    summary = "- Autonomy level: full\n- Allowed shell commands: `git`"
+    summary = "- Autonomy level: full\n- Allowed shell commands: `git`, `ls`"
     safety = section(build(make_ctx(workspace, security_summary=summary)), "Safety")
-    assert safety.endswith(f"### Active Security Policy\n\n{summary}")
+    shown = "- Autonomy level: full\n- Allowed shell commands: git, ls"  # no backticks
+    assert safety.endswith(f"### Active Security Policy\n\n{shown}")
 
 
 def test_no_security_summary_no_subsection(workspace: Path) -> None:

@@ -93,12 +93,11 @@ class FileTools:
         start_line: int | None = None,
         end_line: int | None = None,
     ) -> ToolResult:
-        """Read a text file in the workspace, optionally only some lines.
+        """Read a workspace text file, or some of its lines.
 
         Args:
-            path: File path relative to the workspace.
-            start_line: First line to return, counting from 1.
-            end_line: Last line to return (inclusive).
+            start_line: First line, from 1.
+            end_line: Last line, inclusive.
         """
         policy = self._policy.for_call(call)
         try:
@@ -126,12 +125,8 @@ class FileTools:
         return ToolResult.success(text)
 
     async def file_write(self, call: ToolCallContext, path: str, content: str) -> ToolResult:
-        """Create or overwrite a text file in the workspace (parent folders are created).
-
-        Args:
-            path: File path relative to the workspace.
-            content: The whole new content of the file.
-        """
+        """Create or overwrite a workspace text file (and its folders) with the whole
+        `content`."""
         try:
             await self._write(call, self._policy.for_call(call), path, content, "file_write")
         except PolicyError as exc:
@@ -146,9 +141,7 @@ class FileTools:
         """Replace one exact, unique piece of text in a workspace file.
 
         Args:
-            path: File path relative to the workspace.
-            old_text: The exact text to find; it must occur exactly once.
-            new_text: The text to put in its place.
+            old_text: Exact text to replace; it must occur once.
         """
         policy = self._policy.for_call(call)
         if not policy.can_write:
@@ -204,11 +197,7 @@ class FileTools:
         return ToolResult.error(f"{path} cannot tell whether the edit was made: read it first")
 
     async def file_list(self, call: ToolCallContext, path: str = ".") -> ToolResult:
-        """List a folder of the workspace: one entry per line, folders end with `/`.
-
-        Args:
-            path: Folder path relative to the workspace.
-        """
+        """List a workspace folder; folders end with `/`."""
         try:
             policy = self._policy.for_call(call)
             target = policy.resolve_path(path)

@@ -42,11 +42,14 @@ class Text:
 def _tools(ctx: PromptContext) -> str:
     if not ctx.tools:
         return ""
-    lines = ["## Tools", "", "You can use these tools:"]
-    for info in ctx.tools:
-        lines.append(f"- **{info.name}**: {info.description}")
-        if ctx.dispatcher == "xml" and info.parameters_json:
-            lines.append(f"  Parameters: {info.parameters_json}")
+    if ctx.dispatcher == "native":  # each tool's description comes with its schema
+        lines = ["## Tools", "", _TOGETHER]
+    else:
+        lines = ["## Tools", "", "You can use these tools:"]
+        for info in ctx.tools:
+            lines.append(f"- **{info.name}**: {info.description}")
+            if info.parameters_json:
+                lines.append(f"  Parameters: {info.parameters_json}")
     if ctx.deferred_tools:
         by_server = (
             " `server__: a, b` names server__a and server__b." if ctx.deferred_by_server else ""
@@ -66,6 +69,11 @@ def _tools(ctx: PromptContext) -> str:
         ]
     return "\n".join(lines)
 
+
+# What the schemas cannot say: how the tools go together.
+_TOGETHER = (
+    "Each tool's schema says what it does; chain calls as a job needs, one result feeding the next."
+)
 
 _LOAD_FIRST = (
     "Their parameters are not shown yet: call load_tool with a name to get them, then call "
@@ -105,25 +113,24 @@ def _task(ctx: PromptContext) -> str:
         )
     return (
         "## Your Task\n\n"
-        f"Act on each message: {act}. Do not describe what you would do, summarise these "
-        "instructions, list your abilities or add commentary about yourself — do it."
+        f"Act on each message: {act}. Do not describe your plan, restate these instructions "
+        "or talk about yourself: do it."
     )
 
 
 def _honesty(ctx: PromptContext) -> str:
     return (
         "## Tool Honesty\n\n"
-        "- Never invent a tool result: report only what a tool actually returned.\n"
-        "- When a tool fails, say so and give the error.\n"
-        "- When you are unsure what the user wants, ask instead of guessing."
+        "Report only what tools actually returned, never an invented result; when one fails, "
+        "say so with its error. Unsure what the user wants? Ask."
     )
 
 
 _AUTONOMY_RULES = {
     "read_only": "- This runtime is read-only: do not change files, pins or anything else; "
     "observe and report.",
-    "supervised": "- Ask before anything destructive or hard to undo (deleting or overwriting "
-    "files, switching a load that could cause harm) and before acting outside this machine.",
+    "supervised": "- Ask before anything destructive or hard to undo, and before acting outside "
+    "this machine.",
     "full": "- You may act directly within the allowed actions. When a tool refuses an action, "
     "explain the restriction instead of working around it.",
 }
@@ -134,12 +141,12 @@ def _safety(ctx: PromptContext) -> str:
         "## Safety",
         "",
         "- Never send private data anywhere the user did not ask for.",
-        "- Prefer recoverable actions (move to a backup, not delete).",
-        "- Do not bypass the security policy or the owner's oversight.",
+        "- Prefer recoverable actions (a backup, not a delete).",
+        "- Never bypass the security policy or the owner's oversight.",
         _AUTONOMY_RULES.get(ctx.autonomy, _AUTONOMY_RULES["supervised"]),
     ]
-    if ctx.security_summary:
-        lines += ["", "### Active Security Policy", "", ctx.security_summary]
+    if ctx.security_summary:  # no backticks: they cost a token a command
+        lines += ["", "### Active Security Policy", "", ctx.security_summary.replace("`", "")]
     return "\n".join(lines)
 
 
@@ -157,8 +164,7 @@ def _skills(ctx: PromptContext) -> str:
 
 def _workspace(ctx: PromptContext) -> str:
     return (
-        f"## Workspace\n\nWorking directory: `{ctx.workspace_dir}`. Paths you give the tools "
-        "are relative to it."
+        f"## Workspace\n\nWorking directory: `{ctx.workspace_dir}` (tool paths are relative to it)."
     )
 
 
@@ -244,8 +250,8 @@ def _project_context(ctx: PromptContext) -> str:
         names = [n for n in names if n not in AIEOS_REPLACES]
     files = _file_blocks(ctx, names)
     intro = (
-        "The workspace files below define who you are and how you work. They are already "
-        "included here: do not read them again with a tool"
+        "These workspace files define who you are and how you work, already included: do "
+        "not read them again with a tool"
         + (", except the rest of a cut file:" if files.cuts else ".")
     )
     if ctx.mode == "compact":
@@ -269,8 +275,7 @@ def _project_context(ctx: PromptContext) -> str:
 def _date_time(ctx: PromptContext) -> str:
     return (
         "## Date & Time\n\n"
-        f"Time zone: {ctx.timezone}. The current date and time are given at the start of "
-        "each user message."
+        f"Time zone: {ctx.timezone}. Each user message starts with the current date and time."
     )
 
 
@@ -285,10 +290,10 @@ def _runtime(ctx: PromptContext) -> str:
 def _presence(ctx: PromptContext) -> str:
     name = ctx.capabilities.display_name
     if ctx.channel == "cli":
-        return "- You are running in the user's terminal. Your reply is printed there; just answer."
+        return "- You are running in the user's terminal: your reply is printed there."
     return (
-        f"- You are running as the {name} bot. Your reply is sent to the {name} chat "
-        "automatically; just answer, no permission needed."
+        f"- You are running as the {name} bot: your reply goes to the {name} chat by "
+        "itself, no permission needed."
     )
 
 
@@ -298,7 +303,7 @@ def _channel(ctx: PromptContext) -> str:
     if caps.markup == "plain":
         lines.append("- Your reply is shown as plain text: do not use Markdown.")
     else:
-        lines.append("- Format with simple Markdown (bold, italics, code, lists, links).")
+        lines.append("- Simple Markdown works.")
     if caps.max_message_chars:
         lines.append(
             f"- Replies longer than {caps.max_message_chars:,} characters are split into "
@@ -314,10 +319,10 @@ def _channel(ctx: PromptContext) -> str:
             "other tools when it matters. A voice note's transcript, when there is one, follows "
             "its marker; when an image is attached to the message too, look at it directly."
         )
-    lines += [
-        "- Never repeat, reveal or describe credentials, tokens, API keys or secrets.",
-        "- Secrets in tool output are already redacted as [REDACTED]; do not mention them.",
-    ]
+    lines.append(
+        "- Never repeat, reveal or describe credentials, tokens, API keys or secrets; in tool "
+        "output they are already redacted."
+    )
     return "\n".join(lines)
 
 

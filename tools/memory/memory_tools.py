@@ -87,12 +87,12 @@ class MemoryTools:
     async def memory_store(
         self, call: ToolCallContext, content: str, tags: list[str] | None = None
     ) -> ToolResult:
-        """Remember a durable fact or preference for later conversations (one short fact per
-        call; never secrets). Storing almost the same fact again updates it.
+        """Remember one lasting fact or preference for later chats (never a secret); the
+        same fact again updates it.
 
         Args:
-            content: The fact, in one or two sentences, e.g. "The user's cat is called Miso."
-            tags: A few words to file it under, e.g. ["pets"].
+            content: The fact, in a sentence or two.
+            tags: Words to file it under.
         """
         content = self._scrub(content.strip())
         if not content:
@@ -118,11 +118,10 @@ class MemoryTools:
     async def memory_recall(
         self, call: ToolCallContext, query: str, limit: int | None = None
     ) -> ToolResult:
-        """Find remembered facts relevant to a question, best matches first, with their ids,
-        dates and tags.
+        """Search remembered facts: best first, with ids, dates and tags.
 
         Args:
-            query: What to look for, in any words or language, e.g. "cat's name".
+            query: What to look for, in any language.
             limit: How many at most (default 5).
         """
         _, readable = _scopes(call)
@@ -136,12 +135,11 @@ class MemoryTools:
     async def memory_forget(
         self, call: ToolCallContext, id: int | None = None, query: str | None = None
     ) -> ToolResult:
-        """Delete a remembered fact that is wrong or no longer wanted: give its id, or words
-        from it (when several match, you get them back to choose an id).
+        """Delete a wrong or unwanted memory by id or by words from it (several matches
+        come back to choose from).
 
         Args:
-            id: The number shown by memory_recall, e.g. 12 for "#12".
-            query: Words of the memory to forget, e.g. "old phone number".
+            id: Its number from memory_recall (12 for "#12").
         """
         if (id is None) == (query is None or not query.strip()):
             return ToolResult.error("give exactly one of id or query")

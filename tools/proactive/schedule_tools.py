@@ -96,14 +96,13 @@ class ScheduleTools:
         ]
 
     async def schedule_task(self, call: ToolCallContext, when: str, task: str) -> ToolResult:
-        """Do a task later, once or repeatedly: a reminder, a check, a report. When it is due
-        you get the task as a scheduled message in this chat, and your reply is sent there.
+        """Do a task later, once or repeatedly: when due, it comes to you as a message in
+        this chat, and your reply is sent there.
 
         Args:
-            when: An ISO-8601 time ("2030-06-01T08:30"), a delay ("in 10 minutes"), or a
-                5-field cron expression for a repeating task ("0 8 * * 1-5": weekdays 08:00).
-            task: What to do then, as an instruction to yourself, e.g. "Remind Alice to water
-                the tomatoes."
+            when: An ISO-8601 time ("2030-06-01T08:30"), a delay ("in 10 minutes") or a
+                5-field cron expression to repeat ("0 8 * * 1-5").
+            task: What to do then, as an instruction to yourself.
         """
         if self._book is None:
             return ToolResult.error("Schedules are not kept here; nothing was scheduled.")
@@ -121,18 +120,18 @@ class ScheduleTools:
         return ToolResult.success(text)
 
     async def list_schedules(self, call: ToolCallContext) -> ToolResult:
-        """The schedules of this chat: the active ones with their ids and next times, then
-        the latest that ended (done, cancelled or skipped)."""
+        """This chat's schedules: active ones with ids and next times, then the latest
+        ended."""
         if self._book is None:
             return ToolResult.success("No schedules are kept here.")
         found = await self._book.entries(call)
         return listing(found, lambda entry: describe(entry, self.zone), "schedules")
 
     async def cancel_schedule(self, call: ToolCallContext, id: int) -> ToolResult:
-        """Cancel an active schedule of this chat so it never runs again.
+        """Cancel an active schedule of this chat.
 
         Args:
-            id: Its number, as list_schedules shows it (3 for "#3").
+            id: Its number from list_schedules (3 for "#3").
         """
         if self._book is None:
             return ToolResult.error("No schedules are kept here.")

@@ -74,13 +74,8 @@ class ShellTool(FunctionTool):
         super().__init__(self.shell, name="shell", effects=True, repeat_safe=False)
 
     async def shell(self, call: ToolCallContext, command: str) -> ToolResult:
-        """Run a shell command with the workspace as working directory and return its exit
-        code and output (stdout and stderr together). Use it to inspect or change files,
-        run programs and check the system.
-
-        Args:
-            command: The command line, e.g. `ls -la` or `grep -n TODO notes.md`.
-        """
+        """Run a shell command in the workspace; returns its exit code and output (stdout
+        and stderr together)."""
         refusal = self.unconfined_refusal()
         if refusal:
             return ToolResult.error(refusal)

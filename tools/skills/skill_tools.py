@@ -67,13 +67,11 @@ class ReadSkillTool(FunctionTool):
         super().__init__(self.read_skill, name="read_skill")
 
     async def read_skill(self, call: ToolCallContext, name: str, file: str = "") -> ToolResult:
-        """Load a skill listed under Skills: its instructions, which you then follow. Read
-        the skill before doing the job it describes.
+        """Load a skill listed under Skills: its instructions, to follow before doing its
+        job.
 
         Args:
-            name: The skill's name, e.g. `daily-notes`.
-            file: A file in the skill's folder that its instructions point to, e.g.
-                `references/pins.md`; leave empty for the instructions.
+            file: A file its instructions name; empty: the instructions.
         """
         skills = {skill.name: skill for skill in self._skills()}
         skill = skills.get(name.strip())

@@ -55,11 +55,11 @@ class WebFetch:
         return [FunctionTool(self.web_fetch, name="web_fetch")]
 
     async def web_fetch(self, call: ToolCallContext, url: str) -> ToolResult:
-        """Read a web page (http or https): its main text as Markdown, or JSON and plain
-        text as they are. Only public addresses; the text is capped, with a note when cut.
+        """Read a public web page as Markdown (JSON and plain text as they are), capped
+        with a note when cut.
 
         Args:
-            url: The page's full address, e.g. "https://example.org/guide".
+            url: The full http(s) address.
         """
         if not url.strip():
             return ToolResult.error("url is empty; give a page's full address")
