@@ -36,7 +36,7 @@ from agent.prompt.mode import ModeChoice, choose_mode
 from agent.prompt.skills import SkillCatalog
 from agent.workspace import BOOTSTRAP_FILES, SKILLS
 from channels.base import ChannelCapabilities
-from tools.base import Tool, ToolRegistry
+from tools.base import Tool, ToolRegistry, lean_schema
 from tools.board.pin_names import PinNames
 from tools.config import configured_boards
 from tools.paths import PathRules
@@ -261,8 +261,11 @@ def board_lines(settings: Settings) -> tuple[str, ...]:
 
 
 def tool_infos(tools: Iterable[Tool]) -> tuple[ToolInfo, ...]:
-    """What the prompt shows of each tool, in registration order."""
-    return tuple(ToolInfo(t.name, t.description, _compact_json(t.parameters)) for t in tools)
+    """What the prompt shows of each tool, in registration order: its parameters lean, as
+    `tools=` sends them (tools/base.py's lean_schema)."""
+    return tuple(
+        ToolInfo(t.name, t.description, _compact_json(lean_schema(t.parameters))) for t in tools
+    )
 
 
 def _compact_json(schema: dict[str, object]) -> str:
