@@ -84,7 +84,8 @@ class LLMSettings(_Section):
     vision_max_px: int = Field(default=1568, ge=64)
     api_base: str = ""
     api_key: SecretStr | None = None
-    # auto: the OpenAI SDK for an OpenAI-protocol server of your own, LiteLLM for the rest
+    # auto: the OpenAI SDK for an OpenAI-protocol server of your own and for OpenAI's chat
+    # models at OpenAI (agent/model/profiles/routes.py), LiteLLM for the rest
     client: Literal["auto", "litellm"] = "auto"
     temperature: float = Field(default=0.7, ge=0, le=2)
     max_tokens: int = Field(default=0, ge=0)

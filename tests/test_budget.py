@@ -1,5 +1,6 @@
 """Budgets that stop runaway spending, end to end: the daemon with the real Telegram adapter on
-the fake Bot API and LiteLLM on the fake provider, for a model LiteLLM has a price for. The
+the fake Bot API and the fake provider (through LiteLLM, and standing in for OpenAI itself
+through the OpenAI SDK), for a model LiteLLM has a price for. The
 heartbeat's own limit stops the heartbeat while the chat still answers; the daily limit, set
 by the owner in their chat, warns once at 80 %, then answers chats with one line and calls
 no model; raised, it answers again. `agent budget` keeps the owner's value until config.toml
@@ -43,12 +44,23 @@ def respond(body: dict[str, Any]) -> Outcome:
     return text("re: " + asked.splitlines()[-1])
 
 
-@pytest.fixture
-def budget_env(telegram_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+# The fake as a provider LiteLLM calls (it is local: a model at it is priced only through
+# LiteLLM), and as OpenAI itself (no api_base; the OpenAI SDK, at OPENAI_BASE_URL).
+WAYS = {"litellm": {"PINCLAW_LLM__CLIENT": "litellm"}, "openai": {"PINCLAW_LLM__API_BASE": ""}}
+
+
+@pytest.fixture(params=list(WAYS))
+def budget_env(
+    request: pytest.FixtureRequest,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    monkeypatch: pytest.MonkeyPatch,
+) -> dict[str, str]:
     """Heartbeats every 1.2 s whose own limit the first one spends; a daily limit far off."""
     values = {
         "PINCLAW_LLM__MODEL": PRICED,
-        "PINCLAW_LLM__CLIENT": "litellm",  # the fake is local: priced through LiteLLM
+        "OPENAI_BASE_URL": fake_llm.base_url,
+        **WAYS[request.param],
         "PINCLAW_PEOPLE": '{"me": {"telegram": "42", "owner": true}}',
         "PINCLAW_HEARTBEAT__ENABLED": "true",
         "PINCLAW_HEARTBEAT__INTERVAL_MINUTES": "0.02",

@@ -1,6 +1,7 @@
-"""The LLM client against the fake provider, each case through both transports (the OpenAI
-SDK, as for a server of one's own like the fake, and real LiteLLM): retries, fallbacks,
-usage."""
+"""The LLM client against the fake provider, each case three ways: through the OpenAI SDK
+to a server of one's own (the fake as llm.api_base) and to OpenAI itself (no api_base: the
+fake stands in for api.openai.com through OPENAI_BASE_URL), and through real LiteLLM:
+retries, fallbacks, usage, price."""
 
 from __future__ import annotations
 
@@ -17,12 +18,21 @@ from agent.model.profiles.litellm_import import load_litellm
 from agent.model.responses import LLMError, LLMRequestRejected
 
 HELLO = [{"role": "user", "content": "hello"}]
-VIA: dict[str, str] = {}  # llm.client, set for each case by the fixture below
+# The settings of each way, over the fake as llm.api_base.
+WAYS: dict[str, dict[str, str]] = {
+    "own server": {"client": "auto"},
+    "openai": {"client": "auto", "api_base": ""},
+    "litellm": {"client": "litellm"},
+}
+VIA: dict[str, str] = {}  # the way of each case, set by the fixture below
 
 
-@pytest.fixture(autouse=True, params=["auto", "litellm"])
-def _via(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(VIA, "client", request.param)
+@pytest.fixture(autouse=True, params=list(WAYS))
+def _via(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, fake_llm: FakeLLM
+) -> None:
+    monkeypatch.setitem(VIA, "way", request.param)
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_llm.base_url)  # read without an api_base
 
 
 def client(fake: FakeLLM, **overrides: object) -> LLMClient:
@@ -31,7 +41,7 @@ def client(fake: FakeLLM, **overrides: object) -> LLMClient:
         "api_base": fake.base_url,
         "num_retries": 2,
         "retry_backoff_s": 0.01,
-        **VIA,
+        **WAYS[VIA["way"]],
     }
     options.update(overrides)
     return LLMClient(LLMSettings(**options))  # type: ignore[arg-type]
@@ -122,17 +132,35 @@ async def test_streaming_hands_over_each_delta(fake_llm: FakeLLM) -> None:
 
 async def test_the_cost_is_litellms_price_for_the_tokens_used(fake_llm: FakeLLM) -> None:
     litellm = load_litellm()
+    fake_llm.script(text("priced"), text("priced, streamed"))
+    llm = client(fake_llm, model="openai/gpt-4o-mini")
+    for reply in [await llm.complete(HELLO), await llm.complete(HELLO, on_text=lambda _: None)]:
+        if VIA["way"] == "own server":  # a server of one's own: no price is guessed
+            assert reply.cost_usd is None
+            continue
+        prompt, completion = litellm.cost_per_token(
+            model="gpt-4o-mini",
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+        )
+        assert reply.cost_usd > 0
+        assert reply.cost_usd == pytest.approx(prompt + completion)
+
+
+async def test_cached_prompt_tokens_are_priced_at_the_cache_read_price(fake_llm: FakeLLM) -> None:
+    fake_llm.cached_tokens = 3
     reply = await client(fake_llm, model="openai/gpt-4o-mini").complete(HELLO)
-    if VIA["client"] == "auto":  # the fake is a server of one's own: no price is guessed
+    assert reply.cached_tokens == 3
+    if VIA["way"] == "own server":
         assert reply.cost_usd is None
         return
-    prompt, completion = litellm.cost_per_token(
-        model="gpt-4o-mini",
-        prompt_tokens=reply.prompt_tokens,
-        completion_tokens=reply.completion_tokens,
+    rates = load_litellm().model_cost["gpt-4o-mini"]
+    assert rates["cache_read_input_token_cost"] < rates["input_cost_per_token"]
+    assert reply.cost_usd == pytest.approx(
+        (reply.prompt_tokens - 3) * rates["input_cost_per_token"]
+        + 3 * rates["cache_read_input_token_cost"]
+        + reply.completion_tokens * rates["output_cost_per_token"]
     )
-    assert reply.cost_usd > 0
-    assert reply.cost_usd == pytest.approx(prompt + completion)
 
 
 async def test_a_model_without_a_price_costs_unknown_and_is_not_priced_again(
@@ -154,7 +182,7 @@ async def test_a_model_without_a_price_costs_unknown_and_is_not_priced_again(
     # A response LiteLLM did not price (no figure in its hidden params) is priced here,
     # and a model it has no price for only once.
     # (A name of each case's own: the process remembers a model it could not price.)
-    unpriced = f"no-price-known-for-this-one-either-{VIA['client']}"
+    unpriced = f"no-price-known-for-this-one-either-{VIA['way']}"
     bare = litellm.ModelResponse(model=unpriced)
     for _ in range(3):
         assert price_of(litellm, bare, f"openai/{unpriced}") is None

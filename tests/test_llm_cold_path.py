@@ -1,7 +1,9 @@
-"""What the first call costs: a model served directly never imports LiteLLM; through
-LiteLLM no MCP client is imported for our tools, and after the warm-up no import is left for
-the first message. Each case runs in a fresh interpreter (this one has imported everything
-already), against the fake LLM.
+"""What the first call costs: a model at a server of one's own or at OpenAI itself never
+imports LiteLLM (one at OpenAI is priced from LiteLLM's table all the same), every other
+model still goes through LiteLLM, and a fallback through LiteLLM imports it only when it is
+asked; through LiteLLM no MCP client is imported for our tools, and after the warm-up no
+import is left for the first message. Each case runs in a fresh interpreter (this one has
+imported everything already), against the fake LLM.
 
 These lean on LiteLLM's internals (its `_skip_mcp_handler` switch, where its dry run
 stops), so they are what fails loudly when an upgrade changes them: checked with
@@ -10,6 +12,7 @@ LiteLLM 1.106.2.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -18,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_process import agent
-from fakes.llm_server import FakeLLM
+from daemon_process import agent, rows
+from fakes.llm_server import FakeLLM, error
 
 from agent.config import LLMSettings
 from agent.daemon.warmup import warm_up
@@ -117,10 +120,114 @@ def test_a_one_shot_to_a_server_of_ones_own_never_imports_litellm(
         env={**llm_env, "PINCLAW_LLM__CLIENT": via, "PYTHONPROFILEIMPORTTIME": "1"},
     )
     assert (done.returncode, done.stdout) == (0, "answered\n"), done.stderr[-2000:]
-    imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()]
-    litellm = [name for name in imported if name.split(".")[0] == "litellm"]
+    loaded = imported(done.stderr)
+    litellm = [name for name in loaded if name.split(".")[0] == "litellm"]
     assert (not litellm) if via == "auto" else len(litellm) > 100, litellm[:5]
-    assert "openai.resources.chat" in imported
+    assert "openai.resources.chat" in loaded
+
+
+def imported(stderr: str) -> list[str]:
+    """The modules PYTHONPROFILEIMPORTTIME listed on stderr."""
+    return [line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines() if "|" in line]
+
+
+def litellms_price(input_tokens: int, cached: int, output_tokens: int) -> float:
+    """What gpt-4o-mini's call costs by the table LiteLLM ships, read here as it is."""
+    spec = importlib.util.find_spec("litellm")
+    assert spec is not None and spec.submodule_search_locations
+    folder = Path(spec.submodule_search_locations[0])
+    rates = json.loads((folder / "model_prices_and_context_window_backup.json").read_text())
+    rate = rates["gpt-4o-mini"]
+    return float(
+        (input_tokens - cached) * rate["input_cost_per_token"]
+        + cached * rate["cache_read_input_token_cost"]
+        + output_tokens * rate["output_cost_per_token"]
+    )
+
+
+@pytest.mark.parametrize("via", ["auto", "litellm"])
+def test_a_one_shot_to_openai_never_imports_litellm_and_is_priced_by_its_table(
+    llm_env: dict[str, str], fake_llm: FakeLLM, home: Path, via: str
+) -> None:
+    """No api_base: the fake stands in for api.openai.com through OPENAI_BASE_URL. With
+    llm.client = "litellm" the same one-shot goes through LiteLLM, at the same price."""
+    fake_llm.script("answered")
+    fake_llm.cached_tokens = 3
+    env = {
+        **llm_env,
+        "PINCLAW_LLM__MODEL": "openai/gpt-4o-mini",
+        "PINCLAW_LLM__API_BASE": "",
+        "OPENAI_BASE_URL": fake_llm.base_url,
+        "PINCLAW_LLM__CLIENT": via,
+        "PYTHONPROFILEIMPORTTIME": "1",
+    }
+    done = agent("run", "-m", "hi", "--no-daemon", env=env)
+    assert (done.returncode, done.stdout) == (0, "answered\n"), done.stderr[-2000:]
+    litellm = [name for name in imported(done.stderr) if name.split(".")[0] == "litellm"]
+    assert (not litellm) if via == "auto" else len(litellm) > 100, litellm[:5]
+    [body] = fake_llm.requests
+    assert body["model"] == "gpt-4o-mini"
+    sql = "SELECT model, input_tokens, cached_tokens, output_tokens, cost_usd FROM usage"
+    [(model, input_tokens, cached, output_tokens, cost)] = rows(home / "state.db", sql)
+    assert (model, cached) == ("openai/gpt-4o-mini", 3) and input_tokens > 3
+    assert cost == pytest.approx(litellms_price(input_tokens, cached, output_tokens))
+
+
+def test_a_one_shot_to_anthropic_still_goes_through_litellm(
+    llm_env: dict[str, str], fake_llm: FakeLLM
+) -> None:
+    env = {
+        **llm_env,
+        "PINCLAW_LLM__MODEL": "anthropic/claude-sonnet-4-5",
+        "PINCLAW_LLM__API_BASE": fake_llm.base_url.removesuffix("/v1"),  # its Messages API
+        "ANTHROPIC_API_KEY": "sk-ant-test-not-real",
+        "PYTHONPROFILEIMPORTTIME": "1",
+    }
+    done = agent("run", "-m", "hi", "--no-daemon", env=env)
+    assert (done.returncode, done.stdout) == (0, "echo: anthropic\n"), done.stderr[-2000:]
+    assert len([name for name in imported(done.stderr) if name.startswith("litellm.")]) > 100
+
+
+FALLBACK = """
+import asyncio, json, sys
+from agent.config import LLMSettings
+from agent.model.client import LLMClient
+
+settings = LLMSettings(
+    model="openai/gpt-4o-mini", fallback_models=["anthropic/claude-sonnet-4-5"], num_retries=0
+)
+client = LLMClient(settings)
+said = []
+for _ in range(2):
+    reply = asyncio.run(client.complete([{"role": "user", "content": "hi"}]))
+    said.append([reply.model, reply.content, "litellm" in sys.modules])
+print(json.dumps(said))
+"""
+
+
+def test_a_fallback_through_litellm_imports_it_only_when_it_is_asked(fake_llm: FakeLLM) -> None:
+    """The main model at OpenAI (the fake, through OPENAI_BASE_URL) answers, then fails; the
+    fallback, an Anthropic model (the fake's Messages API), answers through LiteLLM."""
+    fake_llm.script("from OpenAI", error(500))
+    done = subprocess.run(
+        [sys.executable, "-c", FALLBACK],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            "OPENAI_API_KEY": "sk-test-key-not-real-0000",
+            "OPENAI_BASE_URL": fake_llm.base_url,
+            "ANTHROPIC_API_KEY": "sk-ant-test-not-real",
+            "ANTHROPIC_API_BASE": fake_llm.base_url.removesuffix("/v1"),
+            "PATH": "/usr/bin:/bin",
+        },
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == [
+        ["openai/gpt-4o-mini", "from OpenAI", False],
+        ["anthropic/claude-sonnet-4-5", "echo: anthropic", True],
+    ]
 
 
 def test_a_model_served_directly_is_counted_as_litellm_counts_it() -> None:

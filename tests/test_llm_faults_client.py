@@ -1,10 +1,9 @@
 """The LLM client on a provider that misbehaves without failing outright: a 200 with no
 choice, a stream cut half-way, a first failure the caller is told of (each case through the
-OpenAI SDK and through real LiteLLM, against the fake provider)."""
+OpenAI SDK to a server of one's own and to OpenAI itself — the fake at OPENAI_BASE_URL, no
+api_base — and through real LiteLLM, against the fake provider)."""
 
 from __future__ import annotations
-
-from typing import Literal
 
 import pytest
 from fakes.llm_server import FakeLLM, cut, error, no_choices, text
@@ -13,23 +12,32 @@ from agent.config import LLMSettings
 from agent.model.client import LLMClient
 
 HELLO = [{"role": "user", "content": "hello"}]
-VIA: dict[str, Literal["auto", "litellm"]] = {}  # llm.client, set for each case below
+# The settings of each way, over the fake as llm.api_base.
+WAYS: dict[str, dict[str, str]] = {
+    "own server": {"client": "auto"},
+    "openai": {"client": "auto", "api_base": ""},
+    "litellm": {"client": "litellm"},
+}
+VIA: dict[str, str] = {}  # the way of each case, set by the fixture below
 
 
-@pytest.fixture(autouse=True, params=["auto", "litellm"])
-def _via(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(VIA, "client", request.param)
+@pytest.fixture(autouse=True, params=list(WAYS))
+def _via(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, fake_llm: FakeLLM
+) -> None:
+    monkeypatch.setitem(VIA, "way", request.param)
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_llm.base_url)  # read without an api_base
 
 
 def client(fake: FakeLLM) -> LLMClient:
-    settings = LLMSettings(
-        model="openai/primary",
-        api_base=fake.base_url,
-        num_retries=3,
-        retry_backoff_s=0.01,
-        client=VIA["client"],
-    )
-    return LLMClient(settings)
+    options: dict[str, object] = {
+        "model": "openai/primary",
+        "api_base": fake.base_url,
+        "num_retries": 3,
+        "retry_backoff_s": 0.01,
+        **WAYS[VIA["way"]],
+    }
+    return LLMClient(LLMSettings(**options))  # type: ignore[arg-type]
 
 
 pytestmark = pytest.mark.usefixtures("_key")  # conftest.py

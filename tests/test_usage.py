@@ -2,8 +2,10 @@
 watch, a schedule, the heartbeat, a one-shot — leaves a row in state.db with its tokens (the
 fake LLM's usage block, cached tokens too), LiteLLM's price (NULL for a model it cannot
 price), the model, the chat, the person and what started it; `/usage` and `agent usage` show
-them. The daemon with the real Telegram adapter on the fake Bot API, LiteLLM on the fake
-provider, the Firmata emulator for the watch; `agent` as a subprocess."""
+them. The daemon with the real Telegram adapter on the fake Bot API, the model on the fake
+provider (through LiteLLM, and through the OpenAI SDK with the fake standing in for OpenAI
+itself, priced from LiteLLM's table), the Firmata emulator for the watch; `agent` as a
+subprocess."""
 
 from __future__ import annotations
 
@@ -70,13 +72,23 @@ def respond(body: dict[str, Any]) -> Outcome:
     return text("echo: " + asked.splitlines()[-1])
 
 
-@pytest.fixture
+# The fake as a provider LiteLLM calls (it is local: a model at it is priced only through
+# LiteLLM), and as OpenAI itself (no api_base; the OpenAI SDK, at OPENAI_BASE_URL).
+WAYS = {"litellm": {"PINCLAW_LLM__CLIENT": "litellm"}, "openai": {"PINCLAW_LLM__API_BASE": ""}}
+
+
+@pytest.fixture(params=list(WAYS))
 def usage_env(
-    telegram_env: dict[str, str], emulator: FirmataBoard, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest,
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    emulator: FirmataBoard,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> dict[str, str]:
     values = {
         "PINCLAW_LLM__MODEL": PRICED,
-        "PINCLAW_LLM__CLIENT": "litellm",  # the fake is local: priced through LiteLLM
+        "OPENAI_BASE_URL": fake_llm.base_url,
+        **WAYS[request.param],
         "PINCLAW_PEOPLE": '{"me": {"telegram": "42", "owner": true}}',
         "PINCLAW_HEARTBEAT__ENABLED": "true",
         "PINCLAW_HEARTBEAT__INTERVAL_MINUTES": "0.03",

@@ -6,9 +6,9 @@ what later ones do.
 per-model tables, about half a second on a small machine. The daemon calls `warm_up` once
 its channels run; it does that work in a worker thread through LiteLLM's own dry run
 (`mock_response`: the request is built, logged and priced, nothing is sent), so no token is
-spent and nothing leaves the machine. A model served directly
-(agent/model/profiles/routes.py) needs only the OpenAI SDK's modules: LiteLLM is not loaded
-for it.
+spent and nothing leaves the machine. A model on a direct road (a server of one's own, or
+OpenAI itself: agent/model/profiles/routes.py) needs only the OpenAI SDK's modules: LiteLLM
+is not loaded for it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from agent.model.litellm_call import request
 from agent.model.openai_sdk_call import OpenAISDKCall
 from agent.model.profiles.litellm_facts import price_of, supports_native_tools
 from agent.model.profiles.litellm_import import load_litellm
-from agent.model.profiles.routes import load_first_call_modules, served_directly
+from agent.model.profiles.routes import Road, load_first_call_modules, road_of
 from agent.model.responses import Message
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def warm_up_now(settings: LLMSettings) -> float:
     """Import and prime what the first call to `settings.model` would, without sending a
     request; the seconds it took."""
     started = time.perf_counter()
-    if served_directly(settings):
+    if road_of(settings) is not Road.LITELLM:
         OpenAISDKCall(settings).warm_up()
     else:
         litellm = load_litellm()

@@ -1,7 +1,7 @@
 """LLMClient: the one place a chat completion is asked for — retries with backoff, fallback
 models, streaming with a first-token limit, usage and cost — through one of two transports:
-the OpenAI SDK for a model served directly, LiteLLM for the rest
-(agent/model/profiles/routes.py's `served_directly` chooses).
+the OpenAI SDK for a model at a server of one's own or at OpenAI itself, LiteLLM for the
+rest (agent/model/profiles/routes.py's `road_of` chooses).
 
 A call is tried again after a 429, a 5xx, a timeout, a dropped connection or a 200 that
 carries no choice (never after a key missing or refused: agent/model/failures.py); the caller
@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from agent.config import LLMSettings
 from agent.model.failures import failure_line, is_rejection, is_transient, short
 from agent.model.openai_sdk_call import OpenAISDKCall
-from agent.model.profiles.routes import served_directly
+from agent.model.profiles.routes import Road, road_of
 from agent.model.responses import (
     EmptyReply,
     LLMError,
@@ -129,11 +129,11 @@ class LLMClient:
         return [first, *(name for name in configured if name != first)]
 
     def _transport(self, model: str) -> Transport:
-        """The OpenAI SDK for a model served directly (kept: it holds the HTTP client),
+        """The OpenAI SDK for a model on a direct road (kept: it holds the HTTP client),
         LiteLLM for the rest (imported on the first such call)."""
-        if served_directly(self.settings, model):
+        if road_of(self.settings, model) is not Road.LITELLM:
             self._sdk = self._sdk or OpenAISDKCall(self.settings)
-            self._sdk.connect(model)
+            self._sdk.prepare()
             return self._sdk
         from agent.model.litellm_call import LiteLLMCall
 

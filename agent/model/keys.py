@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from agent.config import LLMSettings
-from agent.model.profiles.routes import Unroutable, route, served_directly
+from agent.model.profiles.routes import Road, Unroutable, road_of, route
 
 # The environment variable LiteLLM reads for each provider prefix of a model name.
 PROVIDER_KEYS = {
@@ -56,7 +56,7 @@ def check_key(llm: LLMSettings, provider: str) -> KeyCheck:
     found = next((name for name in names if os.environ.get(name)), None)
     if found is not None:
         return KeyCheck(None, f"present ({found})")
-    if served_directly(llm):
+    if road_of(llm) is Road.OWN_SERVER:
         return KeyCheck(None, f"not needed (a server of your own; set {SETTING} if it checks one)")
     if provider == "openai" and llm.api_base and not _is_openai(llm.api_base):
         return KeyCheck(

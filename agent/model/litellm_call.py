@@ -1,6 +1,6 @@
-"""One chat completion through LiteLLM, for every model not served directly (see
-agent/model/profiles/routes.py's served_directly): the request's arguments, the call, a
-stream put back together, and LiteLLM's price."""
+"""One chat completion through LiteLLM, for every model on neither direct road (see
+agent/model/profiles/routes.py's road_of): the request's arguments, the call, a stream put
+back together, and LiteLLM's price."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""One chat completion from a model served directly (agent/model/profiles/routes.py's
-`served_directly`: an OpenAI-protocol server of the owner's own) through the OpenAI SDK's
-own client: what LiteLLM would send through the same SDK, without its import. Such a model
-has no price."""
+"""One chat completion through the OpenAI SDK's own client, for the models on the two direct
+roads of agent/model/profiles/routes.py — an OpenAI-protocol server of the owner's own, and
+OpenAI itself: the request LiteLLM would send through the same SDK, without its import. A
+model at one's own server has no price; one at OpenAI is priced from LiteLLM's table
+(agent/model/profiles/litellm_map.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import asyncio
 import functools
 import os
 import ssl
+from dataclasses import replace
 from typing import Any
 
 from agent.config import LLMSettings
-from agent.model.profiles.routes import provider_of
+from agent.model.profiles.litellm_map import Listing, listing
+from agent.model.profiles.routes import Road, openai_base, provider_of, road_of, wire_name
 from agent.model.responses import (
     EmptyReply,
     LLMResponse,
@@ -29,7 +32,8 @@ KEY_VARIABLES = {
     "hosted_vllm": "HOSTED_VLLM_API_KEY",
     "lm_studio": "LM_STUDIO_API_KEY",
 }
-# The SDK will not send a request without a key: a server that checks none ignores this one.
+# The SDK will not send a request without a key: a server of one's own that checks none
+# ignores this one. (At OpenAI a missing key is said by the SDK itself, as through LiteLLM.)
 NO_KEY = "no-key"
 
 
@@ -41,57 +45,66 @@ def tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def wire_name(model: str) -> str:
-    """The name the server knows: LiteLLM's name without its provider prefix."""
-    return model.split("/", 1)[1] if "/" in model else model
-
-
 class OpenAISDKCall:
     """The Transport (agent/model/client.py) through the OpenAI SDK. Its HTTP client is
     made on the first call and kept for the event loop it was made in."""
 
     def __init__(self, settings: LLMSettings) -> None:
         self._settings = settings
-        self._made: tuple[asyncio.AbstractEventLoop, str, Any] | None = None
+        self._made: tuple[asyncio.AbstractEventLoop, tuple[str | None, str], Any] | None = None
 
-    def connect(self, model: str) -> Any:
-        """The SDK's client for `model`, made (and its modules imported) outside the time
-        limits of a call."""
-        key = self._key(model)
-        loop = asyncio.get_running_loop()
-        if self._made is None or self._made[0] is not loop or self._made[1] != key:
-            self._made = (loop, key, self._new_client(key))
-        return self._made[2]
+    def prepare(self) -> None:
+        """Import the SDK's client and chat modules and make the TLS context: what the first
+        call would do, done outside the time limits of a call."""
+        import openai.resources.chat  # noqa: F401
+        from openai import AsyncOpenAI  # noqa: F401
+
+        tls_context()
 
     def warm_up(self) -> None:
-        """What the first call imports and loads, without an event loop or a request: a
-        client's modules, and the tokenizer its prompt is counted with."""
+        """What the first call imports and loads, without an event loop or a request: the
+        SDK's modules, the tokenizer the prompt is counted with, and the model's price."""
         from agent.model.stand_in_tokenizer import stand_in_counter
 
-        self._new_client(self._key(self._settings.model))
+        self.prepare()
+        self._listing(self._settings.model)
         counter = stand_in_counter()
         if counter is not None:
             counter("warming up")
 
-    def _new_client(self, key: str) -> Any:
+    def _client(self, model: str) -> Any:
+        """The SDK's client for `model`: made on the first call, in the call (a key missing
+        at OpenAI fails there, as one missing through LiteLLM does)."""
+        where = (self._key(model), openai_base(self._settings.api_base))
+        loop = asyncio.get_running_loop()
+        if self._made is None or self._made[0] is not loop or self._made[1] != where:
+            self._made = (loop, where, self._new_client(*where))
+        return self._made[2]
+
+    def _new_client(self, key: str | None, base_url: str) -> Any:
         from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
         # Its own HTTP client: the SDK's default one, dropped with a closed event loop (a
         # reload, a test), would try to close itself on that loop and log an error.
         client = AsyncOpenAI(
             api_key=key,
-            base_url=self._settings.api_base,
+            base_url=base_url,
+            organization=os.environ.get("OPENAI_ORGANIZATION") or None,  # as LiteLLM reads it
             max_retries=0,
             http_client=DefaultAsyncHttpxClient(verify=tls_context()),
         )
         client.chat.completions  # noqa: B018 (imports the SDK's chat resources)
         return client
 
-    def _key(self, model: str) -> str:
+    def _key(self, model: str) -> str | None:
+        """llm.api_key, else the provider's variable; else a stand-in for a server of one's
+        own, and None at OpenAI (the SDK then says the key is missing)."""
         if self._settings.api_key is not None:
             return self._settings.api_key.get_secret_value()
         variable = KEY_VARIABLES.get(provider_of(model))
-        return (os.environ.get(variable, "") if variable else "") or NO_KEY
+        found = os.environ.get(variable, "") if variable else ""
+        at_openai = road_of(self._settings, model) is Road.OPENAI
+        return found or (None if at_openai else NO_KEY)
 
     async def send(self, model: str, messages: list[Message], tools: Tools, *, stream: bool) -> Any:
         settings = self._settings
@@ -107,13 +120,27 @@ class OpenAISDKCall:
             body["max_tokens"] = settings.max_tokens
         if stream:
             body.update(stream=True, stream_options={"include_usage": True})
-        return await self.connect(model).chat.completions.create(**body)
+        return await self._client(model).chat.completions.create(**body)
 
     def response(self, reply: Any, model: str) -> LLMResponse:
-        return to_response(reply, model, None)
+        return self._priced(to_response(reply, model, None))
 
     def assembled(self, chunks: list[Any], model: str, messages: list[Message]) -> LLMResponse:
-        return joined(chunks, model)
+        return self._priced(joined(chunks, model))
+
+    def _priced(self, found: LLMResponse) -> LLMResponse:
+        """With the price LiteLLM's table gives a model at OpenAI; None for one at a server
+        of one's own, or one the table does not list."""
+        listed = self._listing(found.model)
+        if listed is None:
+            return found
+        cost = listed.cost(found.prompt_tokens, found.cached_tokens, found.completion_tokens)
+        return replace(found, cost_usd=cost)
+
+    def _listing(self, model: str) -> Listing | None:
+        if road_of(self._settings, model) is not Road.OPENAI:
+            return None
+        return listing(wire_name(model))
 
 
 def joined(chunks: list[Any], model: str) -> LLMResponse:

@@ -1,7 +1,7 @@
 """The tokenizer LiteLLM counts a model it does not know with (OpenAI's cl100k_base), loaded
-without importing LiteLLM, for the models pinclaw calls directly
-(agent/model/profiles/routes.py's `served_directly`): their prompts are counted as LiteLLM
-counted them, for a tenth of a second instead of LiteLLM's import.
+without importing LiteLLM, for the models pinclaw calls directly (the two direct roads of
+agent/model/profiles/routes.py): their prompts are counted as LiteLLM counts an `openai/`
+name, for a tenth of a second instead of LiteLLM's import.
 
 tiktoken would download cl100k_base. LiteLLM ships a copy in a tiktoken cache folder of its
 own (and points tiktoken at it when imported); this reads the same copy, found without

@@ -1,9 +1,13 @@
 """What LiteLLM knows of a model: its window, token counts, function calling, vision, price
-and whether its prompt cache must be asked for.
+and whether its prompt cache must be asked for — each answered by the model's road
+(agent/model/profiles/routes.py):
 
-A model served directly (agent/model/profiles/routes.py) is never asked about: its window is
-what its server gives (agent/model/server_probe.py asks), and its tokens are counted without
-LiteLLM.
+- a model at a server of one's own is never asked about: its window is what its server
+  gives (agent/model/server_probe.py asks), it is assumed to take tool calls and no images;
+- a model at OpenAI is looked up in LiteLLM's table, read as data (litellm_map.py);
+- every other model is asked of LiteLLM itself.
+
+The two direct roads count tokens without LiteLLM (stand_in_tokenizer.py).
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from typing import Any
 
 from agent.config import LLMSettings
 from agent.model.profiles.litellm_import import load_litellm
-from agent.model.profiles.routes import served_directly
+from agent.model.profiles.litellm_map import Listing, listing
+from agent.model.profiles.routes import Road, road_of, wire_name
 
 # Models LiteLLM has no price for: asked once per process (its cost map does not change).
 _UNPRICED: set[str] = set()
@@ -73,10 +78,18 @@ def context_window(model: str) -> int | None:
 
 
 def window_of(llm: LLMSettings, model: str | None = None) -> int | None:
-    """`context_window` of `model` (the main one by default); None for a model served
-    directly, whose window is what its server gives (agent/model/server_probe.py asks)."""
+    """`context_window` of `model` (the main one by default); None for a model at a server
+    of one's own, whose window is what its server gives (agent/model/server_probe.py asks)."""
     model = model or llm.model
-    return None if served_directly(llm, model) else context_window(model)
+    road = road_of(llm, model)
+    if road is Road.OPENAI:
+        listed = _listed(model)
+        return listed.window if listed is not None else None
+    return None if road is Road.OWN_SERVER else context_window(model)
+
+
+def _listed(model: str) -> Listing | None:
+    return listing(wire_name(model))
 
 
 def count_tokens(model: str, text: str) -> int:
@@ -86,10 +99,11 @@ def count_tokens(model: str, text: str) -> int:
 
 
 def token_counter(llm: LLMSettings, model: str | None = None) -> Callable[[str], int]:
-    """How prompts for `model` are counted: by LiteLLM's counter, and for a model served
-    directly by the tokenizer LiteLLM would count it with, loaded without LiteLLM."""
+    """How prompts for `model` are counted: by LiteLLM's counter, and for a model on a direct
+    road by the tokenizer LiteLLM counts an `openai/` name with (cl100k_base), loaded
+    without LiteLLM."""
     model = model or llm.model
-    count = _count_directly if served_directly(llm, model) else count_tokens
+    count = count_tokens if road_of(llm, model) is Road.LITELLM else _count_directly
     return functools.partial(count, model)
 
 
@@ -103,7 +117,11 @@ def _count_directly(model: str, text: str) -> int:
 def supports_native_tools(llm: LLMSettings, model: str) -> bool:
     """False only when LiteLLM positively knows the model lacks function calling (an
     Ollama model that does not teaches it with a refusal: agent/durable/learned_model_facts.py)."""
-    return served_directly(llm, model) or _native_tools(model)
+    road = road_of(llm, model)
+    if road is Road.OPENAI:
+        listed = _listed(model)
+        return listed is None or listed.function_calling
+    return road is Road.OWN_SERVER or _native_tools(model)
 
 
 @functools.cache
@@ -119,9 +137,13 @@ def _native_tools(model: str) -> bool:
 
 
 def supports_vision(llm: LLMSettings, model: str) -> bool:
-    """True when LiteLLM knows the model takes images; unknown models, and those served
-    directly, are assumed not to (llm.vision = "on" says otherwise)."""
-    return not served_directly(llm, model) and _vision(model)
+    """True when LiteLLM knows the model takes images; unknown models, and those at a server
+    of one's own, are assumed not to (llm.vision = "on" says otherwise)."""
+    road = road_of(llm, model)
+    if road is Road.OPENAI:
+        listed = _listed(model)
+        return listed is not None and listed.vision
+    return road is Road.LITELLM and _vision(model)
 
 
 @functools.cache
