@@ -3,8 +3,9 @@
 - `python -c pass` (the interpreter and its site-packages alone, for scale) and
   `agent --help` wall time;
 - a cold `agent run -m --no-daemon`: wall time and peak RSS, with the fake's model served
-  directly (the OpenAI SDK: the fake is a server of one's own) and through LiteLLM (what a
-  hosted model's cold one-shot pays);
+  directly (the OpenAI SDK: the fake is a server of one's own), as OpenAI's own chat model
+  (the SDK too, and LiteLLM's table read for its window and price; the fake stands at
+  OPENAI_BASE_URL) and through LiteLLM (what every other hosted model's one-shot pays);
 - the local daemon (`agent run`, no chat channel): how long until its socket is served, the
   first one-shot sent at once and, in a second daemon, the first one sent once the model
   client's warm-up is done, then `agent run -m` through it — wall time and the client's peak
@@ -155,22 +156,27 @@ def main() -> None:
         }
         subprocess.run([agent, "init"], env=env, check=True, capture_output=True)
         ours = cold(agent, env)
-        # The same model through LiteLLM (llm.client = "litellm"): what a hosted model's
-        # cold one-shot pays, the fake being a server of one's own, called directly otherwise.
+        # A hosted OpenAI chat model (no api_base; the SDK reads OPENAI_BASE_URL) and, through
+        # LiteLLM (llm.client = "litellm"), what any other hosted model's one-shot pays.
+        at_openai = {k: v for k, v in env.items() if k != "PINCLAW_LLM__API_BASE"}
+        at_openai.update(PINCLAW_LLM__MODEL="openai/gpt-4o-mini", OPENAI_BASE_URL=llm.base_url)
+        as_openai = cold(agent, at_openai)
         via_litellm = cold(agent, {**env, "PINCLAW_LLM__CLIENT": "litellm"})
-        answered(ours, llm, Figures())  # compiles the .pyc files
-        answered(via_litellm, llm, Figures())
+        for one_shot in (ours, as_openai, via_litellm):
+            answered(one_shot, llm, Figures())  # compiles the .pyc files
         helps = max(runs, 20)
         bare = batch([sys.executable, "-c", "pass"], env, helps)
         help_figures = batch([agent, "--help"], env, helps)
-        direct, lite = Figures(), Figures()
+        direct, openai, lite = Figures(), Figures(), Figures()
         for _ in range(runs):
             answered(ours, llm, direct)
+            answered(as_openai, llm, openai)
             answered(via_litellm, llm, lite)
         print("medians (runs; the one-minute load average over them); each one-shot's home fresh")
         print(bare.row("python -c pass", "; this interpreter, bare", rss=False))
         print(help_figures.row("agent --help", rss=False))
         print(direct.row("agent run -m (cold)"))
+        print(openai.row("  as OpenAI's own model"))
         print(lite.row("  the same, via LiteLLM"))
         if options.nanobot:
             print(f"nanobot-ai {installed_version(options.nanobot, 'nanobot-ai')}")
