@@ -85,7 +85,7 @@ class TurnRunner:
         self._scrub = scrub
         self._prompts: dict[tuple[Dispatch, bool, bool], str] = {}
         self._fingerprint: Fingerprint = ()
-        self.system_prompt = self.prompt("native", merged=False)
+        self.prompt("native", merged=False)  # built now, at start, not for the first message
 
     def prompt(self, dispatcher: Dispatch, *, merged: bool, private: bool = True) -> str:
         """The channel's prompt, built once per (dispatcher, delivery placement, audience)
@@ -106,8 +106,6 @@ class TurnRunner:
             if merged and self.channel.delivery_instructions:
                 text = f"{text}\n\n{self.channel.delivery_instructions}"
             self._prompts[key] = text
-            if key == ("native", False, True):
-                self.system_prompt = text
         return self._prompts[key]
 
     async def run(
