@@ -10,41 +10,18 @@ from typing import Any
 
 import pytest
 from fakes.llm_server import FakeLLM, error, text, tool_calls
+from model_ways import VIA, client_over, each_way  # noqa: F401  (each_way: every test, each way)
 
-from agent.config import LLMSettings
 from agent.model.client import LLMClient
 from agent.model.profiles.litellm_facts import price_of
 from agent.model.profiles.litellm_import import load_litellm
 from agent.model.responses import LLMError, LLMRequestRejected
 
 HELLO = [{"role": "user", "content": "hello"}]
-# The settings of each way, over the fake as llm.api_base.
-WAYS: dict[str, dict[str, str]] = {
-    "own server": {"client": "auto"},
-    "openai": {"client": "auto", "api_base": ""},
-    "litellm": {"client": "litellm"},
-}
-VIA: dict[str, str] = {}  # the way of each case, set by the fixture below
-
-
-@pytest.fixture(autouse=True, params=list(WAYS))
-def _via(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, fake_llm: FakeLLM
-) -> None:
-    monkeypatch.setitem(VIA, "way", request.param)
-    monkeypatch.setenv("OPENAI_BASE_URL", fake_llm.base_url)  # read without an api_base
 
 
 def client(fake: FakeLLM, **overrides: object) -> LLMClient:
-    options: dict[str, object] = {
-        "model": "openai/primary",
-        "api_base": fake.base_url,
-        "num_retries": 2,
-        "retry_backoff_s": 0.01,
-        **WAYS[VIA["way"]],
-    }
-    options.update(overrides)
-    return LLMClient(LLMSettings(**options))  # type: ignore[arg-type]
+    return client_over(fake, **{"num_retries": 2, **overrides})
 
 
 pytestmark = pytest.mark.usefixtures("_key")  # conftest.py

@@ -7,37 +7,15 @@ from __future__ import annotations
 
 import pytest
 from fakes.llm_server import FakeLLM, cut, error, no_choices, text
+from model_ways import client_over, each_way  # noqa: F401  (each_way: every test, each way)
 
-from agent.config import LLMSettings
 from agent.model.client import LLMClient
 
 HELLO = [{"role": "user", "content": "hello"}]
-# The settings of each way, over the fake as llm.api_base.
-WAYS: dict[str, dict[str, str]] = {
-    "own server": {"client": "auto"},
-    "openai": {"client": "auto", "api_base": ""},
-    "litellm": {"client": "litellm"},
-}
-VIA: dict[str, str] = {}  # the way of each case, set by the fixture below
-
-
-@pytest.fixture(autouse=True, params=list(WAYS))
-def _via(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, fake_llm: FakeLLM
-) -> None:
-    monkeypatch.setitem(VIA, "way", request.param)
-    monkeypatch.setenv("OPENAI_BASE_URL", fake_llm.base_url)  # read without an api_base
 
 
 def client(fake: FakeLLM) -> LLMClient:
-    options: dict[str, object] = {
-        "model": "openai/primary",
-        "api_base": fake.base_url,
-        "num_retries": 3,
-        "retry_backoff_s": 0.01,
-        **WAYS[VIA["way"]],
-    }
-    return LLMClient(LLMSettings(**options))  # type: ignore[arg-type]
+    return client_over(fake, num_retries=3)
 
 
 pytestmark = pytest.mark.usefixtures("_key")  # conftest.py
