@@ -17,6 +17,13 @@ WAYS: dict[str, dict[str, str]] = {
     "openai": {"client": "auto", "api_base": ""},
     "litellm": {"client": "litellm"},
 }
+# The same two priced ways as environment variables, for a daemon's tests (the budget, the
+# usage rows): the fake as a provider LiteLLM calls (it is local, so a model at it is priced
+# only through LiteLLM), and as OpenAI itself (no api_base; the OpenAI SDK, at OPENAI_BASE_URL).
+PRICED_WAYS = {
+    "litellm": {"PINCLAW_LLM__CLIENT": "litellm"},
+    "openai": {"PINCLAW_LLM__API_BASE": ""},
+}
 VIA: dict[str, str] = {}  # the way of the running test, set by `each_way`
 
 

@@ -22,6 +22,7 @@ from conftest import Daemon, eventually
 from daemon_process import rows
 from fakes.llm_server import FakeLLM, Outcome, last_user_content, text, tool_calls
 from fakes.telegram_server import FakeTelegram
+from model_ways import PRICED_WAYS
 
 REPO = Path(__file__).resolve().parent.parent
 OWNER = 42
@@ -44,12 +45,7 @@ def respond(body: dict[str, Any]) -> Outcome:
     return text("re: " + asked.splitlines()[-1])
 
 
-# The fake as a provider LiteLLM calls (it is local: a model at it is priced only through
-# LiteLLM), and as OpenAI itself (no api_base; the OpenAI SDK, at OPENAI_BASE_URL).
-WAYS = {"litellm": {"PINCLAW_LLM__CLIENT": "litellm"}, "openai": {"PINCLAW_LLM__API_BASE": ""}}
-
-
-@pytest.fixture(params=list(WAYS))
+@pytest.fixture(params=list(PRICED_WAYS))
 def budget_env(
     request: pytest.FixtureRequest,
     telegram_env: dict[str, str],
@@ -60,7 +56,7 @@ def budget_env(
     values = {
         "PINCLAW_LLM__MODEL": PRICED,
         "OPENAI_BASE_URL": fake_llm.base_url,
-        **WAYS[request.param],
+        **PRICED_WAYS[request.param],
         "PINCLAW_PEOPLE": '{"me": {"telegram": "42", "owner": true}}',
         "PINCLAW_HEARTBEAT__ENABLED": "true",
         "PINCLAW_HEARTBEAT__INTERVAL_MINUTES": "0.02",

@@ -28,6 +28,7 @@ from fakes.firmata_board import FirmataBoard
 from fakes.llm_server import FakeLLM, Outcome, last_user_content, text, tool_calls
 from fakes.telegram_server import FakeTelegram
 from hardware_calls import board_env
+from model_ways import PRICED_WAYS
 
 from agent.app import open_store
 from agent.durable.file import migrations
@@ -72,12 +73,7 @@ def respond(body: dict[str, Any]) -> Outcome:
     return text("echo: " + asked.splitlines()[-1])
 
 
-# The fake as a provider LiteLLM calls (it is local: a model at it is priced only through
-# LiteLLM), and as OpenAI itself (no api_base; the OpenAI SDK, at OPENAI_BASE_URL).
-WAYS = {"litellm": {"PINCLAW_LLM__CLIENT": "litellm"}, "openai": {"PINCLAW_LLM__API_BASE": ""}}
-
-
-@pytest.fixture(params=list(WAYS))
+@pytest.fixture(params=list(PRICED_WAYS))
 def usage_env(
     request: pytest.FixtureRequest,
     telegram_env: dict[str, str],
@@ -88,7 +84,7 @@ def usage_env(
     values = {
         "PINCLAW_LLM__MODEL": PRICED,
         "OPENAI_BASE_URL": fake_llm.base_url,
-        **WAYS[request.param],
+        **PRICED_WAYS[request.param],
         "PINCLAW_PEOPLE": '{"me": {"telegram": "42", "owner": true}}',
         "PINCLAW_HEARTBEAT__ENABLED": "true",
         "PINCLAW_HEARTBEAT__INTERVAL_MINUTES": "0.03",
