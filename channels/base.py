@@ -8,22 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
-Markup = Literal["plain", "markdown", "html"]
-MediaKind = Literal["IMAGE", "DOCUMENT", "VIDEO", "AUDIO", "VOICE"]
-MEDIA_KINDS: tuple[MediaKind, ...] = ("IMAGE", "DOCUMENT", "VIDEO", "AUDIO", "VOICE")
-
-
-@dataclass(frozen=True)
-class ChannelCapabilities:
-    """What a channel can show; the prompt's Channel Capabilities section reads it."""
-
-    display_name: str
-    markup: Markup = "plain"
-    max_message_chars: int = 0  # 0: no limit
-    media: frozenset[MediaKind] = frozenset()
-    # How long the platform drops a message sent again with the same nonce (Discord does,
-    # for a few minutes): within it a part whose fate is unknown is safely sent again. 0: never.
-    nonce_window_s: float = 0.0
+from channels.capabilities import ChannelCapabilities, MediaKind
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""What the terminal can show, the media markers every channel's delivery instructions name,
-and the chat commands the platforms offer in their menus. A chat channel's own capabilities
+"""What a channel can show (ChannelCapabilities), what the terminal can show, the media
+markers every channel's delivery instructions name, and the chat commands the platforms offer
+in their menus. A chat channel's own capabilities
 and delivery instructions are its kind's (channels/telegram/kind.py, channels/discord/kind.py).
 
 Kept apart from the adapters so the prompt can be built (and inspected) without importing
@@ -8,7 +9,26 @@ python-telegram-bot or discord.py.
 
 from __future__ import annotations
 
-from channels.base import MEDIA_KINDS, ChannelCapabilities
+from dataclasses import dataclass
+from typing import Literal
+
+Markup = Literal["plain", "markdown", "html"]
+MediaKind = Literal["IMAGE", "DOCUMENT", "VIDEO", "AUDIO", "VOICE"]
+MEDIA_KINDS: tuple[MediaKind, ...] = ("IMAGE", "DOCUMENT", "VIDEO", "AUDIO", "VOICE")
+
+
+@dataclass(frozen=True)
+class ChannelCapabilities:
+    """What a channel can show; the prompt's Channel Capabilities section reads it."""
+
+    display_name: str
+    markup: Markup = "plain"
+    max_message_chars: int = 0  # 0: no limit
+    media: frozenset[MediaKind] = frozenset()
+    # How long the platform drops a message sent again with the same nonce (Discord does,
+    # for a few minutes): within it a part whose fate is unknown is safely sent again. 0: never.
+    nonce_window_s: float = 0.0
+
 
 TERMINAL = ChannelCapabilities(display_name="terminal (command line)", markup="markdown")
 

@@ -13,9 +13,12 @@ from __future__ import annotations
 import importlib
 import re
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
-from channels.base import Channel, ChannelCapabilities
+from channels.capabilities import ChannelCapabilities
+
+if TYPE_CHECKING:
+    from channels.base import Channel
 
 # How a person's private chat with the bot is found: "user_id": its chat id is the user's
 # id; "inbox": the private chat they last wrote in (none before they have).
@@ -56,7 +59,7 @@ class ChannelKind:
     def build(self, section: object) -> Channel:
         """The adapter, made with this channel's settings section (its library imported
         now; ValueError when the section cannot make one, e.g. no token)."""
-        return cast(Channel, loaded(self.adapter)(section))
+        return cast("Channel", loaded(self.adapter)(section))
 
 
 def loaded(reference: str) -> type:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from channels.base import MEDIA_KINDS, MediaKind
+from channels.capabilities import MEDIA_KINDS, MediaKind
 
 _MARKER = re.compile(r"\[(" + "|".join(MEDIA_KINDS) + r"):\s*([^\]\n]+?)\s*\]")
 _FENCE = re.compile(r"^\s*(```|~~~)")

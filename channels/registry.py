@@ -8,8 +8,7 @@ monkeypatch) is seen everywhere. Pure data, like the kinds: importing this is ch
 
 from __future__ import annotations
 
-from channels.base import ChannelCapabilities
-from channels.capabilities import TERMINAL
+from channels.capabilities import TERMINAL, ChannelCapabilities
 from channels.discord.kind import DISCORD
 from channels.kind import ChannelKind
 from channels.telegram.kind import TELEGRAM

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
-from channels.base import ChannelCapabilities
+from channels.capabilities import ChannelCapabilities
 from tools.config import Autonomy
 from tools.paths import PathRules
 

@@ -35,7 +35,7 @@ from agent.prompt.deferred_tools import NO_DEFERRAL, Deferral, TurnTools, plan_d
 from agent.prompt.mode import ModeChoice, choose_mode
 from agent.prompt.skills import SkillCatalog
 from agent.workspace import BOOTSTRAP_FILES, SKILLS
-from channels.base import ChannelCapabilities
+from channels.capabilities import ChannelCapabilities
 from tools.base import Tool, ToolRegistry, lean_schema
 from tools.board.pin_names import PinNames
 from tools.config import configured_boards

@@ -4,7 +4,8 @@ one cannot send the owner's private files or another chat's incoming files."""
 
 from __future__ import annotations
 
-from channels.base import IncomingMessage, MediaKind, OutgoingMedia, Reply
+from channels.base import IncomingMessage, OutgoingMedia, Reply
+from channels.capabilities import MediaKind
 from channels.markers import extract_markers
 from tools.base import ToolCallContext
 from tools.paths import PathRules, PolicyError

@@ -31,7 +31,6 @@ from channels.base import (
     ChatRef,
     IncomingMessage,
     MayAnswer,
-    MediaKind,
     OutgoingMedia,
     OutgoingPart,
     RemoteFile,
@@ -40,7 +39,7 @@ from channels.base import (
     Submit,
     reply_parts,
 )
-from channels.capabilities import CHAT_COMMANDS
+from channels.capabilities import CHAT_COMMANDS, MediaKind
 from channels.config import DiscordSettings
 from channels.discord.approvals import DiscordApprovals
 from channels.discord.kind import DISCORD

@@ -16,7 +16,8 @@ from telegram import (
     MessageOriginUser,
 )
 
-from channels.base import ChatRef, IncomingMessage, MediaKind, RemoteFile
+from channels.base import ChatRef, IncomingMessage, RemoteFile
+from channels.capabilities import MediaKind
 
 
 def addressed_to_bot(message: Message, bot_id: int, bot_username: str, group_mode: str) -> bool:

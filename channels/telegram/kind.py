@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import re
 
-from channels.base import MEDIA_KINDS, ChannelCapabilities
-from channels.capabilities import MEDIA_MARKERS
+from channels.capabilities import MEDIA_KINDS, MEDIA_MARKERS, ChannelCapabilities
 from channels.kind import ChannelKind, TokenShape
 
 TELEGRAM = ChannelKind(

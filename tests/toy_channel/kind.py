@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from channels.base import ChannelCapabilities
+from channels.capabilities import ChannelCapabilities
 from channels.kind import ChannelKind
 
 TOY = ChannelKind(
