@@ -125,8 +125,10 @@ async def test_a_reset_is_noticed_and_the_outputs_come_back(
     emulator.reset(boot_s=0.2)
     assert emulator.level(13) == 0
     # No tool call needed: the announcement alone brings the outputs back.
-    await eventually(lambda: emulator.level(13) == 1 and emulator.pwm(9) == 64)
-    assert emulator.mode(2) == "input"
+    # The three are restored one after another: wait for the last one too.
+    await eventually(
+        lambda: emulator.level(13) == 1 and emulator.pwm(9) == 64 and emulator.mode(2) == "input"
+    )
     result = await call(board, "gpio_read", pin="led")
     assert result.output == (
         "led (pin 13): high, mode output.\nNote: The board reset; pinclaw restored pin 13 high, "
