@@ -3,7 +3,6 @@ concrete channels and tools; heavy ones are imported when needed, not at start-u
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from agent.prompt.skills import SkillCatalog
 from agent.prompt.source import PromptSource, default_budget, host_info, host_timezone
 from agent.runtime.attachments import Transcriber
 from agent.runtime.channel_runtime import ChannelRuntime
+from agent.runtime.queues.turn_slots import TurnSlots
 from agent.runtime.turn_setup import Access, TurnSetup
 from agent.security import Scrubber
 from agent.turns.turn import TurnRunner
@@ -78,7 +78,7 @@ class App:
     policy: SecurityPolicy
     sandbox: Sandbox  # every command's OS sandbox: probed once, by build_app
     quirks: LearnedModelFacts = field(default_factory=LearnedModelFacts)
-    slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(16))
+    slots: TurnSlots = field(default_factory=lambda: TurnSlots(16))
     boards: Keeper | None = None  # every board, with their log, limits and interlocks
     history_tokens: int = 16_000
     memory: MemoryStore | None = None  # for auto-recall
@@ -370,7 +370,7 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
         scrub=scrub,
         policy=policy,
         sandbox=sandbox,
-        slots=asyncio.Semaphore(settings.agent.max_concurrent_turns),
+        slots=TurnSlots(settings.agent.max_concurrent_turns),
         boards=boards,
         history_tokens=history_budget(settings),
         quirks=await LearnedModelFacts.load(store.db),

@@ -104,18 +104,24 @@ class _Lines:
 
 def ping(home: Path) -> int | None:
     """The daemon's pid when one answers, else None (for `agent doctor`)."""
+    pid = pong(home).get("pid")
+    return pid if isinstance(pid, int) else None
+
+
+def pong(home: Path) -> dict[str, Any]:
+    """What the running daemon says of itself (its pid, the approval questions waiting for
+    a person: "asking"); empty when none answers."""
     try:
         sock = connect(home)
     except (Unreachable, OSError):
-        return None
+        return {}
     if sock is None:
-        return None
+        return {}
     with sock:
         lines = _Lines(sock, token(home))
         lines.request({"op": "ping"})
         event = lines.next()
-    pid = event.get("pid") if event else None
-    return pid if isinstance(pid, int) else None
+    return event or {}
 
 
 def run_one_shot(

@@ -117,8 +117,14 @@ def peer_uid(sock: Any) -> int | None:
 class LocalServer:
     """The socket and its lock, the clients being served, and the ops they may ask for."""
 
-    def __init__(self, home: Path, ops: Mapping[str, Handler]) -> None:
+    def __init__(
+        self,
+        home: Path,
+        ops: Mapping[str, Handler],
+        about: Callable[[], dict[str, int]] | None = None,
+    ) -> None:
         self.home = home
+        self._about = about  # counts "ping" reports too (for `agent doctor`)
         self.path = socket_path(home)
         self._ops: dict[str, Handler] = {"ping": self._ping, **ops}
         self._lock_fd: int | None = None
@@ -227,7 +233,8 @@ class LocalServer:
             conn.send({"event": "error", "message": message, "code": 1})
 
     async def _ping(self, request: Request, conn: Connection) -> None:
-        conn.send({"event": "pong", "pid": os.getpid(), "version": __version__})
+        about = self._about() if self._about is not None else {}
+        conn.send({"event": "pong", "pid": os.getpid(), "version": __version__, **about})
 
     def stop_intake(self) -> None:
         """No new clients; those being served carry on."""

@@ -33,7 +33,6 @@ from agent.daemon.one_shot_op import OneShots
 from agent.daemon.reloaded_app import (
     BOARDS,
     SHARED_ONCE,
-    between_turns,
     close_shared,
     next_generation,
 )
@@ -88,7 +87,6 @@ class Reloader:
         self.scheduler: Scheduler | None = None
         self.watcher: PinWatcher | None = None
         self._tell = tell
-        self._slots = app.settings.agent.max_concurrent_turns  # app.slots holds this many
         self._explicit = app.settings.config_file  # --config, PINCLAW_CONFIG or the default
         config = self._explicit or find_config_file(None, os.environ)
         self._watch = ConfigWatch([config, app.settings.home / ENV_FILE_NAME], self._on_file)
@@ -224,7 +222,7 @@ class Reloader:
         runtimes = [*self.runtimes.values()]
         if self.one_shots is not None:
             runtimes.append(self.one_shots.runtime)
-        quiet = between_turns(self.app, self._slots) if shared else contextlib.nullcontext()
+        quiet = self.app.slots.quiet() if shared else contextlib.nullcontext()
         async with quiet:
             if shared:
                 await close_shared(self.app, changes)

@@ -6,14 +6,13 @@ settings and tools) and its model when it starts (TurnAnswerer._turn), so each r
 new objects — a PromptSource over a new tool registry, a TurnRunner, the model client when
 `[llm]` changed — and the old ones live on in the turns that hold them. What cannot be
 shared by two generations (the boards' links, the MCP servers' processes) is replaced only
-while no turn runs: the caller holds every turn slot (`between_turns`).
+while no turn runs, not even one waiting for a person's approval (`TurnSlots.quiet`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 
 from agent.app import (
     App,
@@ -42,21 +41,6 @@ log = logging.getLogger(__name__)
 
 BOARDS = ("hardware", "boards")
 SHARED_ONCE = (*BOARDS, "mcp")  # replaced only while no turn runs
-
-
-@contextlib.asynccontextmanager
-async def between_turns(app: App, slots: int) -> AsyncIterator[None]:
-    """Every one of the `slots` turn slots held: the running turns have finished and no new
-    one starts until the block ends (they wait for a slot, as when all are busy)."""
-    taken = 0
-    try:
-        for _ in range(slots):
-            await app.slots.acquire()
-            taken += 1
-        yield
-    finally:
-        for _ in range(taken):
-            app.slots.release()
 
 
 async def close_shared(app: App, changes: SettingChanges) -> None:

@@ -125,7 +125,7 @@ def local_server(
     if live is not None:
         live.one_shots = one_shots
         ops["reload"] = live.op
-    return LocalServer(app.settings.home, ops)
+    return LocalServer(app.settings.home, ops, about=lambda: {"asking": app.slots.asking})
 
 
 async def _listen(local: LocalServer) -> None:

@@ -8,17 +8,22 @@ it quotes what the model wants to do, and no client may turn that into a link to
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import re
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 
 from agent.durable.always_allowed import AlwaysAllowed
 from channels.base import ApprovalAnswer, ApprovalQuestion, Channel, ChatRef, MayAnswer
 from tools.base import ASK_EACH_TIME, ApprovalRequest, Approver
 
 log = logging.getLogger(__name__)
+
+# Around the wait for a person's answer: the turn's slot given back meanwhile (Slot.asking).
+Parking = Callable[[], AbstractAsyncContextManager[None]]
 
 
 _SCHEME = re.compile(r"\b([a-z][a-z0-9+.-]*)://([^\s/?#<>\"'`]*)", re.I)
@@ -64,9 +69,11 @@ def chat_approver(
     *,
     always: AlwaysAllowed,
     timeout_s: float,
+    parked: Parking = contextlib.nullcontext,
 ) -> Approver:
     """An Approver that asks in `chat`: a remembered rule passes at once; no answer within
-    `timeout_s` is a denial; only people `may_answer` allows can answer."""
+    `timeout_s` is a denial; only people `may_answer` allows can answer. The wait runs
+    inside `parked` (the turn holds no slot meanwhile)."""
 
     async def approve(request: ApprovalRequest) -> bool:
         remembered = await always.rules()
@@ -76,7 +83,7 @@ def chat_approver(
         question = ApprovalQuestion(uuid.uuid4().hex[:16], question_text(request))
         answer: ApprovalAnswer
         try:
-            async with asyncio.timeout(timeout_s):  # not wait_for: it can lose a /stop
+            async with parked(), asyncio.timeout(timeout_s):  # not wait_for: it can lose a /stop
                 answer = await channel.ask_approval(chat, question, may_answer)
         except TimeoutError:
             log.info("%s: no answer to %r within %g s: denied", chat.key, request.action, timeout_s)
@@ -101,6 +108,7 @@ def owner_approver(
     for_chat: ChatRef,
     always: AlwaysAllowed,
     timeout_s: float,
+    parked: Parking = contextlib.nullcontext,
 ) -> Approver:
     """An Approver for a question only the owner may answer (ApprovalRequest.owner_only: it
     comes after words the owner did not write) in someone else's turn: asked in the owner's
@@ -119,7 +127,9 @@ def owner_approver(
             )
             return False
         asked = dataclasses.replace(request, action=f"{request.action} (in {for_chat.key})")
-        ask = chat_approver(channel, chat, is_owner, always=always, timeout_s=timeout_s)
+        ask = chat_approver(
+            channel, chat, is_owner, always=always, timeout_s=timeout_s, parked=parked
+        )
         return await ask(asked)
 
     return approve
@@ -133,16 +143,25 @@ def turn_approvers(
     *,
     always: AlwaysAllowed,
     timeout_s: float,
+    parked: Parking = contextlib.nullcontext,
 ) -> tuple[Approver, Approver | None]:
     """A turn's two ways to ask: in its chat, and the owner privately (`owner`: how to find
     the owner's private chat, and who the owner is; None: no owner is named in [people] on
     this channel, so there is nobody to ask privately and the chat's people answer)."""
-    in_chat = chat_approver(channel, chat, may_answer, always=always, timeout_s=timeout_s)
+    in_chat = chat_approver(
+        channel, chat, may_answer, always=always, timeout_s=timeout_s, parked=parked
+    )
     if owner is None:
         return in_chat, None
     owner_chat, is_owner = owner
     privately = owner_approver(
-        channel, owner_chat, is_owner, for_chat=chat, always=always, timeout_s=timeout_s
+        channel,
+        owner_chat,
+        is_owner,
+        for_chat=chat,
+        always=always,
+        timeout_s=timeout_s,
+        parked=parked,
     )
     return in_chat, privately
 

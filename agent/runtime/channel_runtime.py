@@ -16,7 +16,6 @@ the three calls of `Enqueue` (enqueue.py), which this class answers.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from agent.runtime.owner.metering import OwnerControls
 from agent.runtime.queues.chat_queues import ChatQueues
 from agent.runtime.queues.courier import Courier
 from agent.runtime.queues.replies import Alongside, ChatReplies
+from agent.runtime.queues.turn_slots import TurnSlots
 from agent.runtime.running_turns import RunningTurns
 from agent.runtime.turn_answering import TurnAnswerer
 from agent.runtime.turn_setup import TurnSetup
@@ -51,7 +51,7 @@ class ChannelRuntime:
         setup: TurnSetup,
         store: Store,
         *,
-        slots: asyncio.Semaphore,
+        slots: TurnSlots,
         scrub: Scrubber,
         policy: SecurityPolicy,
         transcribe: Transcriber | None,
@@ -75,7 +75,9 @@ class ChannelRuntime:
             scrub,
         )
         self.turns = RunningTurns()
-        self.commands = ChatCommands(setup, store, self.turns, self.controls, self.door)
+        self.commands = ChatCommands(
+            setup, store, self.turns, self.controls, self.door, lambda: slots.asking
+        )
 
         def approval_s() -> float:
             return setup.settings.security.approval_timeout_s

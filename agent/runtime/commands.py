@@ -53,6 +53,7 @@ class CommandContext:
     controls: OwnerControls | None = None  # usage, budget, chat models (None: not kept here)
     owner: bool = False  # the owner, in their private chat or the terminal
     sender: str = ""  # who wrote the command, as /model keeps it
+    asking: Callable[[], int] = lambda: 0  # approval questions waiting, on every channel
 
 
 def parse_command(text: str) -> str | None:
@@ -74,12 +75,14 @@ class ChatCommands:
         turns: RunningTurns,
         controls: OwnerControls,
         door: Doorkeeper,
+        asking: Callable[[], int],
     ) -> None:
         self._setup = setup
         self._store = store
         self._turns = turns
         self._controls = controls
         self._door = door
+        self._asking = asking
 
     async def answer(self, msg: IncomingMessage, *, in_chat: bool) -> str | None:
         """The command's answer; None when `msg` is no command. `in_chat`: a chat channel's
@@ -105,6 +108,7 @@ class ChatCommands:
             controls=self._controls,
             owner=audience_of(msg, setup.settings.people).owner_private,
             sender=msg.sender_name or msg.sender_id,
+            asking=self._asking,
         )
 
 
@@ -161,4 +165,6 @@ async def _status(ctx: CommandContext) -> str:
             f"Last answer: {last.prompt_tokens} prompt + {last.completion_tokens} completion "
             f"tokens, cost {cost}, ended: {last.stop_reason}"
         )
+    if ctx.owner:  # each such turn holds no slot while it waits
+        lines.append(f"Approval questions waiting for an answer: {ctx.asking()}")
     return "\n".join(lines)

@@ -1,7 +1,8 @@
 """TurnAnswerer: one channel's turns. A pending message of the inbox is answered in its
 chat's queue (its reply, its session and its inbox row in one transaction, handed to the
 chat queues to commit); the terminal's message is answered at once (`answer_now`). Chats
-run side by side up to a shared number of turn slots; a turn no model could answer waits
+run side by side up to a shared number of turn slots (a turn waiting for a person's approval
+holds none: queues/turn_slots.py); a turn no model could answer waits
 and runs again (outage.py). Whose turn it is — the audience — is resolved once per message
 and carried to the budget, the inputs and the reply's files.
 """
@@ -32,6 +33,7 @@ from agent.runtime.owner.metering import OwnerControls, Refused
 from agent.runtime.queues.chat_queues import Finished
 from agent.runtime.queues.outage import OutageNotice, retry_later
 from agent.runtime.queues.replies import ChatReplies
+from agent.runtime.queues.turn_slots import Slot, TurnSlots
 from agent.runtime.running_turns import RunningTurns
 from agent.runtime.turn_inputs import turn_inputs
 from agent.runtime.turn_setup import TurnSetup
@@ -53,7 +55,7 @@ class TurnAnswerer:
         setup: TurnSetup,
         store: Store,
         *,
-        slots: asyncio.Semaphore,
+        slots: TurnSlots,
         turns: RunningTurns,
         replies: ChatReplies,
         door: Doorkeeper,
@@ -93,10 +95,10 @@ class TurnAnswerer:
         typing = channel.typing(msg.chat) if trigger is None else contextlib.nullcontext()
         notice = OutageNotice(pending, self._replies.queue)
         audience = self._audience(msg)
-        async with self._slots, typing:
+        async with self._slots.hold() as slot, typing:
             msg = await self._downloads.fetch(msg)
             outcome = await self._turn(
-                msg, audience, on_text=on_text, on_retry=notice, trigger=trigger
+                msg, audience, slot, on_text=on_text, on_retry=notice, trigger=trigger
             )
         retry = outcome.status == "retry"
         if retry and await retry_later(pending, notice, settings.agent, self._store.inbox):
@@ -133,9 +135,9 @@ class TurnAnswerer:
         chat, where the person waits for the answer (`on_text`: as it streams) and nothing
         needs redelivering."""
         audience = self._audience(msg)
-        async with self._slots:
+        async with self._slots.hold() as slot:
             fetched = await self._downloads.fetch(msg)
-            outcome = await self._turn(fetched, audience, on_event=on_event, on_text=on_text)
+            outcome = await self._turn(fetched, audience, slot, on_event=on_event, on_text=on_text)
         taint = outcome.tainted_by
         await self._store.sessions.append_turn(msg.chat.key, outcome.messages, tainted_by=taint)
         files = reply_files(self._policy, msg, owner_private=audience.owner_private)
@@ -151,6 +153,7 @@ class TurnAnswerer:
         self,
         msg: IncomingMessage,
         audience: Audience,
+        slot: Slot,
         on_event: Callable[[ToolEvent], None] | None = None,
         on_text: Callable[[str], None] | None = None,
         on_retry: OnRetry = None,
@@ -184,6 +187,7 @@ class TurnAnswerer:
                 (door.owner_chat, door.is_owner) if door.owner_ids() else None,
                 always=self._always,
                 timeout_s=settings.security.approval_timeout_s,
+                parked=slot.asking,
             ),
         )
         task = asyncio.create_task(

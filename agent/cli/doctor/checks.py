@@ -266,14 +266,17 @@ def _report_sandbox(
 
 
 def _daemon_line(home: Path) -> str:
-    """Whether `agent run` serves this home's socket, so one-shots are warm."""
-    from agent.cli.local_client import ping
+    """Whether `agent run` serves this home's socket, so one-shots are warm, and how many of
+    its turns wait for a person's approval (they hold no turn slot meanwhile)."""
+    from agent.cli.local_client import pong
     from agent.home import socket_path
 
-    pid = ping(home)
-    if pid is None:
+    said = pong(home)
+    pid, asking = said.get("pid"), said.get("asking")
+    if not isinstance(pid, int):
         return "note daemon: not running (one-shots start cold)"
-    return f"note daemon: running (pid {pid}) on {socket_path(home)}"
+    waiting = f"; {asking} approval question(s) waiting for an answer" if asking else ""
+    return f"note daemon: running (pid {pid}) on {socket_path(home)}{waiting}"
 
 
 def _note_queues(state_db: Path) -> None:

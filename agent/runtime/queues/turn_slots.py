@@ -1,0 +1,83 @@
+"""TurnSlots: the `max_concurrent_turns` slots every channel's turns share, and the turns
+that wait for a person.
+
+A turn holds a slot while it works: its model calls and its tools. While it waits for a
+person's answer to an approval question it holds none (`Slot.asking`): a few people who never
+press a button must not stall every other chat for the question's whole timeout (issue 40's
+soak: 16 unanswered questions held all 16 slots). The answer in, the turn takes a slot again
+before its tool runs. `asking` counts the questions waiting, for /status and `agent doctor`.
+
+`quiet()` is the reload's "between turns" (agent/daemon/reloaded_app.py): no turn starts and
+every admitted turn, also one parked on a question, has ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+
+class Slot:
+    """One turn's place: held while it works, given back while it waits for a person."""
+
+    def __init__(self, slots: TurnSlots) -> None:
+        self._slots = slots
+        self.held = False
+        self._parked = 0  # questions of this turn waiting at once (parallel tool calls)
+
+    @contextlib.asynccontextmanager
+    async def asking(self) -> AsyncIterator[None]:
+        """Wait for a person without the slot; take one again before going on."""
+        slots = self._slots
+        self._parked += 1
+        slots.asking += 1
+        if self.held and self._parked == 1:
+            self.held = False
+            slots.semaphore.release()
+        try:
+            yield
+        finally:
+            slots.asking -= 1
+            self._parked -= 1
+            if self._parked == 0 and not self.held:
+                await slots.semaphore.acquire()
+                self.held = True
+
+
+class TurnSlots:
+    def __init__(self, count: int) -> None:
+        self.semaphore = asyncio.Semaphore(count)
+        self.asking = 0  # approval questions waiting for a person, on every channel
+        self._admitted = 0  # turns between hold()'s start and end, parked ones too
+        self._open = asyncio.Event()
+        self._open.set()
+        self._idle = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def hold(self) -> AsyncIterator[Slot]:
+        """A slot for one turn, for as long as the block runs (less its `asking` waits)."""
+        await self._open.wait()
+        self._admitted += 1
+        slot = Slot(self)
+        try:
+            await self.semaphore.acquire()
+            slot.held = True
+            yield slot
+        finally:
+            if slot.held:
+                self.semaphore.release()
+            self._admitted -= 1
+            async with self._idle:
+                self._idle.notify_all()
+
+    @contextlib.asynccontextmanager
+    async def quiet(self) -> AsyncIterator[None]:
+        """No turn running nor waiting for a person, and none starts until the block ends."""
+        self._open.clear()
+        try:
+            async with self._idle:
+                await self._idle.wait_for(lambda: self._admitted == 0)
+            yield
+        finally:
+            self._open.set()
