@@ -1,3 +1,3 @@
-from agent.cli.main import main
+from agent.cli.entry import main
 
 main()

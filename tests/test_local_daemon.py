@@ -28,22 +28,25 @@ import pytest_socket
 from daemon_process import DaemonProcess, wait_until
 from fakes.llm_server import FakeLLM, error, text, tool_calls
 
+from agent.cli.entry import PlainOneShot, plain_one_shot
 from agent.cli.service import command_line, service_file
 from agent.home import settings_fingerprint
 
 REPO = Path(__file__).resolve().parent.parent
 NOBODY = 65534
-# `agent ARGS` in a process that reports, last on stderr, which heavy modules it loaded.
-# The command itself, not main(): main() leaves a cold one-shot with os._exit, and this
-# wrapper must print what was loaded afterwards.
+# `agent ARGS` in a process that reports, last on stderr, which heavy modules it loaded:
+# the installed command's own entry (agent/cli/entry.py), with os._exit (how main() leaves a
+# cold one-shot) made a plain exit, so this wrapper still prints what was loaded afterwards.
 CLIENT = """\
-import sys
-from agent.cli.main import cli
+import os, sys
+os._exit = sys.exit
+sys.argv[0] = "agent"
+from agent.cli.entry import main
 try:
-    cli.main(args=sys.argv[1:], prog_name="agent")
+    main()
 except SystemExit as exc:
     code = exc.code
-heavy = ("litellm", "openai", "pydantic", "pydantic_settings", "asyncio")
+heavy = ("litellm", "openai", "pydantic", "pydantic_settings", "asyncio", "click")
 heavy = [m for m in heavy if m in sys.modules]
 print("loaded:", ",".join(heavy), file=sys.stderr)
 sys.exit(code)
@@ -132,7 +135,7 @@ def test_a_one_shot_is_answered_by_the_daemon_with_a_thin_client(local: Shared) 
     assert lines[1].startswith('  tool shell(command="cat note.txt") ok')
     assert lines[2].startswith("[turn ended: done; 2 tool calls; ")
     assert len(lines) == 3
-    assert loaded == []  # neither LiteLLM nor pydantic (nor asyncio) in the client
+    assert loaded == []  # neither LiteLLM nor pydantic nor asyncio, not even click
     assert one_shots_in(local.running()) == 1
     assert (local.home / "workspace" / "note.txt").read_text() == "kept by the daemon"
 
@@ -319,13 +322,39 @@ def test_a_daemon_with_other_settings_leaves_the_one_shot_to_this_process(local:
     result, loaded = agent(other, "-v", "run", "-m", "warmer?")
     assert result.returncode == 0 and "openai" in loaded
     declined = "the daemon declined: it runs with other settings: PINCLAW_LLM__TEMPERATURE"
-    assert declined in result.stderr
+    assert result.stderr.count(declined) == 1  # asked once, before click and not again
     assert local.llm.requests[-1]["temperature"] == 0.25
     assert one_shots_in(daemon) == before
     secret = {**local.env, "PINCLAW_CHANNELS__TELEGRAM__BOT_TOKEN": "123:not-in-the-daemon"}
     result, loaded = agent(secret, "run", "-m", "a token is no setting")
     assert result.returncode == 0 and loaded == []  # secrets do not part them
     assert one_shots_in(daemon) == before + 1
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["run", "-m", "hi"], PlainOneShot("hi")),
+        (["run", "--message=hi there", "--session", "s"], PlainOneShot("hi there", "s")),
+        (["-vv", "--config", "c.toml", "run", "-mhi"], PlainOneShot("hi", None, Path("c.toml"), 2)),
+        (["--config=c.toml", "-q", "run", "--session=s", "-m", "-v"],
+         PlainOneShot("-v", "s", Path("c.toml"))),
+        (["run", "-m", "hi", "--no-daemon"], None),  # click reads everything else
+        (["run", "-m", "-"], None),  # standard input
+        (["run", "-m", "  "], None),  # click says it is empty
+        (["run", "-m", "a", "-m", "b"], None),
+        (["run", "-m"], None),
+        (["run", "--session", "s"], None),  # serve, not a one-shot
+        (["run"], None),
+        (["-q", "-v", "run", "-m", "hi"], None),
+        (["-vq", "run", "-m", "hi"], None),
+        (["--help"], None),
+        (["chat"], None),
+        ([], None),
+    ],
+)  # fmt: skip
+def test_only_a_plain_one_shot_skips_click(args: list[str], expected: PlainOneShot | None) -> None:
+    assert plain_one_shot(args) == expected
 
 
 def test_a_second_daemon_for_the_same_home_exits_2(local: Shared) -> None:
@@ -405,7 +434,7 @@ def test_service_install_writes_the_unit_and_a_private_env_file(tmp_path: Path) 
     assert shown.returncode == 0, shown.stderr
     assert f"ExecStart={sys.executable} -m agent run" in shown.stdout
     assert not (tmp_path / ".config").exists() and not (tmp_path / "home").exists()
-    assert loaded == []
+    assert loaded == ["click"]
     result, _ = agent(env, "service", "install")
     assert result.returncode == 0, result.stderr
     unit = tmp_path / ".config" / "systemd" / "user" / "pinclaw.service"

@@ -193,8 +193,10 @@ def run(ctx: click.Context, message: str | None, session: str | None, no_daemon:
         message = sys.stdin.read()
     if message is not None and not message.strip():
         _fail("error: the message is empty", 2)
-    if message is not None and not no_daemon:
-        code = _through_daemon(ctx, message, session)
+    if message is not None and not no_daemon and not ctx.obj.get("daemon_tried"):
+        from agent.cli.entry import through_daemon
+
+        code = through_daemon(message, session, ctx.obj["config"], verbose=ctx.obj["verbose"] > 0)
         if code is not None:
             sys.exit(code)
     if message is not None:
@@ -235,22 +237,6 @@ def _cold_one_shot(ctx: click.Context, message: str, session: str | None) -> int
         code = asyncio.run(run_once(settings, message, session=session, screen=screen))
     ctx.obj["leave_at_once"] = True  # everything is written: main() skips the teardown
     return code
-
-
-def _through_daemon(ctx: click.Context, message: str, session: str | None) -> int | None:
-    """The one-shot answered by the local daemon (exit status), or None when none takes it."""
-    from agent.cli.local_client import run_one_shot
-    from agent.home import ENV_PREFIX, default_home, find_config_file, settings_fingerprint
-
-    env = os.environ
-    config_file = find_config_file(ctx.obj["config"], env)
-    named = ctx.obj["config"] is not None or bool(env.get(f"{ENV_PREFIX}CONFIG"))
-    if named and not config_file.exists():
-        return None  # loading the settings here reports it
-    fingerprint = settings_fingerprint(config_file, env)
-    return run_one_shot(
-        default_home(env), message, session, fingerprint, verbose=ctx.obj["verbose"] > 0
-    )
 
 
 @cli.command()
@@ -349,9 +335,11 @@ def prompt_show(
         sys.stdout.flush()
 
 
-def main(argv: Any = None) -> None:
+def main(argv: Any = None, *, daemon_tried: bool = False) -> None:
+    """The commands, through click (`daemon_tried`: agent/cli/entry.py already offered this
+    one-shot to the daemon, which did not take it)."""
     collector.hold()  # until a command that runs on has started (agent/collector.py)
-    state: dict[str, Any] = {}
+    state: dict[str, Any] = {"daemon_tried": daemon_tried}
     try:
         cli.main(args=argv, prog_name="agent", obj=state)
     except SystemExit as done:
