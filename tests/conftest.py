@@ -27,6 +27,18 @@ if TYPE_CHECKING:
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 TEST_MODEL = "openai/test-model"
+# The longest tests (each one a minute or more of a CI run: a venv installed from the lock, a
+# kill -9 at every point of a send) start first, so under `-n 4` none of them begins late and
+# keeps the run waiting on it alone at the end.
+LONGEST = (
+    "test_install_pythons.py::",
+    "test_newcomer_walkthrough.py::",
+    "test_delivery_faults.py::test_kill_9_at_each_point",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: not any(part in item.nodeid for part in LONGEST))
 
 
 @pytest.fixture
