@@ -33,6 +33,7 @@ from pydantic_settings import (
 )
 
 from agent.home import ENV_PREFIX, default_home, find_config_file, load_env_file
+from agent.http.config import HttpSettings
 from channels.config import ChannelsSettings
 from channels.config import PersonSettings as PersonSettings  # [people.NAME], re-exported
 from tools.config import (
@@ -240,6 +241,7 @@ class Settings(BaseSettings):
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     web: WebSettings = Field(default_factory=WebSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)  # [mcp.servers.NAME]: tools/mcp/
+    http: HttpSettings = Field(default_factory=HttpSettings)  # agent/http/
     people: dict[str, PersonSettings] = Field(default_factory=dict)
 
     _home: Path = PrivateAttr(default_factory=lambda: default_home(os.environ))

@@ -23,6 +23,7 @@ AGENT_CORE = (
     "agent.workspace",
     "agent.security",
     "agent.collector",
+    "agent.http.config",
     "channels",
     "tools",
 )
@@ -35,6 +36,7 @@ AGENT_FLOORS = (
     "agent.runtime",
     "agent.proactive",
     "agent.app",
+    "agent.http",
     "agent.daemon",
     "agent.cli",
 )
@@ -73,7 +75,14 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "tools.mcp": ("tools.mcp", "tools.sandbox", *TOOLS_CORE_ALL),
     "tools.web": ("tools.web", *TOOLS_CORE_ALL),
     "agent.home": (),
-    "agent.config": ("agent.home", "channels.config", "tools.config", "tools.mcp.config"),
+    "agent.config": (
+        "agent.home",
+        "agent.http.config",
+        "channels.config",
+        "tools.config",
+        "tools.mcp.config",
+    ),
+    "agent.http.config": (),  # [http]'s settings model: light, core
     # tools.boundaries: the inbox/ folder init makes is the one it splits per chat
     "agent.workspace": ("agent.home", "tools.paths", "tools.boundaries"),
     "agent.security": (),

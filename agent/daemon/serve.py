@@ -42,6 +42,7 @@ from agent.daemon.warmup import warm_up
 from agent.durable.file.storage_health import Listener, StorageHealth
 from agent.durable.schedules import Schedules
 from agent.home import settings_fingerprint
+from agent.http.service import HttpIn, start_http
 from agent.proactive.schedule_book import owner_chat
 from agent.runtime.channel_runtime import ChannelRuntime
 from agent.runtime.owner.budget import Tell
@@ -61,7 +62,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
     live = Reloader(app, chat_runtimes, budget_teller(app, chat_runtimes))  # agent reload
     local = local_server(app, chat_runtimes, live)
     app.store.db.health.listen(tell_owner(app, chat_runtimes))  # the disk fills, or has room
-    stopped = False
+    stopped, http = False, None
     try:
         await _listen(local)  # DaemonRunning: one line and exit 2, from agent/cli/main.py
         await _connect_board(app)
@@ -75,6 +76,9 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         if enabled and not runtimes:
             log.error("no channel could start; see the errors above")
             return 2
+        http = await start_http(app, chat_runtimes)  # [http]: webhooks into the chats' inboxes
+        if http is not None:
+            say(f"serving HTTP on {http.server.address}")
         # The first message should cost what later ones do: LiteLLM's call path is loaded
         # now, in a thread, while the channels already serve (and before the freeze below).
         await warm_up(settings.llm)
@@ -98,13 +102,15 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
             await scheduler.stop()
         if watcher is not None:
             await watcher.stop()
-        await shutdown([*chat_runtimes.values()], app.settings.agent.shutdown_grace_s, local)
+        await shutdown([*chat_runtimes.values()], app.settings.agent.shutdown_grace_s, local, http)
         stopped = True
         return 0
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         live.close()
+        if http is not None and not stopped:
+            await http.server.stop()
         await local.close()
         await app.close(board_grace_s=app.settings.agent.shutdown_grace_s)
         if stopped:
@@ -239,8 +245,14 @@ async def start_channels(app: App) -> list[ChannelRuntime]:
 
 
 async def shutdown(
-    runtimes: list[ChannelRuntime], grace_s: float, local: LocalServer | None = None
+    runtimes: list[ChannelRuntime],
+    grace_s: float,
+    local: LocalServer | None = None,
+    http: HttpIn | None = None,
 ) -> None:
+    if http is not None:  # no new requests; its silent turns drain with the channels
+        await http.server.stop()
+        runtimes = [*runtimes, http.hooks]
     for runtime in runtimes:
         await runtime.channel.stop_intake()
     if local is not None:

@@ -28,8 +28,10 @@ FULL_RESTART = (
     "memory.embedding_model",
     "state",
     "agent.max_concurrent_turns",
+    "http",  # the server's address and limits
 )
-LIVE_INSIDE = ("security.approval_timeout_s",)  # read per question, under FULL_RESTART's
+# Read per question, per delivery, under FULL_RESTART's
+LIVE_INSIDE = ("security.approval_timeout_s", "http.hooks")
 CHANNEL_LIVE = ("allowed_users", "pairing")  # a channel's keys its runtime reads as it goes
 EVERY_CHANNEL = ("channels.download_timeout_s", "channels.delivery")  # taken at a start
 

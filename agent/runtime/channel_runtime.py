@@ -121,8 +121,8 @@ class ChannelRuntime:
 
     async def enqueue_triggered(
         self, msg: IncomingMessage, trigger: Trigger, *, alongside: Alongside
-    ) -> None:
-        await self.intake.enqueue_triggered(msg, trigger, alongside=alongside)
+    ) -> bool:
+        return await self.intake.enqueue_triggered(msg, trigger, alongside=alongside)
 
     # -- the terminal -----------------------------------------------------------------------
 

@@ -120,13 +120,16 @@ class MessageIntake:
 
     async def enqueue_triggered(
         self, msg: IncomingMessage, trigger: Trigger, *, alongside: Alongside
-    ) -> None:
+    ) -> bool:
         """A message nobody typed into the inbox, in one transaction with `alongside` (the
-        book's own change, which may raise to store nothing), then its chat woken."""
+        book's own change, which may raise to store nothing), then its chat woken. False:
+        its message id was stored before (a webhook's delivery sent again)."""
 
-        def store(conn: Transaction) -> None:
+        def store(conn: Transaction) -> bool:
             alongside(conn)
-            self._store.inbox.insert(conn, msg, trigger=trigger)
+            return self._store.inbox.insert(conn, msg, trigger=trigger) is not None
 
-        await self._store.db.write(store)
-        self._wake(msg.chat.key)
+        stored = await self._store.db.write(store)
+        if stored:
+            self._wake(msg.chat.key)
+        return stored

@@ -39,7 +39,12 @@ from tools.proactive.schedule_times import zone_named
 
 log = logging.getLogger(__name__)
 
-_STARTS: dict[str, StartedBy] = {"scheduled": "schedule", "heartbeat": "heartbeat", "pin": "watch"}
+_STARTS: dict[str, StartedBy] = {
+    "scheduled": "schedule",
+    "heartbeat": "heartbeat",
+    "pin": "watch",
+    "webhook": "webhook",
+}
 
 
 @dataclass(frozen=True)

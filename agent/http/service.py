@@ -1,0 +1,44 @@
+"""`[http]` in the daemon: the server started after the chat channels (a hook's target is
+a chat of theirs) with its routes, and stopped first at shutdown (no new requests, then the
+runtimes drain). A port that cannot be bound is said and the rest runs on."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from agent.app import App
+from agent.http.hook_channel import HookChannel
+from agent.http.hooks import Hooks
+from agent.http.server import HttpServer
+from agent.runtime.channel_runtime import ChannelRuntime
+from agent.runtime.turn_setup import Access
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HttpIn:
+    server: HttpServer
+    hooks: ChannelRuntime  # the silent hooks' runtime, drained with the channels'
+
+
+async def start_http(app: App, runtimes: Mapping[str, ChannelRuntime]) -> HttpIn | None:
+    """The server serving, or None when `[http]` is off or its address cannot be bound."""
+    settings = app.settings.http
+    if not settings.enabled:
+        return None
+    silent = app.runtime(HookChannel(), Access(open_to_all=True))
+    await silent.resume()  # silent turns an earlier run left pending
+    hooks = Hooks(lambda: app.settings, runtimes, silent, app.scrub)
+    server = HttpServer(settings, [web.post("/hooks/{name}", hooks.handle)])
+    try:
+        await server.start()
+    except OSError as exc:
+        log.error("[http]: cannot serve on %s:%d: %s", settings.host, settings.port, exc)
+        await silent.drain(0)
+        return None
+    return HttpIn(server, silent)
