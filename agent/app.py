@@ -18,6 +18,7 @@ from agent.durable.file.state_db import StateDB
 from agent.durable.file_sources import FileSources
 from agent.durable.hardware_records import StateRecords
 from agent.durable.inbox import Inbox
+from agent.durable.jobs import Jobs
 from agent.durable.learned_model_facts import LearnedModelFacts
 from agent.durable.outbox import Outbox
 from agent.durable.schedules import Schedules
@@ -38,6 +39,7 @@ from agent.prompt.skills import SkillCatalog
 from agent.prompt.source import PromptSource, default_budget, host_info, host_timezone
 from agent.runtime.attachments import Transcriber
 from agent.runtime.channel_runtime import ChannelRuntime
+from agent.runtime.jobs.delegate_tool import DelegateTool, JobDesk
 from agent.runtime.queues.turn_slots import TurnSlots
 from agent.runtime.turn_setup import Access, TurnSetup
 from agent.security import Scrubber
@@ -85,6 +87,7 @@ class App:
     schedules: ChatSchedules | None = None  # what the schedule tools keep
     watches: ChatWatches | None = None  # what the pin-watch tools keep
     mcp: McpManager | None = None  # the MCP servers, whose tools are in `tools`
+    jobs: JobDesk | None = None  # sub-agents' jobs (the delegate tool), per channel
 
     def runner(self, channel: Channel) -> TurnRunner:
         """What runs this generation's turns on `channel`."""
@@ -103,6 +106,7 @@ class App:
             policy=self.policy,
             transcribe=voice_transcriber(self.settings, channel.name),
             memory=self.memory,
+            jobs=self.jobs,
         )
 
     async def close(self, *, board_grace_s: float | None = None) -> None:
@@ -220,6 +224,7 @@ def build_tools(
     sandbox: Sandbox | None = None,
     scrub: Scrubber | None = None,
     file_sources: FileProvenance | None = None,
+    jobs: JobDesk | None = None,
 ) -> ToolRegistry:
     """Every tool of this configuration. `schedules`, `watches`: where the schedule and
     pin-watch tools keep theirs (without one they are offered all the same, and refuse);
@@ -257,6 +262,7 @@ def build_tools(
         tools += ScheduleTools(schedules, timezone, scrub=scrub).tools()
     tools += web_tools(settings.web, network=security.sandbox_network)
     tools += skill_tools(skills or SkillCatalog.from_settings(settings), shell, policy, tools)
+    tools += [DelegateTool(jobs)] if jobs is not None else []
     return ToolRegistry(read_only(tools) if policy.autonomy == "read_only" else tools)
 
 
@@ -348,6 +354,7 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
     watches = ChatWatches(Schedules(store.db), settings)
     memories = memory_store(settings) if settings.memory.enabled else None
     scrub = make_scrubber(settings)  # one for the tools, the replies and the logs' lines
+    jobs = JobDesk(Jobs(store.db), settings.agent.max_jobs)
     tools = build_tools(
         settings,
         policy,
@@ -359,6 +366,7 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
         sandbox=sandbox,
         scrub=scrub,
         file_sources=FileSources(store.db, workspace),
+        jobs=jobs,
     )
     mcp = await start_servers(settings.mcp, settings.home / "mcp", policy, sandbox, tools)
     app = App(
@@ -378,6 +386,7 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
         schedules=schedules,
         watches=watches,
         mcp=mcp,
+        jobs=jobs,
     )
     if mcp is not None:  # compact mode's copy of the tools follows the servers' lists too
         mcp.also_in(app.source.tools)

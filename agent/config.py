@@ -125,17 +125,14 @@ class LLMSettings(_Section):
 
 class AgentSettings(_Section):
     max_tool_iterations: int = Field(default=10, ge=1, le=100)
-    # Tool calls run per model reply and per turn (parallel ones count one by one).
-    max_tool_calls_per_reply: int = Field(default=8, ge=1, le=100)
+    max_tool_calls_per_reply: int = Field(default=8, ge=1, le=100)  # parallel ones each count
     max_tool_calls_per_turn: int = Field(default=30, ge=1, le=1000)
     tool_timeout_s: float = Field(default=60.0, gt=0)
-    # "auto": a local model or a window of 8,192 tokens or less (agent/prompt/mode.py)
-    compact_context: bool | Literal["auto"] = "auto"
+    compact_context: bool | Literal["auto"] = "auto"  # "auto": see agent/prompt/mode.py
     prompt_mode: Literal["auto", "full", "compact", "minimal", "none"] = "auto"
     prompt_budget_tokens: int = Field(default=0, ge=0)
     tool_dispatcher: Literal["auto", "native", "xml"] = "auto"
-    # Past it, MCP tools are listed by name, loaded on demand (agent/prompt/deferred_tools.py)
-    tool_schema_budget_tokens: int = Field(default=1_500, ge=0)
+    tool_schema_budget_tokens: int = Field(default=1_500, ge=0)  # past it MCP tools load on demand
     timezone: str = ""
     delivery_instructions: Literal["after_user", "in_user", "system_prompt"] = "after_user"
     max_concurrent_turns: int = Field(default=16, ge=1)
@@ -145,6 +142,9 @@ class AgentSettings(_Section):
     turn_deadline_s: float = Field(default=DEFAULT_TURN_DEADLINE_S, gt=0)
     retry_failed_turns_for_s: float = Field(default=1800.0, ge=0)
     turn_retry_backoff_s: float = Field(default=5.0, gt=0)
+    max_jobs: int = Field(default=3, ge=1)  # sub-agents' jobs (delegate) at once, their limits
+    job_time_limit_s: float = Field(default=300.0, gt=0)
+    job_token_limit: int = Field(default=50_000, ge=1)
 
 
 class WorkspaceSettings(_Section):
@@ -186,15 +186,15 @@ class WatchesSettings(_Section):
 
 
 class BudgetSettings(_Section):
-    """Spending limits in US dollars (LiteLLM's prices); 0 is no limit. Days and months are
-    agent.timezone's. `max_tokens_per_turn` bounds a turn's calls to models with no price."""
+    """Spending limits in US dollars (LiteLLM's prices), 0: none; days in agent.timezone."""
 
     daily_usd: float = Field(default=0.0, ge=0)
     monthly_usd: float = Field(default=0.0, ge=0)
     heartbeat_daily_usd: float = Field(default=0.0, ge=0)
     schedules_daily_usd: float = Field(default=0.0, ge=0)
     watches_daily_usd: float = Field(default=0.0, ge=0)
-    max_tokens_per_turn: int = Field(default=0, ge=0)
+    jobs_daily_usd: float = Field(default=0.0, ge=0)
+    max_tokens_per_turn: int = Field(default=0, ge=0)  # a turn's calls to unpriced models
 
 
 class StateSettings(_Section):

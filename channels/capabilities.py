@@ -40,6 +40,7 @@ CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("new", "Start a fresh conversation"),
     ("stop", "Stop the current answer"),
     ("status", "Model, conversation length and last answer's cost"),
+    ("jobs", "This chat's sub-agent jobs: running and finished"),
     ("model", "The models this chat may use; /model NAME switches"),
     ("usage", "Tokens and cost today and this month (owner)"),
     ("budget", "Spending limits; /budget daily 5 sets one (owner)"),

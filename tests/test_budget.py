@@ -129,6 +129,7 @@ async def test_the_heartbeat_stops_then_chats_get_one_line_until_the_owner_raise
             f"  heartbeat: $0.0001, spent {usd(db, 'heartbeat')}",
             "  schedules: none, spent $0.00",
             "  watches: none, spent $0.00",
+            "  jobs: none, spent $0.00",
             "  tokens: none",
             "Change one with /budget NAME AMOUNT (0: no limit); /budget reset: "
             "config.toml's again.",

@@ -69,6 +69,7 @@ class _Commands(click.Group):
 
     ELSEWHERE: ClassVar[dict[str, str]] = {
         "hardware": "agent.cli.stores.hardware",
+        "jobs": "agent.cli.stores.jobs",
         "budget": "agent.cli.owner.budget",
         "mcp": "agent.cli.mcp",
         "memory": "agent.cli.stores.memory",
@@ -86,6 +87,7 @@ class _Commands(click.Group):
             "Show what the boards' outputs did: the actuation log (also while `agent run` is "
             "running)."
         ),
+        "jobs": "List, show and cancel the sub-agents' jobs (also while `agent run` is running).",
         "budget": "Show and set the spending limits (also while `agent run` is running).",
         "mcp": "List the MCP servers and their tools, and call a tool to try it.",
         "memory": "List, search, delete, export and import the agent's long-term memories.",

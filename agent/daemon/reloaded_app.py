@@ -76,6 +76,7 @@ async def next_generation(
         sandbox=app.sandbox,
         scrub=app.scrub,
         file_sources=FileSources(db, new.workspace_dir),
+        jobs=app.jobs,
     )
     if changes.touches("mcp"):
         app.mcp = await start_servers(new.mcp, new.home / "mcp", app.policy, app.sandbox, tools)

@@ -26,6 +26,9 @@ from agent.durable.triggers import Trigger
 from agent.runtime.attachments import Downloads, Transcriber
 from agent.runtime.commands import ChatCommands
 from agent.runtime.intake import MessageIntake
+from agent.runtime.jobs.delegate_tool import JobDesk
+from agent.runtime.jobs.job_run import JobKit
+from agent.runtime.jobs.job_runner import JobRunner
 from agent.runtime.owner.doorkeeper import Doorkeeper
 from agent.runtime.owner.memory_vetting import MemoryVetting
 from agent.runtime.owner.metering import OwnerControls
@@ -56,9 +59,11 @@ class ChannelRuntime:
         policy: SecurityPolicy,
         transcribe: Transcriber | None,
         memory: MemoryStore | None,
+        jobs: JobDesk | None = None,
     ) -> None:
         """The channel's parts, from what the App built once (`slots`: the turn slots all
-        channels share; `policy` and `scrub`: the tools' own)."""
+        channels share; `policy` and `scrub`: the tools' own; `jobs`: where the delegate
+        tool finds this channel's job runner)."""
         self.channel, self.setup, self.store = channel, setup, store
         settings = setup.settings
         self.controls = OwnerControls.of(setup, store.db)
@@ -75,8 +80,14 @@ class ChannelRuntime:
             scrub,
         )
         self.turns = RunningTurns()
+        always = AlwaysAllowed(store.db, setup.source.workspace.resolve())
+        self.jobs: JobRunner | None = None
+        if jobs is not None:
+            kit = JobKit(channel, setup, jobs.jobs, self.controls, self.door, always, scrub, memory)
+            self.jobs = JobRunner(kit, self.replies, jobs.slots)
+            jobs.attach(self.jobs)
         self.commands = ChatCommands(
-            setup, store, self.turns, self.controls, self.door, lambda: slots.asking
+            setup, store, self.turns, self.controls, self.door, lambda: slots.asking, jobs=self.jobs
         )
 
         def approval_s() -> float:
@@ -94,7 +105,7 @@ class ChannelRuntime:
             replies=self.replies,
             door=self.door,
             controls=self.controls,
-            always=AlwaysAllowed(store.db, setup.source.workspace.resolve()),
+            always=always,
             downloads=Downloads(channel, policy.paths, limit_s, transcribe, scrub),
             policy=policy,
             scrub=scrub,
@@ -150,6 +161,8 @@ class ChannelRuntime:
         """Run what an earlier run left: pending messages, then queued replies."""
         await self.door.start()
         await self.queues.resume()
+        if self.jobs is not None:
+            await self.jobs.resume()
 
     async def drain(self, grace_s: float) -> None:
         """Stop starting turns; let running ones and sending finish within `grace_s`. What
@@ -160,4 +173,6 @@ class ChannelRuntime:
             await self._vetting.close()
         deadline = time.monotonic() + grace_s
         await self.queues.drain(grace_s)
+        if self.jobs is not None:  # left where they are, for the next start
+            await self.jobs.drain()
         await self.courier.drain(max(0.0, deadline - time.monotonic()))

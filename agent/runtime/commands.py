@@ -12,6 +12,8 @@ from agent.durable.inbox import Inbox
 from agent.durable.sessions import SessionStore
 from agent.durable.store import Store
 from agent.model.responses import ProviderHealth
+from agent.runtime.jobs.job_runner import JobRunner
+from agent.runtime.jobs.job_texts import jobs_text
 from agent.runtime.owner import owner_commands
 from agent.runtime.owner.doorkeeper import Doorkeeper
 from agent.runtime.owner.metering import OwnerControls
@@ -25,7 +27,8 @@ from channels.capabilities import CHAT_COMMANDS
 HELP = (
     "Commands:\n"
     "/new — start a fresh conversation (the bot forgets this chat's history)\n"
-    "/stop — stop the answer being worked on\n"
+    "/stop — stop the answer being worked on, and this chat's jobs\n"
+    "/jobs — this chat's sub-agent jobs (delegate): running and finished\n"
     "/status — model and its health, waiting messages, tokens and cost of the last answer\n"
     "/model — the models this chat may use; /model NAME switches it, /model reset goes back\n"
     "/usage — tokens and cost today and this month (the owner, privately)\n"
@@ -54,6 +57,7 @@ class CommandContext:
     owner: bool = False  # the owner, in their private chat or the terminal
     sender: str = ""  # who wrote the command, as /model keeps it
     asking: Callable[[], int] = lambda: 0  # approval questions waiting, on every channel
+    jobs: JobRunner | None = None  # the channel's jobs (None: none run here)
 
 
 def parse_command(text: str) -> str | None:
@@ -76,7 +80,10 @@ class ChatCommands:
         controls: OwnerControls,
         door: Doorkeeper,
         asking: Callable[[], int],
+        *,
+        jobs: JobRunner | None = None,
     ) -> None:
+        self._jobs = jobs
         self._setup = setup
         self._store = store
         self._turns = turns
@@ -101,7 +108,7 @@ class ChatCommands:
             self._store.sessions,
             setup.llm.model,
             self._turns.last.get(key),
-            lambda: self._turns.cancel(key),
+            lambda: self._stop(key),
             self._store.inbox,
             setup.llm.health,
             setup.history_tokens,
@@ -109,7 +116,13 @@ class ChatCommands:
             owner=audience_of(msg, setup.settings.people).owner_private,
             sender=msg.sender_name or msg.sender_id,
             asking=self._asking,
+            jobs=self._jobs,
         )
+
+    def _stop(self, key: str) -> bool:
+        """Stop the chat's running turn and its jobs; False when nothing ran."""
+        stopped_jobs = self._jobs.stop_chat(key) if self._jobs is not None else 0
+        return self._turns.cancel(key) or stopped_jobs > 0
 
 
 async def run_command(name: str, text: str, ctx: CommandContext) -> str:
@@ -122,6 +135,10 @@ async def run_command(name: str, text: str, ctx: CommandContext) -> str:
         return "Stopping." if ctx.cancel() else "Nothing is running."
     if name == "status":
         return await _status(ctx)
+    if name == "jobs":
+        if ctx.jobs is None:
+            return "No jobs run here."
+        return jobs_text(await ctx.jobs.kit.jobs.listed(ctx.chat_key))
     if name == "pair":  # a chat channel's runtime answers it (agent/runtime/owner/pair_command.py)
         return "Pairing is for the chat channels; here: agent pairing list | approve | deny."
     if name in ("usage", "budget", "model"):

@@ -29,6 +29,7 @@ from agent.durable import (
     file_sources,
     hardware_records,
     inbox,
+    jobs,
     learned_model_facts,
     outbox,
     schedules,
@@ -100,6 +101,11 @@ def _version_6(conn: sqlite3.Connection) -> None:
     run_script(conn, file_sources.SCHEMA)
 
 
+def _version_7(conn: sqlite3.Connection) -> None:
+    """Jobs: the work turns handed to sub-agents, until each result reached its chat."""
+    run_script(conn, jobs.SCHEMA)
+
+
 STEPS: tuple[Step, ...] = (
     Step(1, "sessions, inbox, outbox, schedules, approvals, quirks, memories", _version_1),
     Step(2, "the tool journal, the parts sent", _version_2),
@@ -107,6 +113,7 @@ STEPS: tuple[Step, ...] = (
     Step(4, "pairing codes, people and groups let in, locks", _version_4),
     Step(5, "the boards' actuation log, max_on_s deadlines, kept readings", _version_5),
     Step(6, "what turns read of others', unvetted memories, files written after it", _version_6),
+    Step(7, "the jobs sub-agents run", _version_7),
 )
 LATEST = STEPS[-1].version
 

@@ -23,7 +23,7 @@ from agent.durable.file.state_db import StateDB
 
 # What started a turn: a person's message in a chat, a one-shot (`agent run -m`, a line of
 # `agent chat`), a schedule, the heartbeat, a pin watch.
-StartedBy = Literal["message", "one-shot", "schedule", "heartbeat", "watch", "webhook"]
+StartedBy = Literal["message", "one-shot", "schedule", "heartbeat", "watch", "webhook", "job"]
 GroupBy = Literal["day", "chat", "person", "model", "trigger"]
 
 SCHEMA = """

@@ -27,11 +27,12 @@ from agent.durable.owner.usage import StartedBy
 log = logging.getLogger(__name__)
 
 # The limits by the names the owner uses (/budget NAME AMOUNT).
-LIMITS = ("daily", "monthly", "heartbeat", "schedules", "watches", "tokens")
+LIMITS = ("daily", "monthly", "heartbeat", "schedules", "watches", "jobs", "tokens")
 OWN_LIMIT: dict[StartedBy, str] = {
     "heartbeat": "heartbeat",
     "schedule": "schedules",
     "watch": "watches",
+    "job": "jobs",
 }
 _OWN_KIND = {limit: kind for kind, limit in OWN_LIMIT.items()}
 _WHAT = {"heartbeat": "heartbeats", "schedules": "scheduled tasks", "watches": "pin watches"}
@@ -145,6 +146,7 @@ class Budget:
             "heartbeat": now.heartbeat_daily_usd,
             "schedules": now.schedules_daily_usd,
             "watches": now.watches_daily_usd,
+            "jobs": now.jobs_daily_usd,
             "tokens": float(now.max_tokens_per_turn),
         }
 
@@ -176,7 +178,7 @@ class Budget:
     async def after_call(self) -> None:
         """Tell the owner, once each, that a limit is at 80 % or spent."""
         standing = await self.standing()
-        for name in ("daily", "monthly", "heartbeat", "schedules", "watches"):
+        for name in ("daily", "monthly", "heartbeat", "schedules", "watches", "jobs"):
             limit = standing.limits[name]
             if limit <= 0 or standing.spent(name) < WARN_AT * limit:
                 continue

@@ -26,7 +26,7 @@ async def usage_text(controls: OwnerControls) -> str:
     ]
     limits = [
         f"{name} {usd(standing.spent(name))} of {usd(standing.limits[name])}"
-        for name in ("daily", "monthly", "heartbeat", "schedules", "watches")
+        for name in ("daily", "monthly", "heartbeat", "schedules", "watches", "jobs")
         if standing.limits[name] > 0
     ]
     if limits:

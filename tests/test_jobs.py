@@ -1,0 +1,278 @@
+"""Sub-agents as durable jobs (the delegate tool), through the daemon in this event loop with
+the toy channel (tests/toy_channel/) and the in-process model double. A job's requests are
+told apart by their task line ("[Job #N, asked by ...]"); the tests assert what the chats
+show, what the workspace holds and the jobs' rows in state.db."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Daemon, eventually
+from fakes.llm_requests import last_user_content, tool_results
+from fakes.model_double import ScriptedModel, delay, text, tool_calls
+from toy_channel.channel import ToyChannel
+from toy_channel.kind import TOY
+
+from channels import registry
+
+OWNER, FRIEND = "alice", "bob"  # alice is the owner in [people]; bob is allowed
+WAIT_S = 10.0
+REPO = Path(__file__).resolve().parent.parent
+Request = dict[str, Any]
+
+
+@pytest.fixture(autouse=True)
+def toy(model_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "CHANNEL_KINDS", (*registry.CHANNEL_KINDS, TOY))
+    for name, value in {
+        "PINCLAW_CHANNELS__TOY__ENABLED": "true",
+        "PINCLAW_CHANNELS__TOY__ALLOWED_USERS": f'["{OWNER}", "{FRIEND}"]',
+        "PINCLAW_PEOPLE__ALICE__TOY": OWNER,
+        "PINCLAW_PEOPLE__ALICE__OWNER": "true",
+        "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "1",
+        "PINCLAW_AGENT__MAX_TOOL_CALLS_PER_REPLY": "20",
+    }.items():
+        monkeypatch.setenv(name, value)
+    ToyChannel.built.clear()
+
+
+def the_toy() -> ToyChannel:
+    (channel,) = ToyChannel.built
+    return channel
+
+
+async def shown_in(toy: ToyChannel, chat_id: str, count: int) -> list[str]:
+    await eventually(lambda: len(toy.said_in(chat_id)) >= count, WAIT_S, f"{count} in {chat_id}")
+    return toy.said_in(chat_id)
+
+
+def job_task(request: Request) -> str | None:
+    """The task of a job's request; None for any other request."""
+    lines = str(last_user_content(request)).splitlines()
+    return lines[1] if lines and lines[0].startswith("[Job #") else None
+
+
+def jobs_rows(home: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(home / "state.db") as conn:
+        return conn.execute("SELECT id, state, delivered, result FROM jobs ORDER BY id").fetchall()
+
+
+def delegate(task: str, **more: Any) -> tuple[str, dict[str, Any]]:
+    return ("delegate", {"task": task, **more})
+
+
+async def test_a_parent_delegates_two_jobs_and_joins_them(
+    model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
+) -> None:
+    def respond(request: Request) -> Any:
+        task = job_task(request)
+        if task is not None:
+            return f"{task}: 12"
+        if not tool_results(request):
+            return tool_calls(
+                delegate("count the apples", wait=True), delegate("count the pears", wait=True)
+            )
+        return "joined: " + " | ".join(tool_results(request))
+
+    model.responder = respond
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(OWNER, OWNER, "count the fruit, in parallel")
+        (answer,) = await shown_in(toy, OWNER, 1)
+    assert answer == (
+        "joined: Job #1 finished:\ncount the apples: 12 | Job #2 finished:\ncount the pears: 12"
+    )
+    assert toy.said_in(OWNER) == [answer]  # no second copy as a message
+    assert jobs_rows(home) == [
+        (1, "done", "turn", "count the apples: 12"),
+        (2, "done", "turn", "count the pears: 12"),
+    ]
+    jobs = [r for r in model.requests if job_task(r) is not None]
+    assert len(jobs) == 2
+    for request in jobs:  # the minimal prompt, its own conversation, no delegate of its own
+        assert [m["role"] for m in request["messages"]] == ["system", "user"]
+        assert "delegate" not in [t["function"]["name"] for t in request["tools"]]
+        assert "SOUL.md" not in request["messages"][0]["content"]
+    parent = model.requests[0]
+    assert "delegate" in [t["function"]["name"] for t in parent["tools"]]
+
+
+async def test_a_job_not_waited_for_comes_as_one_message(
+    model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
+) -> None:
+    def respond(request: Request) -> Any:
+        task = job_task(request)
+        if task is not None:
+            return delay(0.2, text("the summary is ready"))
+        if not tool_results(request):
+            return tool_calls(delegate("summarise notes.txt", tools=["file_read"]))
+        return "I asked a helper; it will write here."
+
+    model.responder = respond
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(OWNER, OWNER, "summarise my notes")
+        said = await shown_in(toy, OWNER, 2)
+    assert said == [
+        "I asked a helper; it will write here.",
+        "Job #1 (summarise notes.txt) finished:\nthe summary is ready",
+    ]
+    assert jobs_rows(home) == [(1, "done", "message", "the summary is ready")]
+    (job,) = [r for r in model.requests if job_task(r) is not None]
+    assert [t["function"]["name"] for t in job["tools"]] == ["file_read"]  # the subset asked
+
+
+async def test_a_job_asks_no_more_than_its_asker_has(
+    model: ScriptedModel, daemon: Callable[[], Daemon]
+) -> None:
+    model.script(
+        tool_calls(delegate("x", tools=["launch_rockets"]), delegate("y", model="other/model")),
+        text("ok"),
+    )
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(OWNER, OWNER, "try")
+        await shown_in(toy, OWNER, 1)
+    refused = tool_results(model.requests[1])
+    assert refused[0].startswith("Error: Not among your tools: launch_rockets. Yours: shell,")
+    assert refused[1].startswith("Error: other/model is not a configured model; choose one of: ")
+    assert len(model.requests) == 2  # no job ran
+
+
+async def test_a_job_past_its_time_limit_is_stopped_and_says_so(
+    model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
+) -> None:
+    def respond(request: Request) -> Any:
+        if job_task(request) is not None:
+            return delay(30, text("too late"))
+        return (
+            "started" if tool_results(request) else tool_calls(delegate("slow", time_limit_s=0.3))
+        )
+
+    model.responder = respond
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(OWNER, OWNER, "go")
+        said = await shown_in(toy, OWNER, 2)
+    assert said[1] == "Job #1 (slow) was stopped:\nstopped: past its time limit (0.3 s)"
+    assert jobs_rows(home)[0][:3] == (1, "stopped", "message")
+
+
+async def test_a_job_past_its_token_limit_is_stopped_and_says_so(
+    model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
+) -> None:
+    def respond(request: Request) -> Any:
+        if job_task(request) is not None:
+            return tool_calls(("file_list", {"path": "."}))  # on and on, until the limit
+        return "started" if tool_results(request) else tool_calls(delegate("dig", token_limit=3000))
+
+    model.responder = respond
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(OWNER, OWNER, "go")
+        said = await shown_in(toy, OWNER, 2)
+    assert said[1].startswith("Job #1 (dig) was stopped:\nstopped: past its token limit (")
+    assert said[1].endswith(" of 3,000 tokens)")
+    ((_, state, _, _),) = jobs_rows(home)
+    assert state == "stopped"
+
+
+async def test_stop_cancels_the_chats_jobs(
+    model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
+) -> None:
+    def respond(request: Request) -> Any:
+        if job_task(request) is not None:
+            return delay(30, text("never"))
+        return "on it" if tool_results(request) else tool_calls(delegate("a long haul"))
+
+    model.responder = respond
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(OWNER, OWNER, "go")
+        await shown_in(toy, OWNER, 1)
+        await eventually(lambda: jobs_rows(home)[0][1] == "running", WAIT_S, "running")
+        await toy.say(OWNER, OWNER, "/jobs")
+        listing = (await shown_in(toy, OWNER, 2))[1]
+        await toy.say(OWNER, OWNER, "/stop")
+        said = await shown_in(toy, OWNER, 4)
+    assert listing.startswith("Jobs (running first, then the newest):\n#1 running · a long haul · ")
+    assert said[2:] == ["Stopping.", "Job #1 (a long haul) was cancelled:\ncancelled (/stop)"]
+    assert jobs_rows(home) == [(1, "cancelled", "message", "cancelled (/stop)")]
+
+
+async def test_twenty_jobs_run_three_at_a_time_and_each_result_comes_once(
+    model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
+) -> None:
+    most = 0
+
+    def respond(request: Request) -> Any:
+        nonlocal most
+        task = job_task(request)
+        if task is not None:
+            most = max(most, len(model.health.started))  # model calls in flight, this one too
+            return delay(0.05, text(f"{task} done"))
+        if tool_results(request):
+            return "twenty started"
+        return tool_calls(*(delegate(f"task {n}") for n in range(20)))
+
+    model.responder = respond
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(OWNER, OWNER, "twenty things")
+        said = await shown_in(toy, OWNER, 21)
+    assert most == 3  # agent.max_jobs
+    results = sorted(said[1:])
+    assert results == sorted(f"Job #{n + 1} (task {n}) finished:\ntask {n} done" for n in range(20))
+    assert {row[1:3] for row in jobs_rows(home)} == {("done", "message")}
+
+
+async def agent(*args: str) -> subprocess.CompletedProcess[str]:
+    """`agent ARGS` as the owner runs it in another terminal, off the event loop (the toy
+    channel is registered in this process only: its settings stay here)."""
+    env = {k: v for k, v in os.environ.items() if "TOY" not in k}
+    return await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "agent", *args],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=60,
+    )  # fmt: skip
+
+
+async def test_agent_jobs_lists_shows_and_cancels_a_running_job(
+    model: ScriptedModel, home: Path, daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PINCLAW_AGENT__MAX_TOOL_ITERATIONS", "100")
+    monkeypatch.setenv("PINCLAW_AGENT__MAX_TOOL_CALLS_PER_TURN", "1000")
+    monkeypatch.setenv("PINCLAW_AGENT__JOB_TOKEN_LIMIT", "100000000")
+
+    looks = itertools.count()
+
+    def respond(request: Request) -> Any:
+        if job_task(request) is not None:  # a job that goes on looking until it is stopped
+            return delay(0.1, tool_calls(("file_list", {"path": f"dir{next(looks)}"})))
+        return "on it" if tool_results(request) else tool_calls(delegate("look around"))
+
+    model.responder = respond
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(OWNER, OWNER, "go")
+        await shown_in(toy, OWNER, 1)
+        listed = await agent("jobs", "list")
+        cancelled = await agent("jobs", "cancel", "1")
+        said = await shown_in(toy, OWNER, 2)
+        shown = await agent("jobs", "show", "1")
+    assert listed.stdout.startswith("#1 running · look around · openai/test-model · ")
+    assert listed.stdout.rstrip().endswith(f"[toy:{OWNER}:]")
+    assert cancelled.returncode == 0 and cancelled.stdout.startswith("Cancelling job #1")
+    assert said[1] == "Job #1 (look around) was cancelled:\ncancelled (agent jobs cancel)"
+    assert shown.stdout.startswith("#1 cancelled · look around")
+    assert "\ntools: all of the asker's\n" in shown.stdout
+    assert "\ndelivered: message\ntask:\nlook around\nresult:\ncancelled (agent" in shown.stdout
