@@ -51,7 +51,6 @@ CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state, chat_key, id);
 """
 
 JobState = Literal["queued", "running", "done", "failed", "stopped", "cancelled"]
-ENDED: tuple[JobState, ...] = ("done", "failed", "stopped", "cancelled")
 
 _COLUMNS = (
     "id, chat_key, origin, task, tools, model, time_limit_s, token_limit, tainted_by, state,"
