@@ -11,6 +11,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,12 @@ def job_task(request: Request) -> str | None:
 def jobs_rows(home: Path) -> list[tuple[Any, ...]]:
     with sqlite3.connect(home / "state.db") as conn:
         return conn.execute("SELECT id, state, delivered, result FROM jobs ORDER BY id").fetchall()
+
+
+def the_job(said: list[str]) -> str:
+    """The one job message among what a chat shows (the parent's reply may come after it)."""
+    (found,) = [line for line in said if line.startswith("Job #")]
+    return found
 
 
 def delegate(task: str, **more: Any) -> tuple[str, dict[str, Any]]:
@@ -163,7 +170,7 @@ async def test_a_job_past_its_time_limit_is_stopped_and_says_so(
         toy = the_toy()
         assert await toy.say(OWNER, OWNER, "go")
         said = await shown_in(toy, OWNER, 2)
-    assert said[1] == "Job #1 (slow) was stopped:\nstopped: past its time limit (0.3 s)"
+    assert the_job(said) == "Job #1 (slow) was stopped:\nstopped: past its time limit (0.3 s)"
     assert jobs_rows(home)[0][:3] == (1, "stopped", "message")
 
 
@@ -180,8 +187,9 @@ async def test_a_job_past_its_token_limit_is_stopped_and_says_so(
         toy = the_toy()
         assert await toy.say(OWNER, OWNER, "go")
         said = await shown_in(toy, OWNER, 2)
-    assert said[1].startswith("Job #1 (dig) was stopped:\nstopped: past its token limit (")
-    assert said[1].endswith(" of 3,000 tokens)")
+    stopped = the_job(said)
+    assert stopped.startswith("Job #1 (dig) was stopped:\nstopped: past its token limit (")
+    assert stopped.endswith(" of 3,000 tokens)")
     ((_, state, _, _),) = jobs_rows(home)
     assert state == "stopped"
 
@@ -276,3 +284,85 @@ async def test_agent_jobs_lists_shows_and_cancels_a_running_job(
     assert shown.stdout.startswith("#1 cancelled · look around")
     assert "\ntools: all of the asker's\n" in shown.stdout
     assert "\ndelivered: message\ntask:\nlook around\nresult:\ncancelled (agent" in shown.stdout
+
+
+async def test_a_jobs_approval_goes_to_the_owner_naming_the_job(
+    model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
+) -> None:
+    keep = home / "workspace" / "keep.txt"
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    keep.write_text("old\n")
+
+    def respond(request: Request) -> Any:
+        said = tool_results(request)
+        if job_task(request) is not None:
+            return (
+                f"done: {said[-1]}" if said else tool_calls(("shell", {"command": "rm keep.txt"}))
+            )
+        return "A helper will tidy up." if said else tool_calls(delegate("delete keep.txt"))
+
+    model.responder = respond
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(FRIEND, FRIEND, "tidy up please")
+        await eventually(lambda: any(s.buttons for s in toy.shown), WAIT_S, "the question")
+        assert keep.exists()  # nothing runs before the answer
+        toy.press("approve", by=OWNER)
+        said = await shown_in(toy, FRIEND, 2)
+    (asked,) = [shown for shown in toy.shown if shown.buttons]
+    assert asked.chat.chat_id == OWNER  # bob's job asks the owner, privately
+    assert asked.text.startswith(
+        "Approve shell: [job #1: delete keep.txt] rm keep.txt (in toy:bob:)\n"
+    )
+    assert said == [
+        "A helper will tidy up.",
+        "Job #1 (delete keep.txt) finished:\ndone: exit code: 0 (no output)",
+    ]
+    assert not keep.exists()
+
+
+async def test_a_non_owners_job_cannot_read_what_they_cannot(
+    model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
+) -> None:
+    memory = home / "workspace" / "MEMORY.md"
+    memory.parent.mkdir(parents=True, exist_ok=True)
+    memory.write_text("the owner's safe code is 4711\n")
+
+    def respond(request: Request) -> Any:
+        said = tool_results(request)
+        if job_task(request) is not None:
+            return f"read: {said[-1]}" if said else tool_calls(("file_read", {"path": "MEMORY.md"}))
+        return "Asked." if said else tool_calls(delegate("read MEMORY.md", tools=["file_read"]))
+
+    model.responder = respond
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(FRIEND, FRIEND, "what does MEMORY.md say?")
+        said = await shown_in(toy, FRIEND, 2)
+    (result,) = [line for line in said if line != "Asked."]  # either may come first
+    assert result.startswith("Job #1 (read MEMORY.md) finished:\nread: Error: ")
+    assert "4711" not in "".join(toy.said_in(FRIEND))
+    assert all("4711" not in str(r["messages"]) for r in model.requests)
+    assert memory.read_text() == "the owner's safe code is 4711\n"
+
+
+async def test_a_spent_jobs_budget_stops_a_job_before_its_model_is_called(
+    model: ScriptedModel, home: Path, daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PINCLAW_BUDGET__JOBS_DAILY_USD", "0.5")
+    model.script(tool_calls(delegate("an expensive search")), text("on it"))
+    async with daemon():
+        toy = the_toy()
+        with sqlite3.connect(home / "state.db") as conn:  # jobs spent $0.75 today already
+            conn.execute(
+                "INSERT INTO usage (at, chat_key, person, started_by, model, input_tokens, "
+                "cached_tokens, output_tokens, cost_usd) VALUES (?, ?, ?, 'job', ?, 1, 0, 1, .75)",
+                (time.time(), f"toy:{OWNER}:", "alice", "openai/test-model"),
+            )
+        assert await toy.say(OWNER, OWNER, "search")
+        said = await shown_in(toy, OWNER, 2)
+    (stopped,) = [line for line in said if line != "on it"]  # either may come first
+    assert stopped.startswith(
+        "Job #1 (an expensive search) was stopped:\nThe daily budget for jobs ($0.50) is spent;"
+    )
+    assert len(model.requests) == 2  # the parent's two calls; the job called no model
