@@ -266,3 +266,57 @@ async def test_a_jump_while_running_is_not_downtime_but_a_long_gap_is(
     await scheduler.run_due()
     assert scheduler._running_since == clocks.wall  # what came due meanwhile was missed
     await schedules.db.close()
+
+
+class Fired:
+    """The chat side of the scheduler: each run stored (its row advanced), with the steady
+    time it came."""
+
+    def __init__(self, schedules: Schedules, clocks: Clocks) -> None:
+        self._schedules, self._clocks = schedules, clocks
+        self.at: list[float] = []
+
+    def is_allowed_sender(self, sender_id: str, username: str = "") -> bool:
+        return True
+
+    async def enqueue_triggered(self, msg: object, trigger: object, *, alongside: Any) -> None:
+        await self._schedules.db.write(alongside)
+        self.at.append(self._clocks.steady)
+
+
+async def test_an_every_minute_schedule_never_runs_twice_within_a_minute_across_steps(
+    tmp_path: Path, home: Path
+) -> None:
+    clocks = Clocks()  # 12:00:30
+    store = await open_store(tmp_path / "state.db")
+    schedules = Schedules(store.db)
+    fired = Fired(schedules, clocks)
+    settings = Settings()
+    zone = ZoneInfo("UTC")
+    runtimes = cast(dict[str, ChannelRuntime], {"telegram": fired})
+    scheduler = Scheduler(
+        schedules, runtimes, settings, zone, clock=lambda: clocks.wall, steady=lambda: clocks.steady
+    )
+    chat = ChatRef("telegram", "42")
+    row = await schedules.add(
+        NewSchedule("cron", "* * * * *", TICK, chat, "42", clocks.wall + 30, sender_name="me")
+    )
+
+    async def tick(seconds: float, *, wall_step: float = 0.0) -> None:
+        clocks.advance(seconds, wall_step=wall_step)
+        await scheduler.run_due()
+
+    await tick(0)
+    await tick(30)  # 12:01:00: the first run
+    await tick(1, wall_step=-30)  # back to 12:00:31: 12:01:00 is due again in 29 s
+    await tick(29)
+    await tick(60)  # 12:02:00
+    await tick(1, wall_step=90)  # forward to 12:03:31: 12:03:00 came due in the jump
+    for _ in range(8):
+        await tick(15)
+    assert len(fired.at) == 3
+    gaps = [b - a for a, b in zip(fired.at, fired.at[1:], strict=False)]
+    assert min(gaps) >= 55, gaps
+    current = await schedules.get(row.id)
+    assert current is not None and current.status == "active" and current.runs == 3
+    await schedules.db.close()

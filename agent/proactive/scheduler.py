@@ -22,7 +22,10 @@ stepped). A wall clock stepped forward while it ran is not downtime: what came d
 jump runs late, without "I was not running". A steady gap longer than the longest sleep is
 downtime (asleep, stopped). A step back moves every cron and heartbeat row that is now due
 later than its rule allows to its next time from now — also at start, for a step while down —
-so an every-minute schedule does not wait for the lost hour to pass again.
+so an every-minute schedule does not wait for the lost hour to pass again. Whatever the
+clock did, a repeating schedule this process ran does not run again before its period (less
+STEP_S) has passed on the steady clock: a step of half a minute, either way, would otherwise
+run an every-minute schedule twice within seconds; its next time moves on quietly instead.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ class Scheduler:
         self._steady = steady
         self._last_look: tuple[float, float] | None = None  # (wall, steady) when last awake
         self._running_since = 0.0  # wall time since which it has run without a gap
+        self._fired: dict[int, tuple[float, float]] = {}  # repeating row: (steady, period)
         self._woken = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         kinds: set[ScheduleKind] = {"heartbeat"} if settings.heartbeat.enabled else set()
@@ -165,7 +169,40 @@ class Scheduler:
             tell = None if schedule.kind == "heartbeat" else self._missed_text(schedule, following)
             await self._skip(schedule, runtime, following, note, tell=tell)
             return
+        spaced = self._spaced(schedule, now)
+        if spaced is not None:
+            log.warning(
+                "schedule #%d: too soon after its last run (the clock stepped); next at %s",
+                schedule.id,
+                format_time(spaced, self._zone),
+            )
+            note = "too soon after its last run (the clock stepped)"
+            await self._skip(schedule, runtime, spaced, note, tell=None)
+            return
         await self._fire(schedule, runtime, occurrence, following, now)
+        if schedule.kind in ("cron", "heartbeat"):
+            self._fired[schedule.id] = (self._steady(), self._period(schedule, occurrence))
+
+    def _period(self, schedule: Schedule, occurrence: float) -> float:
+        """How far apart a repeating schedule's runs are, at `occurrence`."""
+        if schedule.kind == "heartbeat":
+            return self._heartbeat_interval_s
+        return next_cron(schedule.spec, self._zone, occurrence) - occurrence
+
+    def _spaced(self, schedule: Schedule, now: float) -> float | None:
+        """For a repeating row this process ran less than its period ago (steady time; the
+        wall clock stepped meanwhile): the first time of its rule far enough from that run.
+        None when it may run now."""
+        fired = self._fired.get(schedule.id)
+        if fired is None:
+            return None
+        since, period = self._steady() - fired[0], fired[1]
+        if since >= period - STEP_S:
+            return None
+        at: float | None = now
+        while at is not None and at - now + since < period - STEP_S:
+            at = self._following(schedule, at, at)
+        return at
 
     def _look(self) -> tuple[float, bool]:
         """The wall time now, and whether it stepped back since the last look (the first
