@@ -63,8 +63,7 @@ _CGNAT = ipaddress.ip_network("100.64.0.0/10")  # Tailscale and other overlay ne
 
 
 def served_locally(model: str, api_base: str = "") -> bool:
-    """Ollama's models, and any model behind an api_base on this machine or the local
-    network: the models people run themselves, slow to start and with small windows."""
+    """Ollama's models, and any at an api_base on this machine or the local network."""
     if model.startswith(("ollama/", "ollama_chat/")):
         return True
     host = (urlsplit(api_base).hostname or "") if api_base else ""
@@ -145,6 +144,8 @@ class AgentSettings(_Section):
     max_jobs: int = Field(default=3, ge=1)  # sub-agents' jobs (delegate) at once, their limits
     job_time_limit_s: float = Field(default=300.0, gt=0)
     job_token_limit: int = Field(default=50_000, ge=1)
+    outage_notice_after_s: float = Field(default=10.0, ge=0)  # failures this long: say so
+    still_thinking_after_s: float = Field(default=60.0, ge=0)  # nothing shown: say so (0: never)
 
 
 class WorkspaceSettings(_Section):
@@ -260,9 +261,8 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _slow_local_turns(self) -> Settings:
-        """A local model's first token may take its first_token_limit_s: a turn left at the
-        default deadline gets that much more, so the deadline does not cut what the model
-        timeout allows."""
+        """A local model's turn left at the default deadline gets its first_token_limit_s
+        more: the deadline must not cut what the model's timeout allows."""
         if self.llm.local and self.agent.turn_deadline_s == DEFAULT_TURN_DEADLINE_S:
             longer = DEFAULT_TURN_DEADLINE_S + self.llm.first_token_limit_s()
             agent = self.agent.model_copy(update={"turn_deadline_s": longer})

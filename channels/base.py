@@ -217,6 +217,8 @@ class ReplyStream(Protocol):
 
     async def finish(self, first: OutgoingPart) -> bool: ...  # False: nothing to replace
 
+    async def discard(self) -> None: ...  # removed: the answer comes later, as a new message
+
 
 class Channel(Protocol):
     name: str

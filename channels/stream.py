@@ -69,6 +69,16 @@ class PacedStream(ABC, Generic[Draft]):
         await self.replace(self._message, first)
         return True
 
+    async def discard(self) -> None:
+        """Remove the preview: the turn gave up for now (no model answered) and its answer
+        comes later as a message of its own, so a cut stream's text must not stay above it."""
+        self._finishing.set()
+        if self._pending is not None:
+            await self._pending
+        message, self._message = self._message, None
+        if message is not None:
+            await self.delete(message)
+
     async def _show(self, text: str) -> None:
         """Send the draft with `text`, or edit it to `text` once it exists."""
         if self._message is None:
@@ -84,6 +94,10 @@ class PacedStream(ABC, Generic[Draft]):
     @abstractmethod
     async def edit(self, message: Draft, text: str) -> Draft:
         """The draft edited to `text`, as the platform returned it."""
+
+    @abstractmethod
+    async def delete(self, message: Draft) -> None:
+        """Delete the draft."""
 
     @abstractmethod
     async def replace(self, message: Draft, first: OutgoingPart) -> None:

@@ -37,6 +37,7 @@ def start(started: list[DaemonProcess], tmp_path: Path, **env: str) -> DaemonPro
     settings = {
         "PINCLAW_AGENT__TURN_RETRY_BACKOFF_S": "0.3",
         "PINCLAW_LLM__NUM_RETRIES": "0",
+        "PINCLAW_AGENT__OUTAGE_NOTICE_AFTER_S": "0.5",  # failures this long are told
         **env,
     }
     daemon = DaemonProcess(env_of(**settings), tmp_path / "daemon.log").start()

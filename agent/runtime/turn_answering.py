@@ -31,7 +31,7 @@ from agent.runtime.owner.doorkeeper import Doorkeeper
 from agent.runtime.owner.memory_vetting import MemoryVetting
 from agent.runtime.owner.metering import OwnerControls, Refused
 from agent.runtime.queues.chat_queues import Finished
-from agent.runtime.queues.outage import OutageNotice, retry_later
+from agent.runtime.queues.outage import OutageNotice, StillThinking, retry_later
 from agent.runtime.queues.replies import ChatReplies
 from agent.runtime.queues.turn_slots import Slot, TurnSlots
 from agent.runtime.running_turns import RunningTurns
@@ -41,7 +41,7 @@ from agent.security import Scrubber
 from agent.turns.loop import ToolEvent
 from agent.turns.turn import HoldSilentPrefix, TurnOutcome, is_silent
 from agent.turns.turn_record import TurnRecord
-from channels.base import Channel, IncomingMessage, Reply
+from channels.base import Channel, IncomingMessage, Reply, ReplyStream
 from tools.memory.store import MemoryStore
 from tools.policy import SecurityPolicy
 
@@ -93,15 +93,25 @@ class TurnAnswerer:
         if on_text is not None and msg.is_group:
             on_text = HoldSilentPrefix(on_text)
         typing = channel.typing(msg.chat) if trigger is None else contextlib.nullcontext()
-        notice = OutageNotice(pending, self._replies.queue)
+        queue, agent = self._replies.queue, settings.agent
+        notice = OutageNotice(pending, queue, after_s=agent.outage_notice_after_s)
         audience = self._audience(msg)
         async with self._slots.hold() as slot, typing:
-            msg = await self._downloads.fetch(msg)
-            outcome = await self._turn(
-                msg, audience, slot, on_text=on_text, on_retry=notice, trigger=trigger
-            )
+            after_s = agent.still_thinking_after_s if fresh else 0.0  # once a message
+            slow = StillThinking(msg.chat, queue, after_s, on_text)
+            try:
+                msg = await self._downloads.fetch(msg)
+                on_text = slow.shown if on_text is not None else None
+                outcome = await self._turn(
+                    msg, audience, slot, on_text=on_text, on_retry=notice, trigger=trigger
+                )
+            finally:
+                await slow.call_off()
+                await notice.call_off()
         retry = outcome.status == "retry"
-        if retry and await retry_later(pending, notice, settings.agent, self._store.inbox):
+        if retry and await retry_later(pending, notice, agent, self._store.inbox):
+            if stream is not None:  # its answer comes later, as a message of its own
+                await _discarded(stream)
             return None
         quiet = msg.is_group or trigger is not None  # may answer with the silent token
         silent = quiet and outcome.status == "done" and is_silent(outcome.text)
@@ -220,3 +230,11 @@ class TurnAnswerer:
         if outcome.unvetted and self._vetting:  # the owner's button for each, in the background
             self._vetting.offer(outcome.unvetted, msg.chat)
         return outcome
+
+
+async def _discarded(stream: ReplyStream) -> None:
+    """The turn's preview removed: a cut stream's text must not stay above the answer."""
+    try:
+        await stream.discard()
+    except Exception as exc:  # the platform refused: the answer still comes
+        log.info("the streamed preview could not be removed: %s", exc)

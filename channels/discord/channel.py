@@ -372,6 +372,9 @@ class DiscordStream(PacedStream[discord.Message]):
     async def edit(self, message: discord.Message, text: str) -> discord.Message:
         return await message.edit(content=text, suppress=True)
 
+    async def delete(self, message: discord.Message) -> None:
+        await message.delete()
+
     async def replace(self, message: discord.Message, first: OutgoingPart) -> None:
         """The reply in place of the draft: its embeds shown only if the reply allows them."""
         await message.edit(content=first.text, suppress=not first.previews)

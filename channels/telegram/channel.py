@@ -316,6 +316,9 @@ class TelegramStream(PacedStream[Message]):
         edited = await message.edit_text(text, link_preview_options=NO_PREVIEWS)
         return edited if isinstance(edited, Message) else message
 
+    async def delete(self, message: Message) -> None:
+        await message.delete()
+
     async def replace(self, message: Message, first: OutgoingPart) -> None:
         await self._channel.send_text(
             self._chat, first.text, "", edit=message, previews=first.previews
