@@ -146,10 +146,11 @@ def test_a_provider_outage_gets_one_notice_then_the_answer(
 ) -> None:
     daemon = start(run_daemon, tmp_path)
     wait_until(lambda: polling(daemon), 30, "polling", daemon)
-    outage = fake_llm.outage(4.0, mode="500")
+    outage = fake_llm.outage(60.0, mode="500")  # until the notice was seen
     fake_telegram.inject_message(8, OWNER, "chat 8 message 0")
     wait_until(lambda: len(texts(fake_telegram, 8)) >= 1, 20, "the notice", daemon)
     assert "unreachable" in texts(fake_telegram, 8)[0]
+    outage.end()
     wait_until(lambda: len(texts(fake_telegram, 8)) >= 2, 30, "the answer", daemon)
     assert daemon.terminate() == 0
     sent = texts(fake_telegram, 8)
