@@ -23,6 +23,7 @@ from fakes.model_double import ScriptedModel, delay, text, tool_calls
 from toy_channel.channel import ToyChannel
 from toy_channel.kind import TOY
 
+from agent.prompt.context import SILENT_REPLY
 from channels import registry
 
 OWNER, FRIEND = "alice", "bob"  # alice is the owner in [people]; bob is allowed
@@ -366,3 +367,34 @@ async def test_a_spent_jobs_budget_stops_a_job_before_its_model_is_called(
         "Job #1 (an expensive search) was stopped:\nThe daily budget for jobs ($0.50) is spent;"
     )
     assert len(model.requests) == 2  # the parent's two calls; the job called no model
+
+
+async def test_a_schedule_starts_a_job_whose_result_comes_to_the_chat(
+    model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
+) -> None:
+    """A nightly summary as a job: the scheduled turn hands the work to a sub-agent and says
+    nothing itself (the silent token); the job's result is what the chat gets."""
+    task = "Summarise today's notes as a job."
+
+    def respond(request: Request) -> Any:
+        said = tool_results(request)
+        if job_task(request) is not None:
+            return "Today: three notes, all about tomatoes."
+        if "| scheduled]" in str(last_user_content(request)).splitlines()[0]:
+            delegated = request["messages"][-1]["role"] == "tool"  # this turn's own call
+            return SILENT_REPLY if delegated else tool_calls(delegate("summarise today's notes"))
+        later = tool_calls(("schedule_task", {"when": "in 1 second", "task": task}))
+        return "Scheduled." if said else later
+
+    model.responder = respond
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(OWNER, OWNER, "summarise my notes tonight")
+        said = await shown_in(toy, OWNER, 2)
+        await asyncio.sleep(0.2)  # anything late would show now
+    assert toy.said_in(OWNER) == [
+        "Scheduled.",
+        "Job #1 (summarise today's notes) finished:\nToday: three notes, all about tomatoes.",
+    ]
+    assert said[0] == "Scheduled."
+    assert jobs_rows(home) == [(1, "done", "message", "Today: three notes, all about tomatoes.")]
