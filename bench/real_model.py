@@ -235,6 +235,8 @@ def environment(args: argparse.Namespace, home: Path) -> dict[str, str]:
     }
     if args.mode != "auto":
         env["PINCLAW_AGENT__PROMPT_MODE"] = args.mode
+    if args.dispatcher != "auto":
+        env["PINCLAW_AGENT__TOOL_DISPATCHER"] = args.dispatcher
     if args.repo is not None:
         env["BENCH_REPO"] = env["PYTHONPATH"] = str(args.repo.resolve())
     return env
@@ -328,6 +330,7 @@ def main() -> None:
     parser.add_argument("--model", default="openai/qwen2.5-coder-1.5b")
     parser.add_argument("--api-base", default="http://127.0.0.1:8091/v1")
     parser.add_argument("--mode", choices=["auto", "full", "compact"], default="auto")
+    parser.add_argument("--dispatcher", choices=["auto", "native", "xml"], default="auto")
     parser.add_argument("--autonomy", default="full", help="full: no approval to wait for")
     parser.add_argument("--tasks", default="", help="comma-separated names (default: all)")
     parser.add_argument("--timeout", type=float, default=1200.0)

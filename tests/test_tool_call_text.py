@@ -323,6 +323,7 @@ TRAPS = [  # replies that hold no call, shown to the user as written
         id="keys-do-not-fit-in-prose",
     ),
     pytest.param('print("hello")', id="python-answer"),
+    pytest.param("Use file_write(path, content) for that.", id="a-signature-in-prose"),
 ]
 
 
@@ -369,6 +370,16 @@ async def test_a_draft_in_reasoning_is_kept_apart_and_not_run(
             '{"name": "file_write", "arguments": {"file": "k.txt"}}',
             "file_write was not run: missing path, content",
             id="keys-do-not-fit",
+        ),
+        pytest.param(  # Qwen2.5-Coder-1.5B, as seen: a bare word, then a file name
+            "file_write(docs)",
+            "file_write was not run: 'file_write(docs)' is not a call pinclaw can read",
+            id="a-name-and-parentheses",
+        ),
+        pytest.param(
+            "file_write( plans-2031.txt)",
+            "file_write was not run: 'file_write( plans-2031.txt)' is not a call",
+            id="not-even-python",
         ),
     ],
 )

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agent.prompt.context import HARDWARE_TOOLS, SILENT_REPLY, PromptContext, ToolInfo
+from agent.prompt.signatures import signature
 from tools.base import Tool, ToolRegistry
 
 COMPACT_SKILLS_CHARS = 1_200
@@ -102,7 +103,8 @@ def pin_guide(tools: ToolRegistry) -> str:
 
 
 def _json(schema: Any) -> str:
-    return json.dumps(schema, separators=(",", ":"), sort_keys=True)
+    """Parameters in the tool's own order (a signature lists them so: path before lines)."""
+    return json.dumps(schema, separators=(",", ":"))
 
 
 class CompactTools(ToolRegistry):
@@ -136,9 +138,8 @@ def tools(ctx: PromptContext) -> str:
         return "\n".join([f"## Tools\n\n{_ACT}", *_load_first(ctx)])
     lines = ["## Tools", ""]
     for info in ctx.tools:
-        lines.append(f"- {info.name}: {info.description}")
-        if info.parameters_json:
-            lines.append(f"  Parameters: {info.parameters_json}")
+        schema = json.loads(info.parameters_json) if info.parameters_json else {}
+        lines.append(f"- {signature(info.name, schema, info.description)}")
     lines += _load_first(ctx)
     lines += [
         "",
@@ -146,7 +147,8 @@ def tools(ctx: PromptContext) -> str:
         "",
         "To call a tool, write only this, then stop:",
         '<tool_call>{"name": "tool_name", "arguments": {"param": "value"}}</tool_call>',
-        "pinclaw runs it and sends you the result. Never write a result yourself.",
+        "Each tool above shows its arguments (? marks an optional one). pinclaw runs the "
+        "tool and sends you the result. Never write a result yourself.",
     ]
     return "\n".join(lines)
 

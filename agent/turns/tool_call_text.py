@@ -76,6 +76,8 @@ def find_tool_calls(text: str, schemas: Schemas) -> TextCalls:
         if len(good) < len(resolved) and attempt:
             misses += [problem for _, problem in resolved if problem]
     if not calls:
+        if not hits and (unread := _unread_call(text, schemas)):
+            misses.append(unread)
         return TextCalls(near_misses=tuple(misses))
     last = taken[-1].end
     narration = _leftover(text[:last], [h for h in hits if h.end <= last])
@@ -88,6 +90,23 @@ def offered(tools: Iterable[Tool]) -> dict[str, dict[str, Any]]:
 
 
 # ---- judging a hit ----
+
+# A whole reply that is one `name(...)` whose arguments are no Python literals by name:
+# `file_list(docs)`, `file_read( plans-2031.txt)` (a 1.5B model, as seen).
+_CALL_SHAPE = re.compile(r"\[?\s*(?:functions\.)?([A-Za-z_]\w*)\s*\((.*)\)\s*\]?", re.S)
+
+
+def _unread_call(text: str, schemas: Schemas) -> str:
+    """Why a reply that is only an offered tool's name and parentheses did not run ("" when
+    it is not one): shown to the user, it would be a raw call instead of an answer."""
+    shape = _CALL_SHAPE.fullmatch(THINK.sub("", text).strip())
+    if shape is None or shape.group(1) not in schemas:
+        return ""
+    return (
+        f"{shape.group(1)} was not run: {shape.group(0)!r} is not a call pinclaw can read "
+        "(arguments go by name, as JSON)"
+    )
+
 
 
 def _resolve(candidate: Candidate, schemas: Schemas) -> tuple[TextCall | None, str]:
