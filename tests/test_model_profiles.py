@@ -386,7 +386,6 @@ def test_the_text_protocol_lists_every_tool_as_a_signature_in_compact_mode(
     assert ' lines {"path": string, "start_line"?: integer, "end_line"?: integer}\n' in prompt
     assert '"properties"' not in prompt
     native = source.build(replace(ctx, dispatcher="native")).text
-    native_total = sum(
-        count_tokens(chosen.llm.model, text) for text in (native, json.dumps(source.tools.schemas()))
-    )
+    schemas = json.dumps(source.tools.schemas())
+    native_total = sum(count_tokens(chosen.llm.model, text) for text in (native, schemas))
     assert count_tokens(chosen.llm.model, prompt) <= min(1_200, 0.7 * native_total)

@@ -108,7 +108,6 @@ def _unread_call(text: str, schemas: Schemas) -> str:
     )
 
 
-
 def _resolve(candidate: Candidate, schemas: Schemas) -> tuple[TextCall | None, str]:
     """The call, or why no offered tool takes it."""
     name, raw = candidate
