@@ -94,12 +94,11 @@ async def measure(runs: int) -> dict[str, list[float]]:
         async def one(expect: int) -> float:
             nonlocal n
             n += 1
-            before, started = len(channel.sent), time.perf_counter()
+            before, started = channel.delivered, time.perf_counter()
             chat = ChatRef("telegram", str(1000 + n))  # a fresh chat: no history to compact
             msg = IncomingMessage(chat, "42", "Owner", f"list it, {n}", message_id=str(n))
             await runtime.intake.submit(msg)
-            while len(channel.sent) < before + expect:
-                await asyncio.sleep(0)
+            await channel.until(before + expect)
             return (channel.sent[-1][0] - started) * 1000
 
         for how, expect in (("inline", 1), ("job", 1), ("message", 2)):
