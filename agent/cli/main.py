@@ -71,6 +71,7 @@ class _Commands(click.Group):
         "hardware": "agent.cli.stores.hardware",
         "jobs": "agent.cli.stores.jobs",
         "budget": "agent.cli.owner.budget",
+        "http": "agent.cli.owner.http_keys",
         "mcp": "agent.cli.mcp",
         "memory": "agent.cli.stores.memory",
         "pairing": "agent.cli.owner.pairing",
@@ -89,6 +90,7 @@ class _Commands(click.Group):
         ),
         "jobs": "List, show and cancel the sub-agents' jobs (also while `agent run` is running).",
         "budget": "Show and set the spending limits (also while `agent run` is running).",
+        "http": "Manage the keys of the HTTP API (OpenAI-compatible), kept in agent.env.",
         "mcp": "List the MCP servers and their tools, and call a tool to try it.",
         "memory": "List, search, delete, export and import the agent's long-term memories.",
         "pairing": (

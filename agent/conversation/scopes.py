@@ -21,6 +21,9 @@ from channels.registry import kind_named
 from tools.base import Speaker
 
 OWNER = "person:owner"
+# The OpenAI-compatible API's chats (agent/http/): their sender is the [people] name of the
+# key that asked, so the turn is that person's, as in their private chat.
+API_CHANNEL = "api"
 GROUPS = "group:*"  # every group scope, for share_group_memories
 
 
@@ -50,6 +53,8 @@ def audience_of(
     if msg.chat.channel == "cli":
         return Audience(OWNER, (OWNER, legacy), owner_private=True, person=OWNER)
     person = person_of(people, msg.chat.channel, msg.sender_id)
+    if msg.chat.channel == API_CHANNEL and msg.sender_id in people:
+        person = OWNER if people[msg.sender_id].owner else f"person:{msg.sender_id}"
     if msg.is_group:
         scope = f"group:{msg.chat.key}"
         return Audience(scope, (scope, legacy), owner_private=False, person=person)

@@ -252,7 +252,7 @@ async def shutdown(
 ) -> None:
     if http is not None:  # no new requests; its silent turns drain with the channels
         await http.server.stop()
-        runtimes = [*runtimes, http.hooks]
+        runtimes = [*runtimes, *http.runtimes]
     for runtime in runtimes:
         await runtime.channel.stop_intake()
     if local is not None:

@@ -1,6 +1,7 @@
 """`[http]` in the daemon: the server started after the chat channels (a hook's target is
-a chat of theirs) with its routes, and stopped first at shutdown (no new requests, then the
-runtimes drain). A port that cannot be bound is said and the rest runs on."""
+a chat of theirs) with its routes (the webhooks, OpenAI's API), and stopped first at
+shutdown (no new requests, then the runtimes drain). A port that cannot be bound is said and
+the rest runs on."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from agent.app import App
+from agent.http.api_channel import ApiChannel
+from agent.http.chat_api import ChatApi
 from agent.http.hook_channel import HookChannel
 from agent.http.hooks import Hooks
 from agent.http.server import HttpServer
@@ -23,7 +26,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class HttpIn:
     server: HttpServer
-    hooks: ChannelRuntime  # the silent hooks' runtime, drained with the channels'
+    runtimes: tuple[
+        ChannelRuntime, ...
+    ]  # the silent hooks' and the API's, drained with the channels'
 
 
 async def start_http(app: App, runtimes: Mapping[str, ChannelRuntime]) -> HttpIn | None:
@@ -33,12 +38,19 @@ async def start_http(app: App, runtimes: Mapping[str, ChannelRuntime]) -> HttpIn
         return None
     silent = app.runtime(HookChannel(), Access(open_to_all=True))
     await silent.resume()  # silent turns an earlier run left pending
+    api = app.runtime(ApiChannel(), Access(open_to_all=True))  # the key says who: ChatApi
     hooks = Hooks(lambda: app.settings, runtimes, silent, app.scrub)
-    server = HttpServer(settings, [web.post("/hooks/{name}", hooks.handle)])
+    chat = ChatApi(lambda: app.settings, api, app.scrub)
+    routes = [
+        web.post("/hooks/{name}", hooks.handle),
+        web.get("/v1/models", chat.models),
+        web.post("/v1/chat/completions", chat.completions),
+    ]
+    server = HttpServer(settings, routes)
     try:
         await server.start()
     except OSError as exc:
         log.error("[http]: cannot serve on %s:%d: %s", settings.host, settings.port, exc)
         await silent.drain(0)
         return None
-    return HttpIn(server, silent)
+    return HttpIn(server, (silent, api))

@@ -20,7 +20,7 @@ from agent.durable.file.state_db import StateDB
 from agent.durable.inbox import Inbox
 from agent.durable.schedules import NewSchedule, Schedules
 from channels.base import ChatRef
-from channels.registry import channel_kinds
+from channels.registry import channel_kinds, kind_named
 from tools.base import ToolCallContext
 from tools.proactive.schedule_times import When
 from tools.proactive.schedule_tools import ScheduleEntry, ScheduleRefused
@@ -54,12 +54,12 @@ async def placement(settings: Settings, db: StateDB, call: ToolCallContext, what
             raise ScheduleRefused(no_chat(what))
         where = f"{owner.where}, when the daemon (`agent run`) is running"
         return Placement(owner.chat, owner.sender_id, owner.name, where=where)
-    speaker = call.speaker
+    speaker, chat = call.speaker, ChatRef.parse(call.chat_key)
     if not speaker.id:
         raise ScheduleRefused(f"this call does not say who asked, so no {what} can be kept")
-    return Placement(
-        ChatRef.parse(call.chat_key), speaker.id, speaker.name, speaker.username, speaker.in_group
-    )
+    if kind_named(chat.channel) is None:  # a webhook's or an API client's conversation
+        raise ScheduleRefused(f"no {what} here: this conversation is not a chat they could run in")
+    return Placement(chat, speaker.id, speaker.name, speaker.username, speaker.in_group)
 
 
 async def owner_chat(

@@ -113,6 +113,29 @@ def store_env(path: Path, values: dict[str, str]) -> list[str]:
     return list(values)
 
 
+def drop_env(path: Path, names: set[str]) -> bool:
+    """Remove the NAME=value lines of `names` from agent.env (made 0600 as `store_env`
+    makes it); False when none was there."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return False
+    kept = [
+        line
+        for line in lines
+        if line.lstrip().startswith("#")
+        or line.strip().removeprefix("export ").partition("=")[0].strip() not in names
+    ]
+    if len(kept) == len(lines):
+        return False
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.new")
+    temporary.unlink(missing_ok=True)
+    if not create_private_file(temporary, "\n".join(kept) + "\n"):
+        raise FileExistsError(temporary)
+    os.replace(temporary, path)
+    return True
+
+
 def _env_line(name: str, value: str) -> str:
     return f"{name}={value}" if _BARE.fullmatch(value) else f"{name}='{value}'"
 

@@ -1,0 +1,239 @@
+"""OpenAI's chat-completions API, served by pinclaw: `GET /v1/models` and `POST
+/v1/chat/completions` (a JSON answer, or with `"stream": true` server-sent events), for chat
+front ends (Open WebUI, LibreChat) and scripts in any language.
+
+A bearer key (api_keys.py) names the person the turn runs as: their memory scope, budget and
+audience, as in their private chat (the owner's key: the owner's). A conversation is a
+pinclaw session when the request names one (`X-Session-Id`, else the `user` field): pinclaw
+keeps its history, so only the last user message is read. Without one it is stateless: the
+client's earlier user and assistant messages are the history, as sent (its system messages
+are not: pinclaw's prompt is the system prompt). pinclaw's own tools run inside the turn;
+the answer is its final reply, with the turn's usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+
+from agent.config import Settings
+from agent.http.api_keys import person_for
+from agent.http.server import Refusal, read_body
+from agent.model.responses import Message
+from agent.runtime.channel_runtime import ChannelRuntime
+from agent.security import Scrubber
+from agent.turns.turn_record import TurnRecord
+from channels.base import ChatRef, IncomingMessage
+
+log = logging.getLogger(__name__)
+
+SESSION_HEADER = "X-Session-Id"
+_CODES = {401: "invalid_api_key", 429: "insufficient_quota"}
+
+
+def _error(status: int, message: str) -> web.Response:
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    body = {"error": {"message": message, "type": kind, "code": _CODES.get(status)}}
+    return web.json_response(body, status=status)
+
+
+def text_of(content: Any) -> str:
+    """A message's text: a string, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
+
+
+class ChatApi:
+    def __init__(
+        self,
+        settings: Callable[[], Settings],
+        runtime: ChannelRuntime,  # of the API's channel (api_channel.py)
+        scrub: Scrubber,
+        *,
+        environ: Mapping[str, str] = os.environ,
+    ) -> None:
+        self._settings, self._runtime, self._environ = settings, runtime, environ
+        self._scrub = scrub
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def _person(self, request: web.Request) -> str:
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        person = person_for(token.strip(), self._environ) if scheme == "Bearer" else None
+        if person is None:
+            raise Refusal(401, "no valid API key (Authorization: Bearer pk-...)")
+        if person not in self._settings().people:
+            raise Refusal(401, f"this key's person {person!r} is not in [people]")
+        return person
+
+    async def models(self, request: web.Request) -> web.Response:
+        try:
+            self._person(request)
+        except Refusal as refused:
+            log.warning("http: /v1/models: %d %s", refused.status, refused.why)
+            return _error(refused.status, refused.why)
+        names = self._settings().llm.configured_models
+        data = [{"id": n, "object": "model", "created": 0, "owned_by": "pinclaw"} for n in names]
+        return web.json_response({"object": "list", "data": data})
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        try:
+            person = self._person(request)
+            asked = await self._asked(request)
+        except Refusal as refused:
+            log.warning("http: /v1/chat/completions: %d %s", refused.status, refused.why)
+            return _error(refused.status, refused.why)
+        messages: list[dict[str, Any]] = asked["messages"]
+        named = request.headers.get(SESSION_HEADER) or str(asked.get("user") or "")
+        session = named[:100] or f"once-{uuid.uuid4().hex}"
+        chat = ChatRef("api", f"{person}:{session}")
+        text = text_of(messages[-1].get("content"))
+        msg = IncomingMessage(chat, person, person, text, message_id=uuid.uuid4().hex)
+        lock = self._locks.setdefault(chat.key, asyncio.Lock())
+        async with lock:  # one turn at a time in a session, as in a chat
+            history = earlier(messages, self._scrub)
+            if not named and history:
+                await self._runtime.store.sessions.append_turn(chat.key, history)
+            if asked.get("stream"):
+                return await self._streamed(request, msg, asked)
+            reply, record = await self._answer(msg)
+        if record is not None and record.stop_reason in ("error", "budget"):
+            status = 429 if record.stop_reason == "budget" else 502
+            return _error(status, record.error or reply)
+        body = completion(self._model(), reply, record)
+        return web.json_response(body)
+
+    async def _asked(self, request: web.Request) -> dict[str, Any]:
+        if request.content_type != "application/json":
+            raise Refusal(415, f"content type {request.content_type}; application/json only")
+        try:
+            asked = json.loads(await read_body(request, self._settings().http))
+        except ValueError as exc:
+            raise Refusal(400, f"the body is not JSON: {exc}") from None
+        messages = asked.get("messages") if isinstance(asked, dict) else None
+        if not messages or not isinstance(messages, list) or not isinstance(messages[-1], dict):
+            raise Refusal(400, "messages: a list of messages, the last one the user's")
+        if messages[-1].get("role") != "user" or not text_of(messages[-1].get("content")).strip():
+            raise Refusal(400, "the last message must be the user's, with text")
+        return dict(asked)
+
+    def _model(self) -> str:
+        return self._settings().llm.model
+
+    async def _answer(
+        self, msg: IncomingMessage, on_text: Callable[[str], None] | None = None
+    ) -> tuple[str, TurnRecord | None]:
+        runtime, key = self._runtime, msg.chat.key
+        try:
+            reply = await runtime.handle(msg, on_text=on_text)
+        finally:
+            record = runtime.last_turns.pop(key, None)
+        return reply.text, record
+
+    async def _streamed(
+        self, request: web.Request, msg: IncomingMessage, asked: dict[str, Any]
+    ) -> web.StreamResponse:
+        """Server-sent events: the reply's text as the model writes it, then the end (and
+        the usage, when `stream_options.include_usage` asks for it), then `[DONE]`."""
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        made, model, cid = int(time.time()), self._model(), f"chatcmpl-{uuid.uuid4().hex}"
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            body = {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": made,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+            return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
+
+        deltas: asyncio.Queue[str] = asyncio.Queue()
+        turn = asyncio.create_task(self._answer(msg, on_text=deltas.put_nowait))
+        await response.write(chunk({"role": "assistant", "content": ""}))
+        sent = ""
+        while not (turn.done() and deltas.empty()):
+            waiting = asyncio.create_task(deltas.get())
+            await asyncio.wait({turn, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            if not waiting.done():
+                waiting.cancel()
+                continue
+            piece = waiting.result()
+            sent += piece
+            await response.write(chunk({"content": piece}))
+        reply, record = turn.result()
+        if record is not None and record.stop_reason in ("error", "budget"):
+            reply = record.error or reply
+        rest = reply[len(sent) :] if reply.startswith(sent) else f"\n\n{reply}"
+        if rest:  # what the stream did not carry (a reply made after it, a correction)
+            await response.write(chunk({"content": rest}))
+        await response.write(chunk({}, "stop"))
+        if (asked.get("stream_options") or {}).get("include_usage"):
+            usage = {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": made,
+                "model": model,
+                "choices": [],
+                "usage": usage_of(record),
+            }
+            await response.write(f"data: {json.dumps(usage)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+def earlier(messages: list[dict[str, Any]], scrub: Scrubber) -> list[Message]:
+    """The client's history before its last message, as a stateless turn's history: its user
+    and assistant texts (its system messages are not pinclaw's prompt)."""
+    kept: list[Message] = []
+    for message in messages[:-1]:
+        role, text = message.get("role"), text_of(message.get("content"))
+        if role in ("user", "assistant") and text:
+            kept.append({"role": role, "content": scrub(text)})
+    return kept
+
+
+def usage_of(record: TurnRecord | None) -> dict[str, int]:
+    prompt = record.prompt_tokens if record else 0
+    completion_tokens = record.completion_tokens if record else 0
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt + completion_tokens,
+    }
+
+
+def completion(model: str, reply: str, record: TurnRecord | None) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": reply},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": usage_of(record),
+    }

@@ -1,0 +1,208 @@
+"""The OpenAI-compatible API of the daemon run in this event loop, asked by the real `openai`
+SDK over 127.0.0.1: a plain and a streamed answer with their usage, pinclaw's own tool run
+inside the turn, a session kept by pinclaw and a stateless one with the client's history,
+the models listed, a bad key; and the keys made, listed and revoked with `agent http keys`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import openai
+import pytest
+from click.testing import CliRunner
+from conftest import Daemon
+from fakes.llm_requests import last_user_content, tool_results
+from fakes.model_double import ScriptedModel, text, tool_calls
+
+from agent.cli.main import cli
+
+KEY = "pk-alice-" + "0123456789abcdef" * 2
+BOB_KEY = "pk-bob-" + "fedcba9876543210" * 2
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def port(model_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> int:
+    number = free_port()
+    for name, value in {
+        "PINCLAW_HTTP__ENABLED": "true",
+        "PINCLAW_HTTP__PORT": str(number),
+        "PINCLAW_LLM__CHOICES": '["openai/other-model"]',
+        "PINCLAW_PEOPLE__ALICE__OWNER": "true",
+        "HTTP_KEY_T1": KEY,
+        "HTTP_KEY_T2": BOB_KEY,  # bob is in no [people]
+        "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "2",
+    }.items():
+        monkeypatch.setenv(name, value)
+    return number
+
+
+@pytest.fixture
+def client(port: int) -> Iterator[openai.AsyncOpenAI]:
+    yield openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0)
+
+
+async def test_a_plain_and_a_streamed_answer_with_usage(
+    model: ScriptedModel, daemon: Callable[[], Daemon], client: openai.AsyncOpenAI
+) -> None:
+    model.script(text("The pump runs at 40 %."), text("Watering is done for today."))
+    asked = [{"role": "user", "content": "How fast is the pump?"}]
+    async with daemon():
+        plain = await client.chat.completions.create(model="any", messages=asked)  # type: ignore[arg-type]
+        stream = await client.chat.completions.create(
+            model="any",
+            messages=[{"role": "user", "content": "Is the watering done?"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = [chunk async for chunk in stream]
+    assert plain.choices[0].message.content == "The pump runs at 40 %."
+    assert plain.choices[0].finish_reason == "stop"
+    assert plain.usage is not None and plain.usage.prompt_tokens > 0
+    assert plain.usage.completion_tokens > 0
+    said = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert said == "Watering is done for today."
+    assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) > 1  # streamed
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    usage = chunks[-1].usage
+    assert usage is not None and usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    assert "| api | from alice]" in str(last_user_content(model.requests[0])).splitlines()[0]
+
+
+async def test_pinclaw_tools_run_inside_the_turn(
+    model: ScriptedModel,
+    daemon: Callable[[], Daemon],
+    client: openai.AsyncOpenAI,
+    home: Path,
+) -> None:
+    (home / "workspace").mkdir(parents=True, exist_ok=True)
+    (home / "workspace" / "plants.txt").write_text("basil, mint\n")
+    model.script(
+        tool_calls(("file_read", {"path": "plants.txt"})), text("You grow basil and mint.")
+    )
+    async with daemon():
+        answer = await client.chat.completions.create(
+            model="any", messages=[{"role": "user", "content": "What do I grow?"}]
+        )
+    assert answer.choices[0].message.content == "You grow basil and mint."
+    (result,) = tool_results(model.requests[1])
+    assert "basil, mint" in result
+
+
+async def test_a_session_is_kept_and_a_stateless_call_sends_the_clients_history(
+    model: ScriptedModel, daemon: Callable[[], Daemon], client: openai.AsyncOpenAI
+) -> None:
+    async with daemon():
+        await client.chat.completions.create(
+            model="any", user="garden", messages=[{"role": "user", "content": "I planted basil."}]
+        )
+        await client.chat.completions.create(
+            model="any", user="garden", messages=[{"role": "user", "content": "What did I plant?"}]
+        )
+        await client.chat.completions.create(
+            model="any",
+            messages=[
+                {"role": "system", "content": "You are a pirate."},
+                {"role": "user", "content": "My cat is Tom."},
+                {"role": "assistant", "content": "Hello Tom's human."},
+                {"role": "user", "content": "Who is my cat?"},
+            ],
+        )
+    kept, stateless = model.requests[1]["messages"], model.requests[2]["messages"]
+    said = [(m["role"], str(m["content"])) for m in kept if m["role"] != "system"]
+    assert said[0] == ("user", said[0][1]) and said[0][1].endswith("I planted basil.")
+    assert said[1] == ("assistant", "echo: " + said[0][1])  # pinclaw's stored answer
+    assert said[2][1].endswith("What did I plant?")
+    history = [(m["role"], str(m["content"])) for m in stateless if m["role"] != "system"]
+    assert history[:2] == [("user", "My cat is Tom."), ("assistant", "Hello Tom's human.")]
+    assert history[2][1].endswith("Who is my cat?")
+    assert not any("pirate" in str(m["content"]) for m in stateless)  # pinclaw's own prompt
+
+
+async def test_models_are_listed_and_a_bad_key_is_refused(
+    model: ScriptedModel,
+    daemon: Callable[[], Daemon],
+    port: int,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    base = f"http://127.0.0.1:{port}/v1"
+    async with daemon():
+        listed = await openai.AsyncOpenAI(base_url=base, api_key=KEY).models.list()
+        refusals = []
+        for key in ("pk-alice-" + "f" * 32, BOB_KEY):
+            bad = openai.AsyncOpenAI(base_url=base, api_key=key, max_retries=0)
+            with pytest.raises(openai.AuthenticationError) as refused:
+                await bad.chat.completions.create(
+                    model="any", messages=[{"role": "user", "content": "hi"}]
+                )
+            refusals.append(refused.value.body)
+    assert [m.id for m in listed.data] == [model.model, "openai/other-model"]
+    assert refusals == [
+        {
+            "message": "no valid API key (Authorization: Bearer pk-...)",
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+        },
+        {
+            "message": "this key's person 'bob' is not in [people]",
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+        },
+    ]
+    assert model.requests == []
+    logged = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert not any(KEY in line or BOB_KEY in line for line in logged)
+
+
+@pytest.fixture
+def loggers_kept() -> Iterator[None]:
+    """The command sets up logging as `agent` does; the loggers are put back after."""
+    known = logging.Logger.manager.loggerDict
+    levels = {name: log.level for name, log in known.items() if isinstance(log, logging.Logger)}
+    root = logging.getLogger()
+    root_level, root_handlers = root.level, root.handlers[:]
+    yield
+    root.setLevel(root_level)
+    root.handlers[:] = root_handlers
+    for name, log in list(known.items()):
+        if isinstance(log, logging.Logger):
+            log.setLevel(levels.get(name, logging.NOTSET))
+
+
+@pytest.mark.usefixtures("loggers_kept")
+def test_keys_are_added_listed_and_revoked_in_agent_env(home: Path) -> None:
+    home.mkdir(parents=True, mode=0o700)  # the owner's alone already: nothing to say of it
+    (home / "config.toml").write_text("[people.alice]\nowner = true\n")
+    (home / "config.toml").chmod(0o600)
+
+    def agent(*argv: str) -> tuple[int, str]:
+        result = CliRunner().invoke(cli, ["http", "keys", *argv], prog_name="agent", obj={})
+        return result.exit_code, result.output
+
+    code, made = agent("add", "alice")
+    token = made.splitlines()[0]
+    assert code == 0 and token.startswith("pk-alice-") and len(token) == len("pk-alice-") + 32
+    env = (home / "agent.env").read_text()
+    (line,) = [ln for ln in env.splitlines() if ln.startswith("HTTP_KEY_")]
+    key_id = line.split("=")[0].removeprefix("HTTP_KEY_")
+    assert (
+        line == f"HTTP_KEY_{key_id}={token}"
+        and oct((home / "agent.env").stat().st_mode)[-3:] == "600"
+    )
+    assert agent("list") == (0, f"{key_id}  alice\n")
+    assert agent("add", "nobody")[0] == 2
+    assert agent("revoke", key_id) == (0, f"key {key_id} revoked\n")
+    assert "HTTP_KEY_" not in (home / "agent.env").read_text()
+    assert agent("revoke", key_id)[0] == 2
+    assert json.dumps(agent("list")[1]) == json.dumps(
+        "no API keys; `agent http keys add PERSON` makes one\n"
+    )
