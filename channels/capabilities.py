@@ -45,5 +45,6 @@ CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("usage", "Tokens and cost today and this month (owner)"),
     ("budget", "Spending limits; /budget daily 5 sets one (owner)"),
     ("pair", "Let people in: /pair approve CODE, /pair here (owner)"),
+    ("busy", "While I work: /busy queue, steer, interrupt or collect"),
     ("help", "What the bot can do"),
 )

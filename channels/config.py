@@ -41,6 +41,11 @@ def _as_strings(value: object) -> object:
     return value
 
 
+BusyMode = Literal["queue", "steer", "interrupt", "collect"]
+BUSY_MODES: tuple[str, ...] = ("queue", "steer", "interrupt", "collect")
+COLLECT_DEBOUNCE_MS = 1_500  # collect's default: messages this close are one turn
+
+
 class ChannelSection(_Section):
     """What every chat channel's [channels.NAME] holds; its kind's model adds its own keys."""
 
@@ -50,6 +55,8 @@ class ChannelSection(_Section):
     pairing: bool = True  # a stranger's private message asks the owner (a code, buttons)
     stream_replies: bool = False
     transcription_model: str = ""
+    busy: BusyMode | Literal[""] = ""  # "": [channels] busy
+    debounce_ms: int = Field(default=-1, ge=-1, le=60_000)  # -1: [channels] debounce_ms
 
     _strings = field_validator("allowed_users", mode="before")(_as_strings)
 
@@ -95,6 +102,25 @@ class ChannelsSettings(BaseModel):
     # with a visible "(sent again …)" marker.
     delivery: Literal["at_most_once", "at_least_once"] = "at_most_once"
     max_parts: int = Field(default=8, ge=1)  # a longer reply goes as a document + summary
+    # A message that comes while its chat's turn runs: "queue" it for the next turn, "steer"
+    # the running turn with it, "interrupt" that turn and answer both, or "collect" it with
+    # the others into one next turn. /busy MODE sets one chat's.
+    busy: BusyMode = "queue"
+    debounce_ms: int = Field(default=-1, ge=-1, le=60_000)  # -1: 1,500 in collect, else 0
+
+    def busy_of(self, channel: str) -> str:
+        """`channel`'s busy mode: its own, else [channels]'."""
+        section = self.section(channel)
+        return (section.busy if section else None) or self.busy
+
+    def debounce_of(self, channel: str, mode: str) -> int:
+        """How long (ms) `channel` waits for a burst's next message, in a chat of `mode`."""
+        section = self.section(channel)
+        own = section.debounce_ms if section else -1
+        debounce = own if own >= 0 else self.debounce_ms
+        if debounce < 0:
+            return COLLECT_DEBOUNCE_MS if mode == "collect" else 0
+        return debounce
 
     @model_validator(mode="wrap")
     @classmethod

@@ -24,7 +24,7 @@ OWNER = "111"
 STRANGER = "777"
 BOT = "1000"
 GUILD, TEXT, THREAD, OTHER = "5000", "5001", "5002", "5003"
-COMMANDS = {"new", "stop", "status", "jobs", "model", "usage", "budget", "pair", "help"}
+COMMANDS = {"new", "stop", "status", "jobs", "model", "usage", "budget", "pair", "busy", "help"}
 
 
 @pytest.fixture

@@ -1,7 +1,10 @@
 """The inbox: every message a chat sends, stored before the channel acknowledges it.
 
 A message stays "pending" until its reply is in the outbox (one transaction marks it done),
-so a crash, a restart or a provider outage leaves it to be answered later, never lost. The
+so a crash, a restart or a provider outage leaves it to be answered later, never lost. One
+turn may answer several rows (a burst, messages collected or steered in: the chat's busy
+mode, agent/runtime/queues/busy.py): each says which turn took it (`taken_by`, the id of the
+row that turn began with), in the same transaction. The
 platform's message id makes a re-delivered message a no-op. Rows are kept after they are
 done: they are the record of what was asked and when.
 """
@@ -44,6 +47,7 @@ MIGRATIONS = {
     # What started a turn nobody typed (agent/durable/triggers.py); '' for a person's message.
     "trigger": "ALTER TABLE inbox ADD COLUMN trigger TEXT NOT NULL DEFAULT ''",
 }
+TAKEN_BY = "ALTER TABLE inbox ADD COLUMN taken_by INTEGER"  # schema version 8
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,13 @@ class Pending:
     failing_since: float | None
     notified: bool
     trigger: Trigger | None = None  # a schedule or the heartbeat, not a person
+    received_at: float = 0.0
+    folded: tuple[Pending, ...] = ()  # later rows this turn answers too (one burst)
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        """Every row the turn answers, its own first."""
+        return (self.id, *(row.id for row in self.folded))
 
 
 def encode(msg: IncomingMessage) -> str:
@@ -129,15 +140,30 @@ class Inbox:
         return [key for (key,) in rows]
 
     async def oldest(self, chat_key: str) -> Pending | None:
-        row = await self._db.fetchone(
-            "SELECT id, message, attempts, next_attempt_at, failing_since, notified, trigger"
-            " FROM inbox WHERE status = 'pending' AND chat_key = ? ORDER BY id LIMIT 1",
-            (chat_key,),
+        found = await self.pending(chat_key, limit=1)
+        return found[0] if found else None
+
+    async def pending(self, chat_key: str, *, after: int = 0, limit: int = 50) -> list[Pending]:
+        """The chat's pending rows past id `after`, oldest first."""
+        rows = await self._db.fetchall(
+            "SELECT id, message, attempts, next_attempt_at, failing_since, notified, trigger,"
+            " received_at FROM inbox WHERE status = 'pending' AND chat_key = ? AND id > ?"
+            " ORDER BY id LIMIT ?",
+            (chat_key, after, limit),
         )
-        if row is None:
-            return None
-        trigger = decode_trigger(row[6])
-        return Pending(row[0], decode(row[1]), row[2], row[3], row[4], bool(row[5]), trigger)
+        return [
+            Pending(
+                row[0],
+                decode(row[1]),
+                row[2],
+                row[3],
+                row[4],
+                bool(row[5]),
+                decode_trigger(row[6]),
+                row[7],
+            )
+            for row in rows
+        ]
 
     async def waiting(self, chat_key: str | None = None) -> int:
         return await self._db.read(lambda conn: count_waiting(conn, chat_key))
@@ -164,12 +190,14 @@ class Inbox:
         )
         return [(str(sender), str(username or "")) for sender, username in rows]
 
-    def finish(self, conn: sqlite3.Connection, inbox_id: int, status: str) -> None:
+    def finish(
+        self, conn: sqlite3.Connection, inbox_id: int, status: str, *, taken_by: int | None = None
+    ) -> None:
         """Mark the message answered ("done") or given up on ("failed"), inside the
-        transaction that stored its reply."""
+        transaction that stored its reply; `taken_by`: the row whose turn answered it."""
         conn.execute(
-            "UPDATE inbox SET status = ?, done_at = ? WHERE id = ?",
-            (status, time.time(), inbox_id),
+            "UPDATE inbox SET status = ?, done_at = ?, taken_by = ? WHERE id = ?",
+            (status, time.time(), inbox_id if taken_by is None else taken_by, inbox_id),
         )
 
     async def defer(

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 
 from agent.durable.always_allowed import AlwaysAllowed
+from agent.durable.owner.chat_busy import ChatBusy
 from agent.durable.store import Store
 from agent.durable.triggers import Trigger
 from agent.runtime.attachments import Downloads, Transcriber
@@ -32,6 +33,7 @@ from agent.runtime.jobs.job_runner import JobRunner
 from agent.runtime.owner.doorkeeper import Doorkeeper
 from agent.runtime.owner.memory_vetting import MemoryVetting
 from agent.runtime.owner.metering import OwnerControls
+from agent.runtime.queues.busy import BusyModes
 from agent.runtime.queues.chat_queues import ChatQueues
 from agent.runtime.queues.courier import Courier
 from agent.runtime.queues.replies import Alongside, ChatReplies
@@ -80,6 +82,7 @@ class ChannelRuntime:
             scrub,
         )
         self.turns = RunningTurns()
+        self.busy = BusyModes(channel.name, setup, store.inbox, ChatBusy(store.db), self.turns)
         always = AlwaysAllowed(store.db, setup.source.workspace.resolve())
         self.jobs: JobRunner | None = None
         if jobs is not None:
@@ -87,7 +90,14 @@ class ChannelRuntime:
             self.jobs = JobRunner(kit, self.replies, jobs.slots)
             jobs.attach(self.jobs)
         self.commands = ChatCommands(
-            setup, store, self.turns, self.controls, self.door, lambda: slots.asking, jobs=self.jobs
+            setup,
+            store,
+            self.turns,
+            self.controls,
+            self.door,
+            lambda: slots.asking,
+            self.busy,
+            jobs=self.jobs,
         )
 
         def approval_s() -> float:
@@ -102,6 +112,7 @@ class ChannelRuntime:
             store,
             slots=slots,
             turns=self.turns,
+            busy=self.busy,
             replies=self.replies,
             door=self.door,
             controls=self.controls,
@@ -113,10 +124,15 @@ class ChannelRuntime:
             vetting=self._vetting,
         )
         self.queues = ChatQueues(
-            channel.name, store.db, store.inbox, self.courier, self.answerer.answer_pending
+            channel.name,
+            store.db,
+            store.inbox,
+            self.busy,
+            self.courier,
+            self.answerer.answer_pending,
         )
         self.intake = MessageIntake(
-            setup, store, self.door, self.commands, self.replies, self.queues.wake, scrub
+            setup, store, self.door, self.commands, self.replies, self.queues.wake, scrub, self.busy
         )
         self._scrub = scrub
 

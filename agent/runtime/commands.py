@@ -1,5 +1,5 @@
 """Built-in chat commands, answered at once and without the model (not behind the chat's
-running turn): /new, /stop, /status, /help, /pair (agent/runtime/owner/pair_command.py) and
+running turn): /new, /stop, /status, /busy, /help, /pair (agent/runtime/owner/pair_command.py) and
 the owner's controls /usage, /budget, /model (agent/runtime/owner/owner_commands.py)."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from agent.runtime.owner import owner_commands
 from agent.runtime.owner.doorkeeper import Doorkeeper
 from agent.runtime.owner.metering import OwnerControls
 from agent.runtime.owner.pair_command import pair_command
+from agent.runtime.queues.busy import BusyModes, busy_command
 from agent.runtime.running_turns import RunningTurns
 from agent.runtime.turn_setup import TurnSetup
 from agent.turns.turn_record import TurnRecord
@@ -33,6 +34,9 @@ HELP = (
     "/model — the models this chat may use; /model NAME switches it, /model reset goes back\n"
     "/usage — tokens and cost today and this month (the owner, privately)\n"
     "/budget — the spending limits; /budget daily 5 sets one (the owner, privately)\n"
+    "/busy — what a message does while I work: /busy queue (waits), steer (joins the running "
+    "answer), interrupt (stops it; both answered together), collect (answered together); "
+    "/busy reset\n"
     "/pair — who may talk to me: /pair approve CODE, /pair deny CODE, /pair invite, /pair here "
     "in a group (the owner)\n"
     "/help — this list\n"
@@ -80,6 +84,7 @@ class ChatCommands:
         controls: OwnerControls,
         door: Doorkeeper,
         asking: Callable[[], int],
+        busy: BusyModes,
         *,
         jobs: JobRunner | None = None,
     ) -> None:
@@ -90,6 +95,7 @@ class ChatCommands:
         self._controls = controls
         self._door = door
         self._asking = asking
+        self._busy = busy
 
     async def answer(self, msg: IncomingMessage, *, in_chat: bool) -> str | None:
         """The command's answer; None when `msg` is no command. `in_chat`: a chat channel's
@@ -99,6 +105,8 @@ class ChatCommands:
             return None
         if name == "pair" and in_chat:
             return await pair_command(self._door, msg)
+        if name == "busy" and in_chat:
+            return await busy_command(self._busy, msg)
         return await run_command(name, msg.text, self._context(msg))
 
     def _context(self, msg: IncomingMessage) -> CommandContext:
@@ -139,6 +147,8 @@ async def run_command(name: str, text: str, ctx: CommandContext) -> str:
         if ctx.jobs is None:
             return "No jobs run here."
         return jobs_text(await ctx.jobs.kit.jobs.listed(ctx.chat_key))
+    if name == "busy":  # a chat channel's runtime answers it (busy_command)
+        return "The terminal waits for each answer; /busy is for the chat channels."
     if name == "pair":  # a chat channel's runtime answers it (agent/runtime/owner/pair_command.py)
         return "Pairing is for the chat channels; here: agent pairing list | approve | deny."
     if name in ("usage", "budget", "model"):

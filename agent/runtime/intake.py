@@ -18,6 +18,7 @@ from agent.durable.store import Store
 from agent.durable.triggers import Trigger
 from agent.runtime.commands import ChatCommands, parse_command
 from agent.runtime.owner.doorkeeper import Doorkeeper
+from agent.runtime.queues.busy import BusyModes
 from agent.runtime.queues.replies import Alongside, ChatReplies
 from agent.runtime.turn_setup import TurnSetup
 from agent.security import Scrubber
@@ -79,6 +80,7 @@ class MessageIntake:
         replies: ChatReplies,
         wake: Callable[[str], None],  # the chat's queue: answer its pending messages
         scrub: Scrubber,
+        busy: BusyModes,
     ) -> None:
         self._setup = setup
         self._store = store
@@ -87,6 +89,7 @@ class MessageIntake:
         self._replies = replies
         self._wake = wake
         self._scrub = scrub
+        self._busy = busy
         self.closing = False  # shutting down: nothing more is taken
 
     async def submit(self, msg: IncomingMessage) -> bool:
@@ -116,6 +119,7 @@ class MessageIntake:
             await self._replies.queue(msg.chat, Reply(said, reply_to=msg.message_id))
         if status == "pending":
             self._wake(msg.chat.key)
+            await self._busy.arrived(msg.chat.key)  # "interrupt" stops the running turn
         return True
 
     async def enqueue_triggered(

@@ -1,5 +1,6 @@
 """The turns a channel is running, by chat, and each chat's last finished turn: what /stop
-cancels and /status reports, kept apart so commands need not reach into turn answering."""
+cancels (and a newer message interrupts) and /status reports, kept apart so commands need
+not reach into turn answering."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ class RunningTurns:
     def __init__(self) -> None:
         self.running: dict[str, asyncio.Task[TurnOutcome]] = {}
         self.last: dict[str, TurnRecord] = {}  # by chat key
+        self.interrupted: set[str] = set()  # stopped by a newer message: run again with it
 
     def cancel(self, chat_key: str) -> bool:
         """Stop the chat's running turn; False when none runs."""
@@ -21,3 +23,10 @@ class RunningTurns:
             return False
         task.cancel()
         return True
+
+    def interrupt(self, chat_key: str) -> bool:
+        """Stop the chat's running turn so that its messages run again with a newer one."""
+        if self.cancel(chat_key):
+            self.interrupted.add(chat_key)
+            return True
+        return False

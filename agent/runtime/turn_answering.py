@@ -30,6 +30,7 @@ from agent.runtime.media import reply_files, resolve_reply
 from agent.runtime.owner.doorkeeper import Doorkeeper
 from agent.runtime.owner.memory_vetting import MemoryVetting
 from agent.runtime.owner.metering import OwnerControls, Refused
+from agent.runtime.queues.busy import BusyModes, merged
 from agent.runtime.queues.chat_queues import Finished
 from agent.runtime.queues.outage import OutageNotice, StillThinking, retry_later
 from agent.runtime.queues.replies import ChatReplies
@@ -39,7 +40,7 @@ from agent.runtime.turn_inputs import turn_inputs
 from agent.runtime.turn_setup import TurnSetup
 from agent.security import Scrubber
 from agent.turns.loop import ToolEvent
-from agent.turns.turn import HoldSilentPrefix, TurnOutcome, is_silent
+from agent.turns.turn import HoldSilentPrefix, Steer, TurnOutcome, is_silent
 from agent.turns.turn_record import TurnRecord
 from channels.base import Channel, IncomingMessage, Reply, ReplyStream
 from tools.memory.store import MemoryStore
@@ -57,6 +58,7 @@ class TurnAnswerer:
         *,
         slots: TurnSlots,
         turns: RunningTurns,
+        busy: BusyModes,
         replies: ChatReplies,
         door: Doorkeeper,
         controls: OwnerControls,
@@ -72,6 +74,7 @@ class TurnAnswerer:
         self._store = store
         self._slots = slots
         self.turns = turns
+        self._busy = busy
         self._replies = replies
         self._door = door
         self._controls = controls
@@ -83,10 +86,12 @@ class TurnAnswerer:
         self._vetting = vetting
 
     async def answer_pending(self, pending: Pending) -> Finished | None:
-        """The turn of an inbox message, as one transaction for the chat queues to commit;
-        None when it waits to run again (no model answered)."""
-        msg, trigger = pending.message, pending.trigger  # trigger: nobody typed, nobody waits
+        """The turn of an inbox message (and the rows folded into it: busy.py), as one
+        transaction for the chat queues to commit; None when it waits to run again (no model
+        answered, or a newer message interrupted it)."""
+        trigger = pending.trigger  # nobody typed, nobody waits
         channel, settings = self._channel, self._setup.settings
+        msg = merged(pending, settings.channels.max_message_chars)
         fresh = not pending.attempts and trigger is None
         stream = channel.open_stream(msg.chat, msg.message_id) if fresh else None
         on_text = stream.push if stream else None
@@ -96,6 +101,8 @@ class TurnAnswerer:
         queue, agent = self._replies.queue, settings.agent
         notice = OutageNotice(pending, queue, after_s=agent.outage_notice_after_s)
         audience = self._audience(msg)
+        taken: list[int] = []  # rows steered in while it runs
+        steer = self._busy.steer(pending, taken, self._setup.runner.envelope)
         async with self._slots.hold() as slot, typing:
             after_s = agent.still_thinking_after_s if fresh else 0.0  # once a message
             slow = StillThinking(msg.chat, queue, after_s, on_text)
@@ -103,11 +110,21 @@ class TurnAnswerer:
                 msg = await self._downloads.fetch(msg)
                 on_text = slow.shown if on_text is not None else None
                 outcome = await self._turn(
-                    msg, audience, slot, on_text=on_text, on_retry=notice, trigger=trigger
+                    msg,
+                    audience,
+                    slot,
+                    on_text=on_text,
+                    on_retry=notice,
+                    trigger=trigger,
+                    steer=None if trigger else steer,
                 )
             finally:
                 await slow.call_off()
                 await notice.call_off()
+        if outcome.status == "interrupted":  # its rows run again with the newer message
+            if stream is not None:
+                await _discarded(stream)
+            return None
         retry = outcome.status == "retry"
         if retry and await retry_later(pending, notice, agent, self._store.inbox):
             if stream is not None:  # its answer comes later, as a message of its own
@@ -123,14 +140,16 @@ class TurnAnswerer:
         parts = None if silent else self._replies.parts(reply)
         within, store = self._replies.deliver_within_s, self._store
         taint = outcome.tainted_by  # kept with the turn: the next one starts tainted
+        lead, rows = pending.id, (*pending.ids, *taken)
 
         def commit(conn: Transaction) -> int | None:  # one transaction, one trip
-            store.sessions.add_turn(conn, msg.chat.key, kept, pending.id, tainted_by=taint)
-            store.inbox.finish(conn, pending.id, status)
+            store.sessions.add_turn(conn, msg.chat.key, kept, lead, tainted_by=taint)
+            for row in rows:  # each says which turn took it
+                store.inbox.finish(conn, row, status, taken_by=lead)
             if parts is None:
                 return None
             return store.outbox.insert(
-                conn, msg.chat, parts, inbox_id=pending.id, deliver_within_s=within
+                conn, msg.chat, parts, inbox_id=lead, deliver_within_s=within
             )
 
         return Finished(msg.chat, commit, stream)
@@ -168,6 +187,7 @@ class TurnAnswerer:
         on_text: Callable[[str], None] | None = None,
         on_retry: OnRetry = None,
         trigger: Trigger | None = None,
+        steer: Steer | None = None,
     ) -> TurnOutcome:
         """Run the turn as a task /stop can cancel; a shutdown cancels it too, and then
         nothing is stored (the message stays pending). The turn keeps what it starts with:
@@ -213,6 +233,7 @@ class TurnAnswerer:
                 on_retry=on_retry,
                 trigger=trigger,
                 llm=llm,
+                steer=steer,
             )
         )
         self.turns.running[key] = task
@@ -222,10 +243,13 @@ class TurnAnswerer:
             if not task.cancelled():
                 task.cancel()  # we were cancelled (shutdown): stop the turn too
                 raise
+            if key in self.turns.interrupted:  # a newer message: nothing of it is kept
+                return TurnOutcome("interrupted", "", [], TurnRecord("cancelled"))
             user = {"role": "user", "content": runner.envelope(msg, trigger=trigger)}
             outcome = TurnOutcome("done", "Stopped.", [user], TurnRecord("cancelled"))
         finally:
             self.turns.running.pop(key, None)
+            self.turns.interrupted.discard(key)
         last[key] = outcome.record
         if outcome.unvetted and self._vetting:  # the owner's button for each, in the background
             self._vetting.offer(outcome.unvetted, msg.chat)

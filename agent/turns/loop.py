@@ -20,7 +20,7 @@ import logging
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -81,8 +81,10 @@ async def run_tool_call_loop(
     on_event: Callable[[ToolEvent], None] | None = None,
     on_text: Callable[[str], None] | None = None,
     on_retry: OnRetry = None,
+    steer: Callable[[], Awaitable[list[Message]]] | None = None,
 ) -> TurnResult:
-    """Run one turn. `history` is not modified; the turn's new messages are returned."""
+    """Run one turn. `history` is not modified; the turn's new messages are returned.
+    `steer`: the person's messages that came meanwhile, joined after each round of tools."""
     dispatch = dispatcher or NativeDispatcher()
     messages = list(history)
     result = TurnResult(text="", new_messages=[], stop_reason="done")
@@ -141,6 +143,8 @@ async def run_tool_call_loop(
             if on_event:
                 on_event(event)
         for message in dispatch.result_messages(parsed, [res for _, res in outcomes]):
+            add(message)
+        for message in await steer() if steer else ():
             add(message)
         if any(repeated):
             result.stop_reason = "loop_detected"

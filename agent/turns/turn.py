@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -44,6 +44,9 @@ FAILED_TURN = "Sorry, I could not answer that just now ({})."
 UNREACHABLE = "the model could not be reached"
 
 
+Steer = Callable[[], Awaitable[list[Message]]]
+
+
 @dataclass(frozen=True)
 class Streams:
     """Who hears a turn while it runs: its tool events, its streamed text, and the model
@@ -52,13 +55,15 @@ class Streams:
     on_event: Callable[[ToolEvent], None] | None = None
     on_text: Callable[[str], None] | None = None
     on_retry: OnRetry = None
+    steer: Steer | None = None  # the person's messages since, joined after a round of tools
 
 
 @dataclass
 class TurnOutcome:
-    """`retry`: no model answered; the message should wait and run again."""
+    """`retry`: no model answered; the message should wait and run again. `interrupted`: a
+    newer message stopped it (busy mode "interrupt"); its rows run again with that one."""
 
-    status: Literal["done", "failed", "retry"]
+    status: Literal["done", "failed", "retry", "interrupted"]
     text: str  # the reply (scrubbed), or the failure line
     messages: list[Message]  # what to store: the user's message, then what answered it
     record: TurnRecord
@@ -122,6 +127,7 @@ class TurnRunner:
         on_retry: OnRetry = None,
         trigger: Trigger | None = None,
         llm: ModelClient | None = None,
+        steer: Steer | None = None,
     ) -> TurnOutcome:
         """Run the turn to an outcome; only cancellation escapes. `private`: the owner's own
         conversation (the prompt may hold USER.md and MEMORY.md); `remembered`: memories
@@ -133,7 +139,7 @@ class TurnRunner:
         try:
             async with asyncio.timeout(deadline_s):
                 asked = await self._with_images(user, msg, llm.model)
-                streams = Streams(on_event, on_text, on_retry)
+                streams = Streams(on_event, on_text, on_retry, steer)
                 result = await self._loop(prior, asked, context, private, streams, llm)
         except TimeoutError:
             error = f"the turn took longer than {deadline_s:g} s"
@@ -210,6 +216,7 @@ class TurnRunner:
                     if streams.on_text
                     else None,
                     on_retry=streams.on_retry,
+                    steer=streams.steer,
                 )
             except LLMRequestRejected as exc:
                 text = str(exc).lower()

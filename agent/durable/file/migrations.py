@@ -37,7 +37,7 @@ from agent.durable import (
     tool_journal,
 )
 from agent.durable.file.state_db import StateDBUnusable, check_file, restore_advice, unusable
-from agent.durable.owner import budget_limits, chat_models, pairings, usage
+from agent.durable.owner import budget_limits, chat_busy, chat_models, pairings, usage
 from tools.memory import schema as memory_schema
 from tools.memory.store import chat_scope
 
@@ -106,6 +106,14 @@ def _version_7(conn: sqlite3.Connection) -> None:
     run_script(conn, jobs.SCHEMA)
 
 
+def _version_8(conn: sqlite3.Connection) -> None:
+    """Busy modes: which turn took each inbox row (a burst, a collected or steered message
+    is answered by another row's turn), and each chat's /busy choice."""
+    if "taken_by" not in columns(conn, "inbox"):
+        conn.execute(inbox.TAKEN_BY)
+    run_script(conn, chat_busy.SCHEMA)
+
+
 STEPS: tuple[Step, ...] = (
     Step(1, "sessions, inbox, outbox, schedules, approvals, quirks, memories", _version_1),
     Step(2, "the tool journal, the parts sent", _version_2),
@@ -114,6 +122,7 @@ STEPS: tuple[Step, ...] = (
     Step(5, "the boards' actuation log, max_on_s deadlines, kept readings", _version_5),
     Step(6, "what turns read of others', unvetted memories, files written after it", _version_6),
     Step(7, "the jobs sub-agents run", _version_7),
+    Step(8, "which turn took each inbox row, each chat's busy mode", _version_8),
 )
 LATEST = STEPS[-1].version
 
@@ -137,6 +146,7 @@ FIRST_COLUMNS: dict[str, frozenset[str]] = {
     "budget_overrides": frozenset({"name", "value", "configured", "set_at"}),
     "budget_notices": frozenset({"name", "period", "level", "amount", "told_at"}),
     "chat_models": frozenset({"chat_key", "model", "set_by", "set_at"}),
+    "chat_busy": frozenset({"chat_key", "mode", "set_by", "set_at"}),
     "pairing_codes": frozenset({"code", "channel", "kind", "sender_id", "expires_at", "status"}),
     "paired": frozenset({"channel", "kind", "id", "approved_by", "approved_at"}),
     "pairing_locks": frozenset({"channel", "sender_id", "wrong", "locked_until"}),

@@ -1,7 +1,8 @@
 """ChatQueues: the chats' queues of one channel runtime, which never stop.
 
 Each chat's pending messages are answered one at a time, oldest first, by its own
-`KeyedWorker` task; a failure (state.db locked, the disk full) is tried again with backoff.
+`KeyedWorker` task (a turn may answer several: a burst, or what the chat's busy mode folds
+in, busy.py); a failure (state.db locked, the disk full) is tried again with backoff.
 A finished turn whose commit failed stays in memory and is committed first when the worker
 tries again: the turn, its tools and its model calls do not run a second time (after a crash
 the message is still pending, and the turn runs again). A sweep wakes every chat with pending
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 from agent.durable.file.state_db import StateDB, Transaction
 from agent.durable.inbox import Inbox, Pending
+from agent.runtime.queues.busy import BusyModes
 from agent.runtime.queues.courier import Courier
 from agent.runtime.queues.keyed_worker import KeyedWorker
 from channels.base import ChatRef, ReplyStream
@@ -42,12 +44,14 @@ class ChatQueues:
         channel: str,
         db: StateDB,
         inbox: Inbox,
+        busy: BusyModes,
         courier: Courier,
         answer: Callable[[Pending], Awaitable[Finished | None]],
     ) -> None:
         self._channel = channel
         self._db = db
         self._inbox = inbox
+        self._busy = busy
         self._courier = courier
         self._answer = answer  # runs the turn; None: it waits to run again (no model answered)
         self._workers = KeyedWorker(self._work, what="the chat's queue", health=db.health)
@@ -91,10 +95,10 @@ class ChatQueues:
             await self.commit(unsaved)
         while not self.closing:
             self._workers.settle(chat_key)
-            pending = await self._inbox.oldest(chat_key)
+            pending, burst_s = await self._busy.next_turn(chat_key)
             if pending is None:
                 return
-            wait = pending.next_attempt_at - time.time()
+            wait = max(burst_s, pending.next_attempt_at - time.time())
             if wait > 0:
                 await asyncio.sleep(wait)
                 continue
