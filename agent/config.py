@@ -141,7 +141,7 @@ class AgentSettings(_Section):
     turn_deadline_s: float = Field(default=DEFAULT_TURN_DEADLINE_S, gt=0)
     retry_failed_turns_for_s: float = Field(default=1800.0, ge=0)
     turn_retry_backoff_s: float = Field(default=5.0, gt=0)
-    max_jobs: int = Field(default=3, ge=1)  # sub-agents' jobs (delegate) at once, their limits
+    max_jobs: int = Field(default=3, ge=0)  # sub-agents' jobs at once (0: no delegate tool)
     job_time_limit_s: float = Field(default=300.0, gt=0)
     job_token_limit: int = Field(default=50_000, ge=1)
     outage_notice_after_s: float = Field(default=10.0, ge=0)  # failures this long: say so

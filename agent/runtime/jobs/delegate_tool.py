@@ -25,17 +25,10 @@ NOWHERE = "delegate works only where pinclaw keeps chats (the daemon, `agent cha
 PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "task": {
-            "type": "string",
-            "description": "All it needs to know: it sees nothing of this chat",
-        },
-        "tools": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "Tool names it may use (default: all of yours)",
-        },
-        "model": {"type": "string", "description": "One of the configured models"},
-        "wait": {"type": "boolean", "description": "Wait for its result"},
+        "task": {"type": "string", "description": "All it needs: it sees nothing else"},
+        "tools": {"type": "array", "items": {"type": "string"}},
+        "model": {"type": "string"},
+        "wait": {"type": "boolean"},
         "time_limit_s": {"type": "number"},
         "token_limit": {"type": "integer"},
     },
@@ -64,9 +57,8 @@ class JobDesk:
 class DelegateTool:
     name = DELEGATE
     description = (
-        "Hand a task to a sub-agent that works on it alone with your tools; its result "
-        "comes back to this chat. wait=true waits for it here (several delegate calls in "
-        "one reply run at once)."
+        "Hand a task to a sub-agent with your tools (default: all); its result comes to this "
+        "chat, or here with wait (calls of one reply run at once)."
     )
     writes = False  # it changes nothing itself; its job's tools ask for themselves
     effects = True  # a turn run again after a crash does not start the job twice
