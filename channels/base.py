@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from channels.capabilities import ChannelCapabilities, MediaKind
 
@@ -218,6 +218,19 @@ class ReplyStream(Protocol):
     async def finish(self, first: OutgoingPart) -> bool: ...  # False: nothing to replace
 
     async def discard(self) -> None: ...  # removed: the answer comes later, as a new message
+
+
+@runtime_checkable
+class TakesWebhooks(Protocol):
+    """A channel whose platform may post its updates to pinclaw's HTTP server (agent/http/)
+    at /channels/NAME/webhook instead of being polled."""
+
+    @property
+    def takes_webhooks(self) -> bool: ...  # configured so, and started
+
+    async def receive_webhook(self, headers: Mapping[str, str], body: bytes) -> int:
+        """The update taken (stored before this returns): the HTTP status to answer."""
+        ...
 
 
 class Channel(Protocol):

@@ -65,6 +65,18 @@ class TelegramSettings(ChannelSection):
     group_mode: Literal["mention", "all"] = "mention"
     api_base: str = "https://api.telegram.org/bot"
     file_api_base: str = "https://api.telegram.org/file/bot"
+    # "webhook": Telegram posts each update to `webhook_url` (https, a TLS proxy in front of
+    # [http], which serves it at /channels/telegram/webhook); "polling" asks for them
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str = ""
+
+    @model_validator(mode="after")
+    def _webhook_url(self) -> TelegramSettings:
+        if self.mode == "webhook" and not self.webhook_url.startswith("https://"):
+            raise ValueError(
+                'mode = "webhook" needs webhook_url = "https://..." (Telegram\'s rule)'
+            )
+        return self
 
 
 class DiscordSettings(ChannelSection):

@@ -13,12 +13,14 @@ from aiohttp import web
 
 from agent.app import App
 from agent.http.api_channel import ApiChannel
+from agent.http.channel_webhooks import WEBHOOK_ROUTE, channel_webhooks
 from agent.http.chat_api import ChatApi
 from agent.http.hook_channel import HookChannel
 from agent.http.hooks import Hooks
 from agent.http.server import HttpServer
 from agent.runtime.channel_runtime import ChannelRuntime
 from agent.runtime.turn_setup import Access
+from channels.base import TakesWebhooks
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,9 @@ async def start_http(app: App, runtimes: Mapping[str, ChannelRuntime]) -> HttpIn
     """The server serving, or None when `[http]` is off or its address cannot be bound."""
     settings = app.settings.http
     if not settings.enabled:
+        for name, runtime in runtimes.items():
+            if isinstance(runtime.channel, TakesWebhooks) and runtime.channel.takes_webhooks:
+                log.error("%s takes its updates by webhook, but [http] is off: enable it", name)
         return None
     silent = app.runtime(HookChannel(), Access(open_to_all=True))
     await silent.resume()  # silent turns an earlier run left pending
@@ -45,6 +50,7 @@ async def start_http(app: App, runtimes: Mapping[str, ChannelRuntime]) -> HttpIn
         web.post("/hooks/{name}", hooks.handle),
         web.get("/v1/models", chat.models),
         web.post("/v1/chat/completions", chat.completions),
+        web.post(WEBHOOK_ROUTE, channel_webhooks(runtimes, lambda: app.settings.http)),
     ]
     server = HttpServer(settings, routes)
     try:

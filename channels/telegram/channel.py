@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,11 +43,13 @@ from channels.telegram.incoming import addressed_to_bot, remote_files, to_incomi
 from channels.telegram.kind import TELEGRAM
 from channels.telegram.polling import UpdatePoller, retry_seconds
 from channels.telegram.send_errors import as_send_failed
+from channels.telegram.webhook import WebhookIntake
 from channels.text import markdown_to_telegram_html, split_message
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]  # what Telegram is asked to send
 MAX_CHARS = 4096
 TYPING_EVERY_S = 4.0  # Telegram shows "typing" for about 5 s
 STREAM_EDIT_EVERY_S = 1.0
@@ -98,9 +100,8 @@ class TelegramChannel:
             get_updates_request=HTTPXRequest(read_timeout=30.0),
         )
         self._approvals = TelegramApprovals()
-        self._poller = UpdatePoller(
-            self.bot, self._on_update, allowed_updates=[Update.MESSAGE, Update.CALLBACK_QUERY]
-        )
+        self._poller = UpdatePoller(self.bot, self._on_update, allowed_updates=UPDATES)
+        self._webhook = WebhookIntake(self.bot, self._on_update)  # mode = "webhook"
         self._polling: asyncio.Task[None] | None = None
         self._initialized = False
 
@@ -114,8 +115,21 @@ class TelegramChannel:
                 [BotCommand(name, text) for name, text in CHAT_COMMANDS]
             )
         )
+        if self._settings.mode == "webhook":
+            url = self._settings.webhook_url
+            await with_retries(lambda: self._webhook.start(url, UPDATES))
+            log.info("telegram: updates by webhook at %s as @%s", url, self.bot.username)
+            return
         self._polling = asyncio.create_task(self._poller.run(), name="telegram polling")
         log.info("telegram: polling as @%s", self.bot.username)
+
+    @property
+    def takes_webhooks(self) -> bool:
+        return self._webhook.open
+
+    async def receive_webhook(self, headers: Mapping[str, str], body: bytes) -> int:
+        """An update Telegram posted (channels/telegram/webhook.py)."""
+        return await self._webhook.receive(headers, body)
 
     @property
     def account(self) -> str:
@@ -123,7 +137,12 @@ class TelegramChannel:
         return self.bot.name if self._initialized else ""
 
     async def stop_intake(self) -> None:
-        """Stop polling: what was not stored yet is not acknowledged, so Telegram keeps it."""
+        """Stop polling (or the webhook): what was not stored yet is not acknowledged, so
+        Telegram keeps it."""
+        try:
+            await self._webhook.stop()
+        except TelegramError as exc:
+            log.warning("telegram: deleteWebhook failed (%s); it stays set at Telegram", exc)
         if self._polling is not None:
             self._polling.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -51,6 +51,7 @@ class Methods:
         self._table: dict[str, Method] = {
             "getme": lambda _p: dict(BOT_USER, can_join_groups=True),
             "deletewebhook": self._delete_webhook,
+            "setwebhook": self._set_webhook,
             "setmycommands": self._set_commands,
             "getmycommands": lambda _p: [dict(c) for c in self._state.commands],
             "sendmessage": self._send_message,
@@ -73,6 +74,20 @@ class Methods:
     def _delete_webhook(self, params: dict[str, Any]) -> bool:
         if str(params.get("drop_pending_updates", "")).lower() == "true":
             self._drop_pending()
+        self._state.webhook = None
+        return True
+
+    def _set_webhook(self, params: dict[str, Any]) -> bool:
+        """Kept, not called: a test posts the updates itself with the secret token."""
+        url, secret = str(params.get("url", "")), str(params.get("secret_token", ""))
+        if not url.startswith("https://"):
+            raise ApiError(
+                400, "Bad Request: bad webhook: An HTTPS URL must be provided for webhook"
+            )
+        if secret and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", secret):
+            raise ApiError(400, "Bad Request: secret token contains unallowed characters")
+        allowed = json_param(params, "allowed_updates")
+        self._state.webhook = {"url": url, "secret_token": secret, "allowed_updates": allowed}
         return True
 
     def _set_commands(self, params: dict[str, Any]) -> bool:

@@ -170,6 +170,12 @@ class FakeTelegram(InjectUpdates, InjectFaults, InjectGates):
             return [dict(c) for c in self._state.commands]
 
     @property
+    def webhook(self) -> dict[str, Any] | None:
+        """setWebhook's url, secret_token and allowed_updates; None when none is set."""
+        with self._state.lock:
+            return dict(self._state.webhook) if self._state.webhook else None
+
+    @property
     def callback_answers(self) -> list[CallbackAnswer]:
         """What users who pressed inline buttons were shown (answerCallbackQuery)."""
         with self._state.lock:
@@ -247,6 +253,12 @@ class FakeTelegram(InjectUpdates, InjectFaults, InjectGates):
             if failure is not None:
                 raise failure
             if method.lower() == "getupdates":
+                if self.webhook is not None:  # as Telegram refuses it
+                    raise ApiError(
+                        409,
+                        "Conflict: can't use getUpdates method while webhook is active; "
+                        "use deleteWebhook to delete the webhook first",
+                    )
                 result = await self._queue.get_updates(params)
             else:
                 handler = self._methods.get(method)

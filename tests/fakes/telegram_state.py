@@ -39,6 +39,8 @@ class TelegramState:
         self.actions: list[ChatAction] = []
         self.calls: list[ApiCall] = []
         self.commands: list[dict[str, str]] = []
+        # setWebhook's url, secret_token and allowed_updates while a webhook is set
+        self.webhook: dict[str, Any] | None = None
         self.queries: dict[str, int] = {}  # callback queries not yet answered -> who pressed
         self.callback_answers: list[CallbackAnswer] = []
 
