@@ -10,6 +10,7 @@ import logging
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -96,6 +97,61 @@ async def test_pinclaw_tools_run_inside_the_turn(
     assert answer.choices[0].message.content == "You grow basil and mint."
     (result,) = tool_results(model.requests[1])
     assert "basil, mint" in result
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+async def test_a_client_tool_is_handed_back_and_its_result_answered(
+    model: ScriptedModel, daemon: Callable[[], Daemon], client: openai.AsyncOpenAI
+) -> None:
+    model.script(
+        tool_calls(("get_weather", {"city": "Oslo"})),
+        text("Sunny in Oslo: water later."),
+        tool_calls(("get_weather", {"city": "Bergen"})),
+    )
+    asked: list[Any] = [{"role": "user", "content": "Should I water today?"}]
+    async with daemon():
+        first = await client.chat.completions.create(model="any", messages=asked, tools=[WEATHER])  # type: ignore[list-item]
+        (call,) = first.choices[0].message.tool_calls or []
+        asked += [
+            first.choices[0].message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": "sunny, 24 C"},
+        ]
+        second = await client.chat.completions.create(model="any", messages=asked, tools=[WEATHER])  # type: ignore[list-item]
+        stream = await client.chat.completions.create(
+            model="any",
+            messages=asked[:1],
+            tools=[WEATHER],
+            stream=True,  # type: ignore[list-item]
+        )
+        chunks = [chunk async for chunk in stream]
+        with pytest.raises(openai.BadRequestError) as refused:
+            await client.chat.completions.create(
+                model="any", user="garden", messages=asked[:1], tools=[WEATHER]
+            )  # type: ignore[list-item]
+    assert first.choices[0].finish_reason == "tool_calls"
+    assert call.type == "function" and call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"city": "Oslo"}
+    offered = [t["function"]["name"] for t in model.requests[0]["tools"]]
+    assert "get_weather" in offered and "file_read" in offered  # beside pinclaw's own
+    assert second.choices[0].message.content == "Sunny in Oslo: water later."
+    results = [m for m in model.requests[1]["messages"] if m["role"] == "tool"]
+    assert [(m["tool_call_id"], m["content"]) for m in results] == [(call.id, "sunny, 24 C")]
+    streamed = [c.choices[0] for c in chunks if c.choices]
+    (handed,) = [call for c in streamed for call in c.delta.tool_calls or []]
+    assert handed.function is not None and handed.function.name == "get_weather"
+    assert json.loads(handed.function.arguments or "") == {"city": "Bergen"}
+    assert streamed[-1].finish_reason == "tool_calls"
+    assert "stateless call" in str(refused.value)
+    assert len(model.requests) == 3
 
 
 async def test_a_session_is_kept_and_a_stateless_call_sends_the_clients_history(

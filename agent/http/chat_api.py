@@ -27,10 +27,19 @@ from aiohttp import web
 
 from agent.config import Settings
 from agent.http.api_keys import person_for
+from agent.http.openai_shapes import (
+    RESULTS_IN,
+    client_tools,
+    completion,
+    earlier,
+    text_of,
+    tool_calls_of,
+    usage_of,
+)
 from agent.http.server import Refusal, read_body
-from agent.model.responses import Message
 from agent.runtime.channel_runtime import ChannelRuntime
 from agent.security import Scrubber
+from agent.turns.client_tools import CLIENT_TOOLS, ClientTools
 from agent.turns.turn_record import TurnRecord
 from channels.base import ChatRef, IncomingMessage
 
@@ -44,19 +53,6 @@ def _error(status: int, message: str) -> web.Response:
     kind = "invalid_request_error" if status < 500 else "server_error"
     body = {"error": {"message": message, "type": kind, "code": _CODES.get(status)}}
     return web.json_response(body, status=status)
-
-
-def text_of(content: Any) -> str:
-    """A message's text: a string, or the text parts of a list of parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
-        )
-    return ""
 
 
 class ChatApi:
@@ -100,18 +96,28 @@ class ChatApi:
             return _error(refused.status, refused.why)
         messages: list[dict[str, Any]] = asked["messages"]
         named = request.headers.get(SESSION_HEADER) or str(asked.get("user") or "")
+        theirs = ClientTools(asked["tools"]) if asked["tools"] else None
+        if named and (theirs or messages[-1].get("role") == "tool"):
+            why = "a client's tools need a stateless call (no session): the results are its own"
+            log.warning("http: /v1/chat/completions: 400 %s", why)
+            return _error(400, why)
         session = named[:100] or f"once-{uuid.uuid4().hex}"
         chat = ChatRef("api", f"{person}:{session}")
-        text = text_of(messages[-1].get("content"))
+        last = messages[-1]
+        text = text_of(last.get("content")) if last.get("role") == "user" else RESULTS_IN
         msg = IncomingMessage(chat, person, person, text, message_id=uuid.uuid4().hex)
         lock = self._locks.setdefault(chat.key, asyncio.Lock())
-        async with lock:  # one turn at a time in a session, as in a chat
-            history = earlier(messages, self._scrub)
-            if not named and history:
-                await self._runtime.store.sessions.append_turn(chat.key, history)
-            if asked.get("stream"):
-                return await self._streamed(request, msg, asked)
-            reply, record = await self._answer(msg)
+        token = CLIENT_TOOLS.set(theirs)  # the turn's task, made inside, inherits it
+        try:
+            async with lock:  # one turn at a time in a session, as in a chat
+                history = earlier(messages, self._scrub)
+                if not named and history:
+                    await self._runtime.store.sessions.append_turn(chat.key, history)
+                if asked.get("stream"):
+                    return await self._streamed(request, msg, asked)
+                reply, record = await self._answer(msg)
+        finally:
+            CLIENT_TOOLS.reset(token)
         if record is not None and record.stop_reason in ("error", "budget"):
             status = 429 if record.stop_reason == "budget" else 502
             return _error(status, record.error or reply)
@@ -128,9 +134,13 @@ class ChatApi:
         messages = asked.get("messages") if isinstance(asked, dict) else None
         if not messages or not isinstance(messages, list) or not isinstance(messages[-1], dict):
             raise Refusal(400, "messages: a list of messages, the last one the user's")
-        if messages[-1].get("role") != "user" or not text_of(messages[-1].get("content")).strip():
+        last = messages[-1]
+        if last.get("role") == "user" and not text_of(last.get("content")).strip():
             raise Refusal(400, "the last message must be the user's, with text")
-        return dict(asked)
+        if last.get("role") not in ("user", "tool"):
+            raise Refusal(400, "the last message must be the user's, or a tool's result")
+        own = self._runtime.setup.source.tools.names()
+        return {**asked, "tools": client_tools(asked, own)}
 
     def _model(self) -> str:
         return self._settings().llm.model
@@ -185,7 +195,11 @@ class ChatApi:
         rest = reply[len(sent) :] if reply.startswith(sent) else f"\n\n{reply}"
         if rest:  # what the stream did not carry (a reply made after it, a correction)
             await response.write(chunk({"content": rest}))
-        await response.write(chunk({}, "stop"))
+        handed = tool_calls_of(record.handed_back) if record is not None else []
+        if handed:  # the client's tools' calls, for it to run
+            indexed = [{"index": n, **call} for n, call in enumerate(handed)]
+            await response.write(chunk({"tool_calls": indexed}))
+        await response.write(chunk({}, "tool_calls" if handed else "stop"))
         if (asked.get("stream_options") or {}).get("include_usage"):
             usage = {
                 "id": cid,
@@ -199,41 +213,3 @@ class ChatApi:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
-
-
-def earlier(messages: list[dict[str, Any]], scrub: Scrubber) -> list[Message]:
-    """The client's history before its last message, as a stateless turn's history: its user
-    and assistant texts (its system messages are not pinclaw's prompt)."""
-    kept: list[Message] = []
-    for message in messages[:-1]:
-        role, text = message.get("role"), text_of(message.get("content"))
-        if role in ("user", "assistant") and text:
-            kept.append({"role": role, "content": scrub(text)})
-    return kept
-
-
-def usage_of(record: TurnRecord | None) -> dict[str, int]:
-    prompt = record.prompt_tokens if record else 0
-    completion_tokens = record.completion_tokens if record else 0
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt + completion_tokens,
-    }
-
-
-def completion(model: str, reply: str, record: TurnRecord | None) -> dict[str, Any]:
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": reply},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": usage_of(record),
-    }

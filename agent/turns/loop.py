@@ -34,7 +34,9 @@ from tools.base import ApprovalRequest, JournalEntry, ToolCallContext, ToolRegis
 
 log = logging.getLogger(__name__)
 
-StopReason = Literal["done", "iteration_limit", "call_limit", "loop_detected", "error"]
+StopReason = Literal[
+    "done", "iteration_limit", "call_limit", "loop_detected", "error", "client_tools"
+]
 MAX_SAME_CALL = 3  # the fourth identical call in a turn is refused
 _WRAP_UP = (
     "Stop calling tools now. Answer the user with what you have found so far, and say "
@@ -48,6 +50,7 @@ class LoopOptions:
     tool_timeout_s: float = 60.0
     max_calls_per_reply: int = 8
     max_calls_per_turn: int = 30
+    hand_back: frozenset[str] = frozenset()  # an API client's tools: it runs their calls
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ class TurnResult:
     stop_reason: StopReason
     usage: Usage = field(default_factory=Usage)
     events: list[ToolEvent] = field(default_factory=list)
+    handed_back: list[ToolCall] = field(default_factory=list)  # for the client to run
 
 
 async def run_tool_call_loop(
@@ -121,6 +125,9 @@ async def run_tool_call_loop(
             _finish(result, add, answer, said, kinds)
             return result
         add(dispatch.assistant_message(response, parsed))
+        if handed := [call for call in parsed.calls if call.name in options.hand_back]:
+            result.text, result.stop_reason, result.handed_back = "", "client_tools", handed
+            return result  # the client runs them (agent/turns/client_tools.py)
         repeated = [_is_repeat(seen, call) for call in parsed.calls]
         room = min(options.max_calls_per_reply, options.max_calls_per_turn - calls_run)
         over = [index >= room for index in range(len(parsed.calls))]

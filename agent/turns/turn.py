@@ -27,6 +27,7 @@ from agent.model.responses import (
 from agent.prompt.context import SILENT_REPLY, Dispatch
 from agent.prompt.source import Fingerprint, PromptSource
 from agent.security import ScrubbedStream, Scrubber, scrub_message
+from agent.turns.client_tools import with_client_tools
 from agent.turns.dispatch import Dispatcher, NativeDispatcher, XmlDispatcher, configured_dispatcher
 from agent.turns.loop import LoopOptions, ToolEvent, TurnResult, run_tool_call_loop
 from agent.turns.turn_record import TurnRecord
@@ -166,6 +167,7 @@ class TurnRunner:
             result.usage.completion_tokens,
             result.usage.cost_usd,
             events=result.events,
+            handed_back=result.handed_back,
         )
         stored = [user, *(scrub_message(m, self._scrub) for m in result.new_messages)]
         taint = context.taint
@@ -197,10 +199,12 @@ class TurnRunner:
             if instructions and placement == "after_user":
                 history.append({"role": "system", "content": instructions})
             dispatcher: Dispatcher = NativeDispatcher() if dispatch == "native" else XmlDispatcher()
+            # What load_tool loads lives as long as the loop; an API client's tools beside.
+            tools, theirs = with_client_tools(self.source.turn_tools())
             try:
                 return await run_tool_call_loop(
                     history,
-                    self.source.turn_tools(),  # what load_tool loads lives as long as the loop
+                    tools,
                     llm,
                     context=context,
                     options=LoopOptions(
@@ -208,6 +212,7 @@ class TurnRunner:
                         agent.tool_timeout_s,
                         agent.max_tool_calls_per_reply,
                         agent.max_tool_calls_per_turn,
+                        hand_back=theirs,
                     ),
                     dispatcher=dispatcher,
                     scrub=self._scrub,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agent.model.responses import ToolCall
 from agent.turns.loop import ToolEvent
 
 
@@ -19,3 +20,4 @@ class TurnRecord:
     cost_usd: float | None = 0.0  # None: a call's price was unknown
     error: str = ""
     events: list[ToolEvent] = field(default_factory=list)
+    handed_back: list[ToolCall] = field(default_factory=list)  # an API client's tools' calls

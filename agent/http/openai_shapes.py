@@ -1,0 +1,107 @@
+"""OpenAI's chat-completions shapes, read and written for agent/http/chat_api.py (pure): a
+message's text, the client's history as a stateless turn's, the client's tools checked, and
+the answer (text, or the client's tool calls handed back, with the turn's usage)."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Collection
+from typing import Any
+
+from agent.http.server import Refusal
+from agent.model.responses import Message, ToolCall
+from agent.security import Scrubber
+from agent.turns.turn_record import TurnRecord
+
+# The turn's words when the client's last message is its tools' results, not a question.
+RESULTS_IN = "(The results of the client's tool calls are above: go on with the task.)"
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def text_of(content: Any) -> str:
+    """A message's text: a string, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
+
+
+def client_tools(asked: dict[str, Any], own: Collection[str]) -> tuple[dict[str, Any], ...]:
+    """The request's `tools`, each a function with a name none of pinclaw's tools has."""
+    tools = asked.get("tools") or []
+    if not isinstance(tools, list):
+        raise Refusal(400, "tools: a list of {type: function, function: {name, parameters}}")
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise Refusal(400, "tools: each a {type: function, function: {name, parameters}}")
+        if name in own:
+            raise Refusal(400, f"tools: {name!r} is the name of one of pinclaw's own tools")
+    return tuple(tools)
+
+
+def earlier(messages: list[dict[str, Any]], scrub: Scrubber) -> list[Message]:
+    """The client's history before the turn's message (the last user message; all of it
+    when the last are its tools' results), as a stateless turn's history: user and assistant
+    texts, the assistant's tool calls and their results (its system messages are not:
+    pinclaw's prompt is the system prompt). Scrubbed, as everything stored is."""
+    before = messages[:-1] if messages[-1].get("role") == "user" else messages
+    kept: list[Message] = []
+    for message in before:
+        role, text = message.get("role"), scrub(text_of(message.get("content")))
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if role == "assistant" and isinstance(calls, list) and calls:
+            kept.append({"role": "assistant", "content": text or None, "tool_calls": calls})
+        elif role == "tool":
+            kept.append(
+                {"role": "tool", "tool_call_id": message.get("tool_call_id"), "content": text}
+            )
+        elif role in ("user", "assistant") and text:
+            kept.append({"role": role, "content": text})
+    return kept
+
+
+def usage_of(record: TurnRecord | None) -> dict[str, int]:
+    prompt = record.prompt_tokens if record else 0
+    completion_tokens = record.completion_tokens if record else 0
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt + completion_tokens,
+    }
+
+
+def tool_calls_of(calls: list[ToolCall]) -> list[dict[str, Any]]:
+    return [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        for c in calls
+    ]
+
+
+def completion(model: str, reply: str, record: TurnRecord | None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply}
+    handed = record.handed_back if record is not None else []
+    if handed:
+        message = {
+            "role": "assistant",
+            "content": reply or None,
+            "tool_calls": tool_calls_of(handed),
+        }
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if handed else "stop"}
+        ],
+        "usage": usage_of(record),
+    }
