@@ -233,6 +233,17 @@ class TakesWebhooks(Protocol):
         ...
 
 
+@runtime_checkable
+class Reacting(Protocol):
+    """A channel that can mark a person's message with an emoji reaction (pinclaw's 👀 taken,
+    ✍️ working, ✅ answered, ❌ failed); one without it says so in a line instead."""
+
+    # Raises on failure; `previous`: the reaction it replaces (where several can stand).
+    async def react(
+        self, chat: ChatRef, message_id: str, emoji: str, previous: str = ""
+    ) -> None: ...
+
+
 class Channel(Protocol):
     name: str
     capabilities: ChannelCapabilities

@@ -44,6 +44,7 @@ def _as_strings(value: object) -> object:
 BusyMode = Literal["queue", "steer", "interrupt", "collect"]
 BUSY_MODES: tuple[str, ...] = ("queue", "steer", "interrupt", "collect")
 COLLECT_DEBOUNCE_MS = 1_500  # collect's default: messages this close are one turn
+REACTIONS = ["👀", "✍️", "✅", "❌"]  # a message taken, being answered, answered, failed
 
 
 class ChannelSection(_Section):
@@ -119,6 +120,14 @@ class ChannelsSettings(BaseModel):
     # the others into one next turn. /busy MODE sets one chat's.
     busy: BusyMode = "queue"
     debounce_ms: int = Field(default=-1, ge=-1, le=60_000)  # -1: 1,500 in collect, else 0
+    reactions: list[str] = Field(default_factory=lambda: list(REACTIONS))  # []: none
+
+    @field_validator("reactions")
+    @classmethod
+    def _four_or_none(cls, value: list[str]) -> list[str]:
+        if value and (len(value) != 4 or not all(item.strip() for item in value)):
+            raise ValueError("four emoji (taken, answering, answered, failed), or [] for none")
+        return value
 
     def busy_of(self, channel: str) -> str:
         """`channel`'s busy mode: its own, else [channels]'."""

@@ -69,6 +69,10 @@ class Pending:
         """Every row the turn answers, its own first."""
         return (self.id, *(row.id for row in self.folded))
 
+    @property
+    def messages(self) -> tuple[IncomingMessage, ...]:
+        return (self.message, *(row.message for row in self.folded))
+
 
 def encode(msg: IncomingMessage) -> str:
     data = asdict(msg)

@@ -36,6 +36,7 @@ from agent.runtime.owner.metering import OwnerControls
 from agent.runtime.queues.busy import BusyModes
 from agent.runtime.queues.chat_queues import ChatQueues
 from agent.runtime.queues.courier import Courier
+from agent.runtime.queues.reactions import Reactions
 from agent.runtime.queues.replies import Alongside, ChatReplies
 from agent.runtime.queues.turn_slots import TurnSlots
 from agent.runtime.running_turns import RunningTurns
@@ -83,6 +84,7 @@ class ChannelRuntime:
         )
         self.turns = RunningTurns()
         self.busy = BusyModes(channel.name, setup, store.inbox, ChatBusy(store.db), self.turns)
+        self.reactions = Reactions(channel, setup)
         always = AlwaysAllowed(store.db, setup.source.workspace.resolve())
         self.jobs: JobRunner | None = None
         if jobs is not None:
@@ -113,6 +115,7 @@ class ChannelRuntime:
             slots=slots,
             turns=self.turns,
             busy=self.busy,
+            reactions=self.reactions,
             replies=self.replies,
             door=self.door,
             controls=self.controls,
@@ -132,7 +135,15 @@ class ChannelRuntime:
             self.answerer.answer_pending,
         )
         self.intake = MessageIntake(
-            setup, store, self.door, self.commands, self.replies, self.queues.wake, scrub, self.busy
+            setup,
+            store,
+            self.door,
+            self.commands,
+            self.replies,
+            self.queues.wake,
+            scrub,
+            self.busy,
+            self.reactions,
         )
         self._scrub = scrub
 

@@ -19,6 +19,7 @@ from agent.durable.triggers import Trigger
 from agent.runtime.commands import ChatCommands, parse_command
 from agent.runtime.owner.doorkeeper import Doorkeeper
 from agent.runtime.queues.busy import BusyModes
+from agent.runtime.queues.reactions import BUSY_LINES, Reactions
 from agent.runtime.queues.replies import Alongside, ChatReplies
 from agent.runtime.turn_setup import TurnSetup
 from agent.security import Scrubber
@@ -81,6 +82,7 @@ class MessageIntake:
         wake: Callable[[str], None],  # the chat's queue: answer its pending messages
         scrub: Scrubber,
         busy: BusyModes,
+        reactions: Reactions,
     ) -> None:
         self._setup = setup
         self._store = store
@@ -90,6 +92,7 @@ class MessageIntake:
         self._wake = wake
         self._scrub = scrub
         self._busy = busy
+        self._reactions = reactions
         self.closing = False  # shutting down: nothing more is taken
 
     async def submit(self, msg: IncomingMessage) -> bool:
@@ -119,7 +122,11 @@ class MessageIntake:
             await self._replies.queue(msg.chat, Reply(said, reply_to=msg.message_id))
         if status == "pending":
             self._wake(msg.chat.key)
-            await self._busy.arrived(msg.chat.key)  # "interrupt" stops the running turn
+            busy = await self._busy.arrived(msg.chat.key)  # "interrupt" stops the running turn
+            self._reactions.mark([msg], "taken")
+            if busy and self._reactions.on and not self._reactions.can_react:
+                line = Reply(BUSY_LINES[busy], reply_to=msg.message_id)
+                await self._replies.queue(msg.chat, line)
         return True
 
     async def enqueue_triggered(

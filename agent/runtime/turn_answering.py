@@ -33,6 +33,7 @@ from agent.runtime.owner.metering import OwnerControls, Refused
 from agent.runtime.queues.busy import BusyModes, merged
 from agent.runtime.queues.chat_queues import Finished
 from agent.runtime.queues.outage import OutageNotice, StillThinking, retry_later
+from agent.runtime.queues.reactions import Reactions
 from agent.runtime.queues.replies import ChatReplies
 from agent.runtime.queues.turn_slots import Slot, TurnSlots
 from agent.runtime.running_turns import RunningTurns
@@ -59,6 +60,7 @@ class TurnAnswerer:
         slots: TurnSlots,
         turns: RunningTurns,
         busy: BusyModes,
+        reactions: Reactions,
         replies: ChatReplies,
         door: Doorkeeper,
         controls: OwnerControls,
@@ -75,6 +77,7 @@ class TurnAnswerer:
         self._slots = slots
         self.turns = turns
         self._busy = busy
+        self._reactions = reactions
         self._replies = replies
         self._door = door
         self._controls = controls
@@ -101,8 +104,10 @@ class TurnAnswerer:
         queue, agent = self._replies.queue, settings.agent
         notice = OutageNotice(pending, queue, after_s=agent.outage_notice_after_s)
         audience = self._audience(msg)
-        taken: list[int] = []  # rows steered in while it runs
+        taken: list[Pending] = []  # rows steered in while it runs
         steer = self._busy.steer(pending, taken, self._setup.runner.envelope)
+        if trigger is None:
+            self._reactions.mark(pending.messages, "working")
         async with self._slots.hold() as slot, typing:
             after_s = agent.still_thinking_after_s if fresh else 0.0  # once a message
             slow = StillThinking(msg.chat, queue, after_s, on_text)
@@ -140,7 +145,8 @@ class TurnAnswerer:
         parts = None if silent else self._replies.parts(reply)
         within, store = self._replies.deliver_within_s, self._store
         taint = outcome.tainted_by  # kept with the turn: the next one starts tainted
-        lead, rows = pending.id, (*pending.ids, *taken)
+        lead, rows = pending.id, (*pending.ids, *(row.id for row in taken))
+        answered = [*pending.messages, *(row.message for row in taken)] if not trigger else []
 
         def commit(conn: Transaction) -> int | None:  # one transaction, one trip
             store.sessions.add_turn(conn, msg.chat.key, kept, lead, tainted_by=taint)
@@ -152,7 +158,10 @@ class TurnAnswerer:
                 conn, msg.chat, parts, inbox_id=lead, deliver_within_s=within
             )
 
-        return Finished(msg.chat, commit, stream)
+        def committed() -> None:
+            self._reactions.mark(answered, "done" if status == "done" else "failed")
+
+        return Finished(msg.chat, commit, stream, committed)
 
     async def answer_now(
         self,

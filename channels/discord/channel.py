@@ -41,6 +41,7 @@ from channels.base import (
 )
 from channels.capabilities import CHAT_COMMANDS, MediaKind
 from channels.config import DiscordSettings
+from channels.discord import reactions
 from channels.discord.approvals import DiscordApprovals
 from channels.discord.kind import DISCORD
 from channels.discord.send_errors import send_failed
@@ -269,6 +270,9 @@ class DiscordChannel:
             return
         async with indicator:
             yield
+
+    async def react(self, chat: ChatRef, message_id: str, emoji: str, previous: str = "") -> None:
+        await reactions.react(self._client, chat, message_id, emoji, previous)
 
     def open_stream(self, chat: ChatRef, reply_to: str) -> ReplyStream | None:
         if not self._settings.stream_replies:

@@ -48,6 +48,8 @@ from channels.text import markdown_to_telegram_html, split_message
 
 log = logging.getLogger(__name__)
 
+TELEGRAM_REACTION = {"✅": "👌", "❌": "👎"}  # emoji Telegram does not offer as reactions
+
 T = TypeVar("T")
 UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]  # what Telegram is asked to send
 MAX_CHARS = 4096
@@ -199,6 +201,12 @@ class TelegramChannel:
                     chat.chat_id, ChatAction.TYPING, message_thread_id=_thread(chat)
                 )
             await asyncio.sleep(TYPING_EVERY_S)
+
+    async def react(self, chat: ChatRef, message_id: str, emoji: str, previous: str = "") -> None:
+        """setMessageReaction: a bot's one reaction replaces the last, from Telegram's own set
+        (no ✅ or ❌ there: they show as 👌 and 👎)."""
+        shown = TELEGRAM_REACTION.get(emoji, emoji).replace("\ufe0f", "")
+        await self.bot.set_message_reaction(chat.chat_id, int(message_id), shown)
 
     def open_stream(self, chat: ChatRef, reply_to: str) -> ReplyStream | None:
         if not self._settings.stream_replies:

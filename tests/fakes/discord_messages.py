@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
+from urllib.parse import unquote
 
 from aiohttp import web
 from fakes.discord_cdn import read_body
@@ -39,11 +40,21 @@ class MessageRoutes:
             ("GET", message, self._get),
             ("PATCH", message, self._edit),
             ("DELETE", message, self._delete),
-            ("PUT", message + "/reactions/{tail:.+}", self._no_content),
-            ("DELETE", message + "/reactions/{tail:.+}", self._no_content),
+            ("PUT", message + "/reactions/{emoji}/@me", self._react),
+            ("DELETE", message + "/reactions/{emoji}/@me", self._react),
         ]
 
-    async def _no_content(self, _: web.Request) -> web.Response:
+    async def _react(self, request: web.Request) -> web.Response:
+        """The bot's own reaction on a message, added (PUT) or taken off (DELETE)."""
+        cid, mid = request.match_info["channel_id"], request.match_info["message_id"]
+        emoji = unquote(request.match_info["emoji"])  # aiohttp decodes; a literal % stays
+        with self._world.lock:
+            msg = self._world.messages.get(mid)
+            if msg is None or msg["channel_id"] != cid:
+                raise ApiError(404, "Unknown Message", 10008)
+            if not emoji or emoji.isascii():
+                raise ApiError(400, "Unknown Emoji", 10014)
+            self._world.reactions.append((mid, "+" if request.method == "PUT" else "-", emoji))
         return web.Response(status=204)
 
     async def _me(self, _: web.Request) -> web.Response:

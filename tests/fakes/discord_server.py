@@ -350,6 +350,11 @@ class FakeDiscord:
             return list(self._world.sent)
 
     @property
+    def reactions(self) -> list[tuple[str, str, str]]:  # (message id, "+" or "-", emoji)
+        with self._world.lock:
+            return list(self._world.reactions)
+
+    @property
     def typing(self) -> list[str]:
         with self._world.lock:
             return list(self._world.typing)

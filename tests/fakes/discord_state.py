@@ -65,6 +65,7 @@ class World:
         # recordings
         self.sent: list[SentMessage] = []
         self.typing: list[str] = []
+        self.reactions: list[tuple[str, str, str]] = []  # (message id, "+" or "-", emoji)
         self.commands: dict[str, list[dict[str, Any]]] = {}
         self.interactions: list[dict[str, Any]] = []
         self.calls: list[Call] = []
@@ -75,6 +76,7 @@ class World:
         """Forget what the bot did, keep the world (guilds, channels, messages)."""
         self.sent.clear()
         self.typing.clear()
+        self.reactions.clear()
         self.commands.clear()
         self.interactions.clear()
         self.calls.clear()

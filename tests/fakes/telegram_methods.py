@@ -20,6 +20,7 @@ from fakes.telegram_models import (
     BOT_USER,
     MEDIA,
     NOT_MODIFIED,
+    REACTIONS,
     ApiError,
     CallbackAnswer,
     ChatAction,
@@ -58,6 +59,7 @@ class Methods:
             "editmessagetext": self._edit_message_text,
             "editmessagereplymarkup": self._edit_reply_markup,
             "sendchataction": self._send_chat_action,
+            "setmessagereaction": self._set_reaction,
             "getfile": self._get_file,
             "deletemessage": self._delete_message,
             "answercallbackquery": self._answer_callback_query,
@@ -217,6 +219,20 @@ class Methods:
             raise ApiError(400, "Bad Request: wrong parameter action in request")
         thread = int_param(params, "message_thread_id")
         self._state.actions.append(ChatAction(chat_id, action, thread))
+        return True
+
+    def _set_reaction(self, params: dict[str, Any]) -> bool:
+        """The bot's one reaction on a message (it replaces the last; none clears it)."""
+        key = (chat_id_param(params), int_param(params, "message_id") or 0)
+        if key not in self._state.messages:
+            raise ApiError(400, "Bad Request: message to react not found")
+        given = json_param(params, "reaction") or []
+        if len(given) > 1:
+            raise ApiError(400, "Bad Request: REACTIONS_TOO_MANY")
+        emoji = [str(item.get("emoji") or "") for item in given if item.get("type") == "emoji"]
+        if len(emoji) != len(given) or any(e not in REACTIONS for e in emoji):
+            raise ApiError(400, "Bad Request: REACTION_INVALID")
+        self._state.reactions.append((key[0], key[1], emoji[0] if emoji else ""))
         return True
 
     def _get_file(self, params: dict[str, Any]) -> dict[str, Any]:

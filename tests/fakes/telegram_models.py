@@ -23,6 +23,7 @@ __all__ = [
     "BOT_USERNAME",
     "MEDIA",
     "NOT_MODIFIED",
+    "REACTIONS",
     "ApiCall",
     "ApiError",
     "CallbackAnswer",
@@ -39,6 +40,13 @@ __all__ = [
 BOT_ID = 999
 BOT_USERNAME = "pinclaw_test_bot"
 BOT_USER = {"id": BOT_ID, "is_bot": True, "first_name": "Pinclaw Test", "username": BOT_USERNAME}
+# The emoji a bot may react with (Bot API ReactionTypeEmoji); anything else: REACTION_INVALID.
+_REACTION_LIST = (
+    "👍 👎 ❤ 🔥 🥰 👏 😁 🤔 🤯 😱 🤬 😢 🎉 🤩 🤮 💩 🙏 👌 🕊 🤡 🥱 🥴 😍 🐳 ❤‍🔥 🌚 🌭 💯 🤣 ⚡ 🍌 "
+    "🏆 💔 🤨 😐 🍓 🍾 💋 🖕 😈 😴 😭 🤓 👻 👨‍💻 👀 🎃 🙈 😇 😨 🤝 ✍ 🤗 🫡 🎅 🎄 ☃ 💅 🤪 🗿 🆒 "
+    "💘 🙉 🦄 😘 💊 🙊 😎 👾 🤷‍♂ 🤷 🤷‍♀ 😡"
+)
+REACTIONS = frozenset(_REACTION_LIST.split())
 NOT_MODIFIED = (
     "Bad Request: message is not modified: specified new message content and reply markup are"
     " exactly the same as a current content and reply markup of the message"

@@ -165,6 +165,12 @@ class FakeTelegram(InjectUpdates, InjectFaults, InjectGates):
             return list(self._state.actions)
 
     @property
+    def reactions(self) -> list[tuple[int | str, int, str]]:
+        """setMessageReaction calls in order: chat, message id, the emoji ("": cleared)."""
+        with self._state.lock:
+            return list(self._state.reactions)
+
+    @property
     def commands(self) -> list[dict[str, str]]:
         with self._state.lock:
             return [dict(c) for c in self._state.commands]

@@ -37,6 +37,7 @@ class TelegramState:
         self.records: dict[tuple[int | str, int], SentMessage] = {}  # the bot's, by message
         self.sent: list[SentMessage] = []
         self.actions: list[ChatAction] = []
+        self.reactions: list[tuple[int | str, int, str]] = []  # chat, message, emoji ("": none)
         self.calls: list[ApiCall] = []
         self.commands: list[dict[str, str]] = []
         # setWebhook's url, secret_token and allowed_updates while a webhook is set

@@ -82,27 +82,32 @@ class BusyModes:
             burst.append(row)
         return dataclasses.replace(lead, folded=tuple(burst[1:])), 0.0
 
-    async def arrived(self, chat_key: str) -> None:
-        """A person's message is in the inbox: in "interrupt", the running turn stops."""
-        if chat_key in self._turns.running and await self.mode(chat_key) == "interrupt":
+    async def arrived(self, chat_key: str) -> str | None:
+        """A person's message is in the inbox: the chat's mode when a turn runs there (in
+        "interrupt", that turn stops), else None."""
+        if chat_key not in self._turns.running:
+            return None
+        mode = await self.mode(chat_key)
+        if mode == "interrupt":
             self._turns.interrupt(chat_key)
+        return mode
 
     def steer(
-        self, lead: Pending, taken: list[int], envelope: Callable[[IncomingMessage], str]
+        self, lead: Pending, taken: list[Pending], envelope: Callable[[IncomingMessage], str]
     ) -> Steer:
         """What the running turn of `lead` is steered with: the chat's newer text messages,
-        when its mode is "steer" then; their ids go to `taken` (committed with the turn)."""
+        when its mode is "steer" then; their rows go to `taken` (committed with the turn)."""
         key = lead.message.chat.key
 
         async def newer() -> list[Message]:
             if await self.mode(key) != "steer":
                 return []
-            after = max((*lead.ids, *taken))
+            after = max((*lead.ids, *(row.id for row in taken)))
             joined: list[Message] = []
             for row in await self._inbox.pending(key, after=after, limit=MAX_FOLDED):
                 if row.trigger is not None or row.message.files or row.message.attachments:
                     break  # in order: this one and what follows wait for their own turn
-                taken.append(row.id)
+                taken.append(row)
                 joined.append({"role": "user", "content": envelope(row.message)})
             return joined
 

@@ -36,6 +36,7 @@ class Finished:
     chat: ChatRef
     commit: Callable[[Transaction], int | None]
     stream: ReplyStream | None = None  # the preview its reply replaces
+    committed: Callable[[], None] | None = None  # told once it is stored (its reactions)
 
 
 class ChatQueues:
@@ -77,6 +78,8 @@ class ChatQueues:
         self._unsaved[key] = finished
         outgoing = await self._db.write(finished.commit)
         del self._unsaved[key]
+        if finished.committed is not None:
+            finished.committed()
         if finished.stream is not None and outgoing is not None:
             self._courier.streams[outgoing] = finished.stream
         self._courier.wake(key)
