@@ -156,3 +156,21 @@ async def test_a_stranger_gets_a_code_and_the_owner_lets_them_in(
     assert welcome == "The owner let you in: write to me any time."
     assert answer.startswith("echo: ") and answer.endswith("hello again")
     assert len(model.requests) == 1  # only the message after the approval reached the model
+
+
+async def test_a_message_while_the_chat_is_busy_gets_a_line_where_there_are_no_reactions(
+    model: ScriptedModel, daemon: Callable[[], Daemon]
+) -> None:
+    """The toy channel cannot react (issue 40): a message that comes while the chat's turn
+    waits for an approval is told it was taken, then answered in its own turn (queue)."""
+    model.script(tool_calls(("shell", {"command": "rm keep.txt"})), text("done"))
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(OWNER, OWNER, "delete keep.txt")
+        await shown_in(toy, OWNER, 1)  # the question: the turn is running
+        assert await toy.say(OWNER, OWNER, "and then this")
+        await shown_in(toy, OWNER, 2)
+        toy.press("deny", by=OWNER)
+        said = await shown_in(toy, OWNER, 4)
+    assert said[1] == "Got it: I'll answer this once I've finished the answer I'm on."
+    assert said[2] == "done" and said[3].endswith("and then this")

@@ -124,7 +124,7 @@ class MessageIntake:
             self._wake(msg.chat.key)
             busy = await self._busy.arrived(msg.chat.key)  # "interrupt" stops the running turn
             self._reactions.mark([msg], "taken")
-            if busy and self._reactions.on and not self._reactions.can_react:
+            if busy and self._reactions.says_busy:
                 line = Reply(BUSY_LINES[busy], reply_to=msg.message_id)
                 await self._replies.queue(msg.chat, line)
         return True

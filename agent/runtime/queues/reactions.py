@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from agent.runtime.turn_setup import TurnSetup
 from channels.base import Channel, ChatRef, IncomingMessage, Reacting
+from channels.registry import kind_named
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +41,14 @@ class Reactions:
         return bool(self._setup.settings.channels.reactions)
 
     @property
-    def can_react(self) -> bool:
-        return isinstance(self._channel, Reacting)
+    def says_busy(self) -> bool:
+        """A chat channel (a registered kind, not the HTTP API's or the hooks') that cannot
+        react: a message that comes while its chat is busy gets a line instead."""
+        return (
+            self.on
+            and not isinstance(self._channel, Reacting)
+            and bool(kind_named(self._channel.name))
+        )
 
     def mark(self, messages: Iterable[IncomingMessage], stage: str) -> None:
         """Show `stage` on each message (a person's, with an id), in order, in the background."""
