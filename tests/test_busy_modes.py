@@ -16,7 +16,7 @@ import pytest
 from conftest import Daemon
 from fakes.llm_server import Outcome, last_user_content, tool_results
 from fakes.model_double import FunctionModel, echo, text, tool_calls
-from fakes.telegram_server import FakeTelegram, SentMessage
+from fakes.telegram_server import FakeTelegram, SentMessage, buttons
 
 from agent.model.responses import LLMResponse, Message
 
@@ -239,3 +239,41 @@ async def test_busy_sets_the_chats_mode_and_keeps_it(
         fake_telegram.inject_message(CHAT, CHAT, "/busy")
         await fake_telegram.await_for(lambda m: m.chat_id == CHAT, count=4)
     assert answers(fake_telegram)[-1].plain.startswith("While I work, a new message here: steer")
+
+
+async def test_interrupt_while_an_approval_waits_runs_nothing_and_answers_both(
+    home: Path,
+    telegram_model_env: dict[str, str],
+    gated: GatedModel,
+    fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The question of the stopped turn is closed (its buttons gone) and its command never
+    runs; the new turn, with both messages, is told that call's outcome is unknown (the
+    journal: it was cut off) rather than running it blindly."""
+    busy(monkeypatch, "interrupt")
+    monkeypatch.setenv("PINCLAW_SECURITY__APPROVAL_TIMEOUT_S", "30")
+    keep = home / "workspace" / "keep.txt"
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    keep.write_text("precious\n")
+
+    def respond(request: dict[str, Any]) -> Outcome:
+        if tool_results(request):
+            return text("left it alone")
+        return tool_calls(("shell", {"command": "rm keep.txt"}))
+
+    gated.responder = respond
+    async with daemon():
+        fake_telegram.inject_message(CHAT, CHAT, "delete keep.txt")
+        (first,) = await fake_telegram.await_for(lambda m: bool(buttons(m)), timeout=15)
+        fake_telegram.inject_message(CHAT, CHAT, "no wait, keep it")
+        await fake_telegram.await_for(lambda m: m.plain == "left it alone", timeout=15)
+    assert keep.read_text() == "precious\n"
+    (told,) = tool_results(gated.requests[-1])
+    assert "its outcome is unknown" in told
+    (closed,) = [m for m in fake_telegram.sent if m.message_id == first.message_id]
+    assert not buttons(closed)
+    assert "delete keep.txt\n\nno wait, keep it" in users(gated.requests[-1])[-1]
+    (one, two) = rows(home)
+    assert (one[2], two[2], one[3], two[3]) == ("done", "done", one[0], one[0])
