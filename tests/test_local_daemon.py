@@ -28,20 +28,20 @@ import pytest_socket
 from daemon_process import DaemonProcess, wait_until
 from fakes.llm_server import FakeLLM, error, text, tool_calls
 
-from agent.cli.entry import PlainOneShot, plain_one_shot
+from agent.cli.local_client import PlainOneShot, plain_one_shot
 from agent.cli.service import command_line, service_file
 from agent.home import settings_fingerprint
 
 REPO = Path(__file__).resolve().parent.parent
 NOBODY = 65534
 # `agent ARGS` in a process that reports, last on stderr, which heavy modules it loaded:
-# the installed command's own entry (agent/cli/entry.py), with os._exit (how main() leaves a
+# the installed command's own entry (agent/__main__.py), with os._exit (how main() leaves a
 # cold one-shot) made a plain exit, so this wrapper still prints what was loaded afterwards.
 CLIENT = """\
 import os, sys
 os._exit = sys.exit
 sys.argv[0] = "agent"
-from agent.cli.entry import main
+from agent.__main__ import main
 try:
     main()
 except SystemExit as exc:

@@ -6,6 +6,10 @@ click are the whole cost of `agent run -m` (on a terminal: a stdlib spinner whil
 works, tool lines coloured as a cold one-shot's, from agent/cli/one_shot_screen.py). Without a
 daemon (no socket, or a stale one nobody listens on), or when the daemon runs with other
 settings, the caller runs the one-shot in-process as before.
+
+A command line of only a one-shot's options (`plain_one_shot`) is read here by hand, so
+`agent/__main__.py` can hand it over before click and the channel registry are imported:
+they cost more than the rest of this path together.
 """
 
 from __future__ import annotations
@@ -18,10 +22,17 @@ import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from agent.cli.one_shot_screen import TextSpinner, on_terminal, paint, paint_note
-from agent.home import LOCK_NAME, socket_path
+from agent.home import (
+    ENV_PREFIX,
+    LOCK_NAME,
+    default_home,
+    find_config_file,
+    settings_fingerprint,
+    socket_path,
+)
 
 # connect() errors that mean "no daemon here": run in-process instead.
 _NOBODY = (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK, errno.ENOTDIR, errno.ENAMETOOLONG)
@@ -100,6 +111,75 @@ class _Lines:
 
     def send(self, value: dict[str, Any]) -> None:
         self.sock.sendall(json.dumps(value, ensure_ascii=False).encode() + b"\n")
+
+
+class PlainOneShot(NamedTuple):
+    """What a command line of only a one-shot's options asks for (a NamedTuple: dataclasses
+    would import `inspect`, a tenth of this path's start)."""
+
+    message: str
+    session: str | None = None
+    config: Path | None = None
+    verbose: int = 0
+
+
+def plain_one_shot(args: list[str]) -> PlainOneShot | None:
+    """The one-shot `args` ask for, or None when click must read them (anything unusual)."""
+    config: Path | None = None
+    verbose = quiet = 0
+    rest = list(args)
+    while rest and rest[0] != "run":
+        arg = rest.pop(0)
+        if arg in ("-q", "--quiet"):
+            quiet += 1
+        elif arg == "--verbose" or (arg.startswith("-v") and set(arg[1:]) == {"v"}):
+            verbose += 1 if arg == "--verbose" else len(arg) - 1
+        elif arg == "--config" and rest:
+            config = Path(rest.pop(0))
+        elif arg.startswith("--config="):
+            config = Path(arg.partition("=")[2])
+        else:
+            return None
+    if not rest or (quiet and verbose):
+        return None
+    options = _run_options(rest[1:])
+    if options is None or not options.get("message", "").strip() or options["message"] == "-":
+        return None
+    return PlainOneShot(options["message"], options.get("session"), config, verbose)
+
+
+def _run_options(args: list[str]) -> dict[str, str] | None:
+    """`-m`/`--message` and `--session` with their values, each once; None for anything else."""
+    names = {"-m": "message", "--message": "message", "--session": "session"}
+    found: dict[str, str] = {}
+    while args:
+        arg = args.pop(0)
+        name, equals, value = arg.partition("=")
+        if arg.startswith("-m") and len(arg) > 2 and not arg.startswith("--"):
+            name, equals, value = "-m", "=", arg[2:]
+        if name not in names or names[name] in found:
+            return None
+        if not equals:
+            if not args:
+                return None
+            value = args.pop(0)
+        found[names[name]] = value
+    return found
+
+
+def through_daemon(
+    message: str, session: str | None, config: Path | None, *, verbose: bool
+) -> int | None:
+    """The one-shot answered by the local daemon (its exit status), or None when none takes
+    it: no daemon, another user's, other settings, or a named config file that is missing
+    (loading the settings reports that)."""
+    env = os.environ
+    config_file = find_config_file(config, env)
+    named = config is not None or bool(env.get(f"{ENV_PREFIX}CONFIG"))
+    if named and not config_file.exists():
+        return None
+    fingerprint = settings_fingerprint(config_file, env)
+    return run_one_shot(default_home(env), message, session, fingerprint, verbose=verbose)
 
 
 def ping(home: Path) -> int | None:

@@ -198,7 +198,7 @@ def run(ctx: click.Context, message: str | None, session: str | None, no_daemon:
     if message is not None and not message.strip():
         _fail("error: the message is empty", 2)
     if message is not None and not no_daemon and not ctx.obj.get("daemon_tried"):
-        from agent.cli.entry import through_daemon
+        from agent.cli.local_client import through_daemon
 
         code = through_daemon(message, session, ctx.obj["config"], verbose=ctx.obj["verbose"] > 0)
         if code is not None:
@@ -340,7 +340,7 @@ def prompt_show(
 
 
 def main(argv: Any = None, *, daemon_tried: bool = False) -> None:
-    """The commands, through click (`daemon_tried`: agent/cli/entry.py already offered this
+    """The commands, through click (`daemon_tried`: agent/__main__.py already offered this
     one-shot to the daemon, which did not take it)."""
     collector.hold()  # until a command that runs on has started (agent/collector.py)
     state: dict[str, Any] = {"daemon_tried": daemon_tried}
