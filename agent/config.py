@@ -34,7 +34,7 @@ from pydantic_settings import (
 
 from agent.home import ENV_PREFIX, default_home, find_config_file, load_env_file
 from agent.http.config import HttpSettings
-from channels.config import ChannelsSettings
+from channels.config import ChannelsSettings, VoiceSettings
 from channels.config import PersonSettings as PersonSettings  # [people.NAME], re-exported
 from tools.config import (
     BoardSettings,
@@ -106,9 +106,8 @@ class LLMSettings(_Section):
         return served_locally(self.model, self.api_base)
 
     def first_token_limit_s(self, model: str | None = None) -> float:
-        """How long `model` (the main one by default) may take to its first token: as set,
-        else llm.timeout_s when the owner changed it from 120 (they chose how long to wait),
-        else 600 s for a model served locally and 60 s for a hosted one."""
+        """How long `model` (the main one by default) may take to its first token: as set, else
+        llm.timeout_s changed from 120 (a chosen wait), else 600 s local and 60 s hosted."""
         if self.first_token_timeout_s:
             return self.first_token_timeout_s
         if self.timeout_s != DEFAULT_TIMEOUT_S:
@@ -243,6 +242,7 @@ class Settings(BaseSettings):
     web: WebSettings = Field(default_factory=WebSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)  # [mcp.servers.NAME]: tools/mcp/
     http: HttpSettings = Field(default_factory=HttpSettings)  # agent/http/
+    voice: VoiceSettings = Field(default_factory=VoiceSettings)  # replies as voice notes
     people: dict[str, PersonSettings] = Field(default_factory=dict)
 
     _home: Path = PrivateAttr(default_factory=lambda: default_home(os.environ))

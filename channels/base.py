@@ -77,6 +77,9 @@ class OutgoingMedia:
     # A document pinclaw made itself (a reply too long for messages): its whole text, kept
     # with the reply in the outbox; no file anywhere, nothing read from the workspace.
     inline: str = field(default="", repr=False)
+    # A voice note pinclaw made (a reply read aloud): its OGG/Opus as base64, kept with the
+    # reply in the outbox, so a restart between the synthesis and the send sends it once.
+    spoken: str = field(default="", repr=False)
 
     @property
     def name(self) -> str:

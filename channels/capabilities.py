@@ -28,6 +28,8 @@ class ChannelCapabilities:
     # How long the platform drops a message sent again with the same nonce (Discord does,
     # for a few minutes): within it a part whose fate is unknown is safely sent again. 0: never.
     nonce_window_s: float = 0.0
+    # The text a voice note may carry as its caption; 0: none (the text follows it).
+    voice_caption_chars: int = 0
 
 
 TERMINAL = ChannelCapabilities(display_name="terminal (command line)", markup="markdown")
@@ -42,6 +44,7 @@ CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
     ("status", "Model, conversation length and last answer's cost"),
     ("jobs", "This chat's sub-agent jobs: running and finished"),
     ("model", "The models this chat may use; /model NAME switches"),
+    ("voice", "Replies as voice notes: /voice always, when_spoken_to, never"),
     ("usage", "Tokens and cost today and this month (owner)"),
     ("budget", "Spending limits; /budget daily 5 sets one (owner)"),
     ("pair", "Let people in: /pair approve CODE, /pair here (owner)"),

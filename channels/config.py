@@ -177,6 +177,21 @@ class ChannelsSettings(BaseModel):
 
 _OFF = ChannelSection()
 
+VoiceReply = Literal["never", "when_spoken_to", "always"]
+
+
+class VoiceSettings(_Section):
+    """[voice]: replies as voice notes — when (`/voice` sets it per chat; "when_spoken_to":
+    after a voice note), and the speech model that reads them: LiteLLM's speech API, or an
+    OpenAI-compatible speech server of one's own at `api_base` (POST /v1/audio/speech)."""
+
+    reply: VoiceReply = "never"
+    model: str = "openai/gpt-4o-mini-tts"
+    voice: str = "alloy"
+    api_base: str = ""
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_chars: int = Field(default=1500, ge=1)  # a longer reply is sent as text only
+
 
 class PersonSettings(BaseModel):
     """[people.NAME]: one person's id on each channel they use (`telegram = "123"`, a key per

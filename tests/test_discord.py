@@ -24,7 +24,8 @@ OWNER = "111"
 STRANGER = "777"
 BOT = "1000"
 GUILD, TEXT, THREAD, OTHER = "5000", "5001", "5002", "5003"
-COMMANDS = {"new", "stop", "status", "jobs", "model", "usage", "budget", "pair", "busy", "help"}
+COMMANDS = {"new", "stop", "status", "jobs", "model", "voice", "usage", "budget", "pair", "busy"}
+COMMANDS.add("help")
 
 
 @pytest.fixture

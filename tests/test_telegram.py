@@ -41,7 +41,8 @@ async def test_reply_with_image_marker_arrives_as_photo_and_text(
     assert reply.plain == "Here is the chart."
     assert "[IMAGE" not in (reply.text or "")
     assert any(a.action == "typing" for a in fake_telegram.chat_actions)
-    commands = ["new", "stop", "status", "jobs", "model", "usage", "budget", "pair", "busy", "help"]
+    commands = ["new", "stop", "status", "jobs", "model", "voice", "usage", "budget", "pair"]
+    commands += ["busy", "help"]
     assert [c["command"] for c in fake_telegram.commands] == commands
 
 

@@ -1,8 +1,10 @@
-"""Calls beside the chat: speech to text for voice notes, and embeddings for the memory
-store's search by meaning. Both through LiteLLM, neither retried here (see each)."""
+"""Calls beside the chat: speech to text for voice notes, text to speech for voice replies,
+and embeddings for the memory store's search by meaning. All through LiteLLM, none retried
+here (see each)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from agent.model.profiles.litellm_import import load_litellm
@@ -41,3 +43,28 @@ async def embed(
     items = [item if isinstance(item, dict) else vars(item) for item in response.data]
     items.sort(key=lambda item: int(item.get("index", 0)))
     return [[float(x) for x in item["embedding"]] for item in items]
+
+
+async def speak(
+    text: str, model: str, voice: str, *, api_base: str = "", timeout_s: float
+) -> bytes:
+    """Text to speech through LiteLLM's speech API (e.g. model "openai/gpt-4o-mini-tts"; with
+    `api_base`, an OpenAI-compatible speech server of one's own), as OGG/Opus: what a voice
+    note is on Telegram and Discord. Not retried: a failure falls back to the text."""
+    litellm = load_litellm()
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "input": text,
+        "voice": voice,
+        "response_format": "opus",
+        "timeout": timeout_s,
+    }
+    if api_base:
+        kwargs["api_base"] = api_base
+        if not os.environ.get("OPENAI_API_KEY"):
+            kwargs["api_key"] = "not-needed"  # a speech server of one's own takes any
+    response = await litellm.aspeech(**kwargs)
+    audio = bytes(response.content)
+    if not audio.startswith(b"OggS"):
+        raise ValueError(f"the speech model sent {len(audio)} bytes that are not OGG/Opus")
+    return audio

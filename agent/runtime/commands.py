@@ -1,6 +1,7 @@
 """Built-in chat commands, answered at once and without the model (not behind the chat's
-running turn): /new, /stop, /status, /busy, /help, /pair (agent/runtime/owner/pair_command.py) and
-the owner's controls /usage, /budget, /model (agent/runtime/owner/owner_commands.py)."""
+running turn): /new, /stop, /status, /busy, /voice, /help, /pair
+(agent/runtime/owner/pair_command.py) and the owner's controls /usage, /budget, /model
+(agent/runtime/owner/owner_commands.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 
 from agent.conversation.scopes import audience_of
 from agent.durable.inbox import Inbox
+from agent.durable.owner.chat_voices import MODES, ChatVoices
 from agent.durable.sessions import SessionStore
 from agent.durable.store import Store
 from agent.model.responses import ProviderHealth
@@ -24,6 +26,7 @@ from agent.runtime.turn_setup import TurnSetup
 from agent.turns.turn_record import TurnRecord
 from channels.base import IncomingMessage
 from channels.capabilities import CHAT_COMMANDS
+from channels.config import VoiceReply
 
 HELP = (
     "Commands:\n"
@@ -32,6 +35,7 @@ HELP = (
     "/jobs — this chat's sub-agent jobs (delegate): running and finished\n"
     "/status — model and its health, waiting messages, tokens and cost of the last answer\n"
     "/model — the models this chat may use; /model NAME switches it, /model reset goes back\n"
+    "/voice — replies as voice notes here: /voice always, when_spoken_to, never or reset\n"
     "/usage — tokens and cost today and this month (the owner, privately)\n"
     "/budget — the spending limits; /budget daily 5 sets one (the owner, privately)\n"
     "/busy — what a message does while I work: /busy queue (waits), steer (joins the running "
@@ -62,6 +66,8 @@ class CommandContext:
     sender: str = ""  # who wrote the command, as /model keeps it
     asking: Callable[[], int] = lambda: 0  # approval questions waiting, on every channel
     jobs: JobRunner | None = None  # the channel's jobs (None: none run here)
+    voices: ChatVoices | None = None  # each chat's /voice choice (None: not kept here)
+    voice_default: VoiceReply = "never"  # [voice] reply
 
 
 def parse_command(text: str) -> str | None:
@@ -125,6 +131,8 @@ class ChatCommands:
             sender=msg.sender_name or msg.sender_id,
             asking=self._asking,
             jobs=self._jobs,
+            voices=ChatVoices(self._store.db),
+            voice_default=setup.settings.voice.reply,
         )
 
     def _stop(self, key: str) -> bool:
@@ -153,7 +161,29 @@ async def run_command(name: str, text: str, ctx: CommandContext) -> str:
         return "Pairing is for the chat channels; here: agent pairing list | approve | deny."
     if name in ("usage", "budget", "model"):
         return await _controls(name, text.split()[1:], ctx)
+    if name == "voice":
+        return await _voice(text.split()[1:], ctx)
     return HELP
+
+
+async def _voice(args: list[str], ctx: CommandContext) -> str:
+    """/voice: this chat's choice shown, set (`/voice always`) or dropped (`/voice reset`)."""
+    voices, configured = ctx.voices, ctx.voice_default
+    usage = "/voice always | when_spoken_to | never | reset"
+    if voices is None:
+        return "Voice replies are for the chat channels."
+    if not args:
+        own = await voices.get(ctx.chat_key)
+        said = f"{own} (this chat's choice)" if own else f"{configured} (the default)"
+        return f"Voice replies here: {said}. {usage}"
+    wanted = args[0].lower()
+    if wanted == "reset" and len(args) == 1:
+        await voices.reset(ctx.chat_key)
+        return f"Voice replies here follow the default again: {configured}."
+    if wanted not in MODES or len(args) > 1:
+        return f"Not a voice setting: {' '.join(args)}. {usage}"
+    await voices.choose(ctx.chat_key, wanted, ctx.sender)
+    return f"Voice replies here: {wanted}."
 
 
 async def _controls(name: str, args: list[str], ctx: CommandContext) -> str:

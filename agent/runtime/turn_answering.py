@@ -143,6 +143,10 @@ class TurnAnswerer:
         status = "failed" if retry else outcome.status
         kept = [] if silent and trigger is not None else outcome.messages  # no empty check-ins
         parts = None if silent else self._replies.parts(reply)
+        voice = self._replies.voice  # a reply read aloud: made now, kept in the outbox
+        spoken = trigger is None and outcome.status == "done"
+        if parts and spoken and await voice.wanted(pending.message):
+            parts = await voice.parts(reply, parts, self._replies.parts)
         within, store = self._replies.deliver_within_s, self._store
         taint = outcome.tainted_by  # kept with the turn: the next one starts tainted
         lead, rows = pending.id, (*pending.ids, *(row.id for row in taken))

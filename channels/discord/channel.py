@@ -45,6 +45,7 @@ from channels.discord import reactions
 from channels.discord.approvals import DiscordApprovals
 from channels.discord.kind import DISCORD
 from channels.discord.send_errors import send_failed
+from channels.discord.voice_message import send_voice_message
 from channels.stream import PacedStream
 from channels.text import split_message
 
@@ -345,6 +346,8 @@ class DiscordChannel:
                 suppress_embeds=suppress,
             )
         try:
+            if item.kind == "VOICE" and item.data.startswith(b"OggS"):  # a voice message
+                return await send_voice_message(channel, item.data, nonce)
             upload = discord.File(io.BytesIO(item.data), filename=item.name)
             return await channel.send(file=upload, nonce=nonce, suppress_embeds=suppress)
         except discord.HTTPException as exc:

@@ -219,7 +219,7 @@ class TelegramChannel:
     async def send_part(self, chat: ChatRef, part: OutgoingPart) -> str | None:
         """One attempt; the message id Telegram gave it (kept with the part in the outbox)."""
         if part.media is not None:
-            return await self._send_media(chat, part.media, part.previews)
+            return await self._send_media(chat, part.media, part.previews, part.text)
         return await self.send_text(chat, part.text, part.reply_to, previews=part.previews)
 
     async def send_text(
@@ -282,11 +282,12 @@ class TelegramChannel:
         return await self._approvals.ask(send, question, may_answer)
 
     async def _send_media(
-        self, chat: ChatRef, media: OutgoingMedia, previews: bool = True
+        self, chat: ChatRef, media: OutgoingMedia, previews: bool = True, caption: str = ""
     ) -> str | None:
-        """The file, or, when Telegram refuses it or it is gone, a line saying so. A URL is
-        fetched by Telegram itself: never one from a reply without previews (a tainted
-        turn's; agent/runtime/media.py leaves those out already)."""
+        """The file (with `caption` as HTML: a voice reply's text), or, when Telegram refuses
+        it or it is gone, a line saying so. A URL is fetched by Telegram itself: never one
+        from a reply without previews (a tainted turn's; agent/runtime/media.py leaves those
+        out already)."""
         senders: dict[str, Callable[..., Awaitable[Any]]] = {
             "IMAGE": self.bot.send_photo,
             "DOCUMENT": self.bot.send_document,
@@ -308,9 +309,16 @@ class TelegramChannel:
             data, name = media.data, media.name
             if data is None:
                 raise OSError("it was not read")
+            shown = {"caption": markdown_to_telegram_html(caption), "parse_mode": ParseMode.HTML}
             return _id(
                 await as_send_failed(
-                    lambda: send(chat.chat_id, data, filename=name, message_thread_id=thread)
+                    lambda: send(
+                        chat.chat_id,
+                        data,
+                        filename=name,
+                        message_thread_id=thread,
+                        **(shown if caption else {}),
+                    )
                 )
             )
         except (SendFailed, OSError) as exc:
@@ -318,7 +326,8 @@ class TelegramChannel:
                 raise
             log.warning("telegram: could not send %s: %s", media.source, exc)
             note = f"(Could not send {Path(media.source).name}: {exc})"
-            return await self.send_text(chat, note, "", previews=previews)
+            said = f"{caption}\n\n{note}" if caption else note  # a caption is not lost
+            return await self.send_text(chat, said, "", previews=previews)
 
 
 class TelegramStream(PacedStream[Message]):

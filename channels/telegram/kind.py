@@ -14,6 +14,7 @@ TELEGRAM = ChannelKind(
         markup="html",
         max_message_chars=4096,
         media=frozenset(MEDIA_KINDS),
+        voice_caption_chars=1024,
     ),
     delivery_instructions=(
         "Delivery on Telegram: to send a file or a URL as an attachment, put one media marker "

@@ -28,6 +28,7 @@ from fakes.llm_embeddings import embed_text
 from fakes.llm_faults import Outage, OutageMode
 from fakes.llm_requests import last_user_content, tool_results
 from fakes.llm_usage import usage_block
+from fakes.llm_speech import Speech
 
 __all__ = [
     "Error",
@@ -180,6 +181,7 @@ class FakeLLM:
         self.models: list[str] = ["test-model"]
         self.transcript = "transcribed words"  # what /audio/transcriptions answers
         self.transcriptions: list[tuple[str, bytes]] = []  # (model, audio bytes) received
+        self.speech = Speech()  # /audio/speech: real OGG/Opus, or a scripted failure
         self.embedding_inputs: list[list[str]] = []  # the texts of each embeddings request
         self.embeddings_status: int | None = None  # set: /embeddings fails with this status
         self.cached_tokens = 0  # prompt tokens each answer says were read from the cache
@@ -248,6 +250,7 @@ class FakeLLM:
             self._requests.clear()
             self._headers.clear()
         self.responder, self.latency_s = echo, 0.0
+        self.speech = Speech()
         self.embeddings_status, self.cached_tokens = None, 0
         self.embedding_inputs.clear()
         self.reject_non_leading_system = self.reject_tools = False
@@ -303,6 +306,7 @@ class FakeLLM:
         for path in ("/v1/models", "/models"):
             app.router.add_get(path, self._list_models)
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
+        app.router.add_post("/v1/audio/speech", self.speech.answer)
         app.router.add_post("/v1/messages", self._anthropic_messages)
         for path in ("/v1/embeddings", "/embeddings"):
             app.router.add_post(path, self._embeddings)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from fakes.ogg_opus import opus_problem
 from fakes.telegram_files import StoredFile, file_json
 from fakes.telegram_models import (
     ACTIONS,
@@ -124,6 +125,8 @@ class Methods:
         if isinstance(value, Upload):
             if not value.data:
                 raise ApiError(400, "Bad Request: file must be non-empty")
+            if method == "sendVoice" and (problem := opus_problem(value.data)):
+                raise ApiError(400, f"Bad Request: VOICE_INVALID ({problem})")  # OGG/Opus only
             file = files.store(kind, value.data, value.filename, value.content_type or mime)
         elif isinstance(value, str) and (known := files.get(value)) is not None:
             ref, file = value, known

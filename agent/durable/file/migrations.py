@@ -37,7 +37,7 @@ from agent.durable import (
     tool_journal,
 )
 from agent.durable.file.state_db import StateDBUnusable, check_file, restore_advice, unusable
-from agent.durable.owner import budget_limits, chat_busy, chat_models, pairings, usage
+from agent.durable.owner import budget_limits, chat_busy, chat_models, chat_voices, pairings, usage
 from tools.memory import schema as memory_schema
 from tools.memory.store import chat_scope
 
@@ -114,6 +114,11 @@ def _version_8(conn: sqlite3.Connection) -> None:
     run_script(conn, chat_busy.SCHEMA)
 
 
+def _version_9(conn: sqlite3.Connection) -> None:
+    """Each chat's /voice choice."""
+    run_script(conn, chat_voices.SCHEMA)
+
+
 STEPS: tuple[Step, ...] = (
     Step(1, "sessions, inbox, outbox, schedules, approvals, quirks, memories", _version_1),
     Step(2, "the tool journal, the parts sent", _version_2),
@@ -123,6 +128,7 @@ STEPS: tuple[Step, ...] = (
     Step(6, "what turns read of others', unvetted memories, files written after it", _version_6),
     Step(7, "the jobs sub-agents run", _version_7),
     Step(8, "which turn took each inbox row, each chat's busy mode", _version_8),
+    Step(9, "each chat's /voice choice", _version_9),
 )
 LATEST = STEPS[-1].version
 

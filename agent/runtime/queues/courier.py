@@ -22,6 +22,7 @@ agent.env, and the next runtime's courier sends it, once, with the new token.
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import hashlib
 import logging
@@ -220,10 +221,10 @@ class Courier:
         """A local file's bytes read through the workspace's resolver now, just before
         sending (a file swapped for a link since the reply was made is refused); a file
         that cannot be read becomes a line saying so. A document pinclaw made (a long
-        reply) is its stored text."""
+        reply) is its stored text, a voice note it made its stored audio."""
         media = part.media
-        if media is not None and media.inline:
-            data = media.inline.encode()
+        if media is not None and (media.inline or media.spoken):
+            data = base64.b64decode(media.spoken) if media.spoken else media.inline.encode()
             return dataclasses.replace(part, media=dataclasses.replace(media, data=data))
         if media is None or media.is_url:
             return part

@@ -1,14 +1,17 @@
 """ChatReplies: what a channel sends that no message of the chat waits for — a command's
 answer, a refusal, a schedule's notice, the owner's `agent send` — stored in the outbox and
-handed to the courier; and the split of any reply into the platform's messages."""
+handed to the courier; and the split of any reply into the platform's messages (a voice
+note first, when the chat wants replies read aloud: voice_replies.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from agent.durable.file.state_db import Transaction
+from agent.durable.owner.chat_voices import ChatVoices
 from agent.durable.store import Store
 from agent.runtime.queues.courier import Courier
+from agent.runtime.queues.voice_replies import VoiceReplies
 from agent.runtime.turn_setup import TurnSetup
 from channels.base import Channel, ChatRef, OutgoingPart, Reply, within_parts
 
@@ -21,6 +24,7 @@ class ChatReplies:
         self._store = store
         self._courier = courier
         self._setup = setup
+        self.voice = VoiceReplies(channel, lambda: setup.settings.voice, ChatVoices(store.db).get)
 
     def parts(self, reply: Reply) -> list[OutgoingPart]:
         """The reply in the platform's messages; past `channels.max_parts` of them, a
