@@ -162,3 +162,37 @@ async def test_on_discord_the_note_is_a_voice_message_and_the_text_follows(
     [meta] = note.payload["attachments"]
     assert meta["duration_secs"] >= 1 and base64.b64decode(meta["waveform"])
     assert words.content == "Twice a week."
+
+
+async def test_voice_sets_this_chats_replies_kept_across_a_restart_and_reset(
+    voice_env: None,
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PINCLAW_VOICE__REPLY", "never")
+
+    def last() -> SentMessage:
+        return sent(fake_telegram)[-1]
+
+    async def say(words: str, count: int) -> SentMessage:
+        fake_telegram.inject_message(OWNER, OWNER, words)
+        await eventually(lambda: len(sent(fake_telegram)) == count, within=10, what=words)
+        return last()
+
+    async with daemon():
+        fake_llm.script(text("In text."), text("Aloud."), text("In text again."))
+        usage = "/voice always | when_spoken_to | never | reset"
+        assert (await say("/voice", 1)).plain == f"Voice replies here: never (the default). {usage}"
+        assert (await say("/voice loudly", 2)).plain == f"Not a voice setting: loudly. {usage}"
+        assert (await say("hello", 3)).method == "sendMessage"
+        assert (await say("/voice always", 4)).plain == "Voice replies here: always."
+    async with daemon():  # kept in state.db
+        assert (await say("hello again", 5)).method == "sendVoice"
+        assert last().plain == "Aloud."
+        assert (await say("/voice reset", 6)).plain == (
+            "Voice replies here follow the default again: never."
+        )
+        assert (await say("and now?", 7)).method == "sendMessage"
+    assert fake_llm.speech.read == ["Aloud."]

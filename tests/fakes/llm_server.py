@@ -27,8 +27,8 @@ from aiohttp import web
 from fakes.llm_embeddings import embed_text
 from fakes.llm_faults import Outage, OutageMode
 from fakes.llm_requests import last_user_content, tool_results
-from fakes.llm_usage import usage_block
 from fakes.llm_speech import Speech
+from fakes.llm_usage import usage_block
 
 __all__ = [
     "Error",
