@@ -4,6 +4,7 @@ here (see each)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -50,8 +51,10 @@ async def speak(
 ) -> bytes:
     """Text to speech through LiteLLM's speech API (e.g. model "openai/gpt-4o-mini-tts"; with
     `api_base`, an OpenAI-compatible speech server of one's own), as OGG/Opus: what a voice
-    note is on Telegram and Discord. Not retried: a failure falls back to the text."""
-    litellm = load_litellm()
+    note is on Telegram and Discord. Not retried: a failure falls back to the text. LiteLLM
+    is imported in a thread (the first call's import is seconds the loop would stand still),
+    and `timeout_s` bounds the call itself."""
+    litellm = await asyncio.to_thread(load_litellm)
     kwargs: dict[str, Any] = {
         "model": model,
         "input": text,
@@ -63,7 +66,8 @@ async def speak(
         kwargs["api_base"] = api_base
         if not os.environ.get("OPENAI_API_KEY"):
             kwargs["api_key"] = "not-needed"  # a speech server of one's own takes any
-    response = await litellm.aspeech(**kwargs)
+    async with asyncio.timeout(timeout_s):
+        response = await litellm.aspeech(**kwargs)
     audio = bytes(response.content)
     if not audio.startswith(b"OggS"):
         raise ValueError(f"the speech model sent {len(audio)} bytes that are not OGG/Opus")

@@ -9,7 +9,6 @@ read aloud (channels/spoken.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import dataclasses
 import logging
@@ -68,14 +67,9 @@ class VoiceReplies:
             )
             return parts
         try:
-            async with asyncio.timeout(voice.timeout_s):
-                audio = await speak(
-                    said,
-                    voice.model,
-                    voice.voice,
-                    api_base=voice.api_base,
-                    timeout_s=voice.timeout_s,
-                )
+            audio = await speak(
+                said, voice.model, voice.voice, api_base=voice.api_base, timeout_s=voice.timeout_s
+            )
         except Exception as exc:  # any failure: the text goes, and says why
             why = Scrubber.from_environment()(short(exc))
             log.warning("voice reply failed, sending the text: %s", why)
