@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Daemon, eventually
-from fakes.llm_server import FakeLLM, cut, delay, error, text
+from fakes.llm_server import FakeLLM, cut, delay, error, text, tool_calls
 from fakes.telegram_server import FakeTelegram
 
 from agent.runtime.queues.outage import OUTAGE_NOTICE, STILL_THINKING
@@ -72,6 +72,30 @@ async def test_a_model_slow_to_its_first_word_gets_still_thinking_a_quick_one_do
         await eventually(lambda: "Quick." in shown(fake_telegram), within=10)
         await eventually(lambda: len(fake_llm.requests) == 2, within=1)
     assert shown(fake_telegram) == [STILL_THINKING, "Thought it through.", "Quick."]
+
+
+async def test_a_question_waiting_for_a_person_is_not_the_model_thinking(
+    slow_env: None,
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+    home: Path,
+) -> None:
+    """The turn asks the owner (rm is supervised) and nobody answers for longer than the
+    still-thinking wait: the question is on screen, no "Still thinking…" line joins it."""
+    monkeypatch.setenv("PINCLAW_AGENT__STILL_THINKING_AFTER_S", "0.6")
+    monkeypatch.setenv("PINCLAW_SECURITY__APPROVAL_TIMEOUT_S", "1.5")
+    (home / "workspace").mkdir(parents=True, exist_ok=True)
+    (home / "workspace" / "keep.txt").write_text("precious\n")
+    async with daemon():
+        fake_llm.script(tool_calls(("shell", {"command": "rm keep.txt"})), text("Left it."))
+        fake_telegram.inject_message(OWNER, OWNER, "delete keep.txt")
+        await eventually(lambda: "Left it." in shown(fake_telegram), within=15)
+    said = shown(fake_telegram)
+    assert said[0].startswith("Approve shell: rm keep.txt") and said[-1] == "Left it."
+    assert STILL_THINKING not in said
+    assert (home / "workspace" / "keep.txt").read_text() == "precious\n"
 
 
 async def test_a_stream_cut_until_the_turn_gives_up_leaves_no_partial_text_above_the_answer(

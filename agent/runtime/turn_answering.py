@@ -110,7 +110,7 @@ class TurnAnswerer:
             self._reactions.mark(pending.messages, "working")
         async with self._slots.hold() as slot, typing:
             after_s = agent.still_thinking_after_s if fresh else 0.0  # once a message
-            slow = StillThinking(msg.chat, queue, after_s, on_text)
+            slow = StillThinking(msg.chat, queue, after_s, on_text, asked=lambda: slot.asked)
             try:
                 msg = await self._downloads.fetch(msg)
                 on_text = slow.shown if on_text is not None else None

@@ -73,7 +73,8 @@ class Later:
 
 class StillThinking(Later):
     """STILL_THINKING once, when a person's turn has streamed nothing for `after_s` (0:
-    never); `shown` is the turn's `on_text`, and its first text calls the line off."""
+    never); `shown` is the turn's `on_text`, and its first text calls the line off, as does
+    a question the turn asked a person (`asked`: they saw it, and the wait is theirs)."""
 
     def __init__(
         self,
@@ -81,10 +82,17 @@ class StillThinking(Later):
         queue_reply: QueueReply,
         after_s: float,
         on_text: Callable[[str], None] | None,
+        *,
+        asked: Callable[[], bool] = lambda: False,
     ) -> None:
         super().__init__(chat, queue_reply, STILL_THINKING, told=not after_s)
         self._on_text = on_text
+        self._asked = asked
         self.tell_in(after_s)
+
+    async def tell(self) -> None:
+        if not self._asked():
+            await super().tell()
 
     def shown(self, delta: str) -> None:
         self.told = True  # text is on the screen: nothing to say

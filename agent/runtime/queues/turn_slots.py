@@ -25,12 +25,14 @@ class Slot:
         self._slots = slots
         self.held = False
         self._parked = 0  # questions of this turn waiting at once (parallel tool calls)
+        self.asked = False  # it asked a person something (their answer is no model's delay)
 
     @contextlib.asynccontextmanager
     async def asking(self) -> AsyncIterator[None]:
         """Wait for a person without the slot; take one again before going on."""
         slots = self._slots
         self._parked += 1
+        self.asked = True
         slots.asking += 1
         if self.held and self._parked == 1:
             self.held = False
