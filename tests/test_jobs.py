@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -398,3 +399,25 @@ async def test_a_schedule_starts_a_job_whose_result_comes_to_the_chat(
     ]
     assert said[0] == "Scheduled."
     assert jobs_rows(home) == [(1, "done", "message", "Today: three notes, all about tomatoes.")]
+
+
+async def test_a_one_shot_waits_for_its_job_even_unasked(
+    model: ScriptedModel, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The terminal has no outbox anyone reads: its delegate calls wait for the result."""
+    from agent.app import build_app
+    from agent.cli import one_shot
+    from agent.config import load_settings
+
+    monkeypatch.setattr(one_shot, "build_app", partial(build_app, model=model))
+
+    def respond(request: Request) -> Any:
+        if job_task(request) is not None:
+            return "forty-two"
+        if request["messages"][-1]["role"] == "tool":
+            return f"the helper said: {tool_results(request)[-1]}"
+        return tool_calls(delegate("compute the answer"))
+
+    model.responder = respond
+    assert await one_shot.run_once(load_settings(), "what is the answer?") == 0
+    assert capsys.readouterr().out == "the helper said: Job #1 finished:\nforty-two\n"

@@ -153,6 +153,7 @@ FIRST_COLUMNS: dict[str, frozenset[str]] = {
     "budget_notices": frozenset({"name", "period", "level", "amount", "told_at"}),
     "chat_models": frozenset({"chat_key", "model", "set_by", "set_at"}),
     "chat_busy": frozenset({"chat_key", "mode", "set_by", "set_at"}),
+    "jobs": frozenset({"id", "chat_key", "origin", "task", "model", "state", "result"}),
     "pairing_codes": frozenset({"code", "channel", "kind", "sender_id", "expires_at", "status"}),
     "paired": frozenset({"channel", "kind", "id", "approved_by", "approved_at"}),
     "pairing_locks": frozenset({"channel", "sender_id", "wrong", "locked_until"}),

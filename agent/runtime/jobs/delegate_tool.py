@@ -16,6 +16,7 @@ from agent.runtime.jobs.job_run import DELEGATE
 from agent.runtime.jobs.job_runner import JobRunner
 from agent.runtime.jobs.job_texts import ENDINGS
 from channels.base import ChatRef, IncomingMessage
+from channels.registry import kind_named
 from tools.base import ToolCallContext, ToolResult
 
 WAIT_SHARE = 0.9  # of agent.tool_timeout_s: a waiting delegate call ends before the loop cuts it
@@ -75,9 +76,10 @@ class DelegateTool:
         made = await self._job(runner, args, call)
         if isinstance(made, ToolResult):
             return made
-        cli = runner.channel_name == "cli"  # the terminal has no outbox anyone reads
+        # The terminal and the API have no outbox anyone reads: their turns always wait.
+        unread = kind_named(runner.channel_name) is None
         job = await runner.start(made)
-        if not args.get("wait") and not cli:
+        if not args.get("wait") and not unread:
             return ToolResult.success(
                 f"Job #{job.id} started; its result will come to this chat as a message "
                 "when it ends (/jobs lists it)."
@@ -85,9 +87,9 @@ class DelegateTool:
         bound = WAIT_SHARE * runner.kit.setup.settings.agent.tool_timeout_s
         end = (await runner.wait([job.id], min(bound, job.time_limit_s + 1.0)))[job.id]
         if end is None:
+            where = f"`agent jobs show {job.id}`" if unread else "this chat, as a message"
             return ToolResult.success(
-                f"Job #{job.id} is still running after {bound:g} s; its result will come "
-                "to this chat as a message."
+                f"Job #{job.id} is still running after {bound:g} s; its result will be in {where}."
             )
         if end.tainted_by:
             call.taint.read(f"job #{job.id}'s result ({end.tainted_by})")
