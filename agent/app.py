@@ -262,7 +262,7 @@ def build_tools(
         tools += ScheduleTools(schedules, timezone, scrub=scrub).tools()
     tools += web_tools(settings.web, network=security.sandbox_network)
     tools += skill_tools(skills or SkillCatalog.from_settings(settings), shell, policy, tools)
-    tools += [DelegateTool(jobs)] if settings.agent.max_jobs else []  # no desk: it refuses
+    tools += [DelegateTool(jobs)] if settings.agent.sub_agents else []  # no desk: it refuses
     return ToolRegistry(read_only(tools) if policy.autonomy == "read_only" else tools)
 
 
@@ -354,7 +354,7 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
     watches = ChatWatches(Schedules(store.db), settings)
     memories = memory_store(settings) if settings.memory.enabled else None
     scrub = make_scrubber(settings)  # one for the tools, the replies and the logs' lines
-    jobs = JobDesk(Jobs(store.db), settings.agent.max_jobs) if settings.agent.max_jobs else None
+    jobs = JobDesk(Jobs(store.db), settings.agent.max_jobs) if settings.agent.sub_agents else None
     tools = build_tools(
         settings,
         policy,

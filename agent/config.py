@@ -84,8 +84,7 @@ class LLMSettings(_Section):
     vision_max_px: int = Field(default=1568, ge=64)
     api_base: str = ""
     api_key: SecretStr | None = None
-    # auto: the OpenAI SDK for an OpenAI-protocol server of your own and for OpenAI's chat
-    # models at OpenAI (agent/model/profiles/routes.py), LiteLLM for the rest
+    # auto: the OpenAI SDK for a server of your own and OpenAI's chat models (routes.py)
     client: Literal["auto", "litellm"] = "auto"
     temperature: float = Field(default=0.7, ge=0, le=2)
     max_tokens: int = Field(default=0, ge=0)
@@ -140,7 +139,8 @@ class AgentSettings(_Section):
     turn_deadline_s: float = Field(default=DEFAULT_TURN_DEADLINE_S, gt=0)
     retry_failed_turns_for_s: float = Field(default=1800.0, ge=0)
     turn_retry_backoff_s: float = Field(default=5.0, gt=0)
-    max_jobs: int = Field(default=3, ge=0)  # sub-agents' jobs at once (0: no delegate tool)
+    sub_agents: bool = False  # the delegate tool: its schema costs ~150 tokens a request
+    max_jobs: int = Field(default=3, ge=1)  # sub-agents' jobs at once, and each job's limits
     job_time_limit_s: float = Field(default=300.0, gt=0)
     job_token_limit: int = Field(default=50_000, ge=1)
     outage_notice_after_s: float = Field(default=10.0, ge=0)  # failures this long: say so

@@ -84,6 +84,7 @@ async def measure(runs: int) -> dict[str, list[float]]:
     with tempfile.TemporaryDirectory() as home:
         os.environ["PINCLAW_HOME"] = home
         os.environ["PINCLAW_LLM__MODEL"] = "openai/bench"
+        os.environ["PINCLAW_AGENT__SUB_AGENTS"] = "true"
         os.environ["PINCLAW_LLM__API_KEY"] = "sk-bench"  # never used: the model is a double
         app = await build_app(load_settings(), model=FunctionModel(respond, model="openai/bench"))
         channel = Stamped()

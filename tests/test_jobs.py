@@ -43,6 +43,7 @@ def toy(model_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
         "PINCLAW_PEOPLE__ALICE__OWNER": "true",
         "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "1",
         "PINCLAW_AGENT__MAX_TOOL_CALLS_PER_REPLY": "20",
+        "PINCLAW_AGENT__SUB_AGENTS": "true",
     }.items():
         monkeypatch.setenv(name, value)
     ToyChannel.built.clear()

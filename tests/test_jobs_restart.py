@@ -40,6 +40,7 @@ def test_a_job_killed_mid_tool_resumes_and_its_result_comes_once(
     journal says the call's outcome is unknown, it looks instead of appending again, and its
     result reaches the chat once."""
     monkeypatch.setenv("PINCLAW_SECURITY__ALLOWED_COMMANDS", '["echo", "sleep", "cat"]')
+    monkeypatch.setenv("PINCLAW_AGENT__SUB_AGENTS", "true")
     appended = "echo fed >> feed.log && sleep 4"
     feed_log = home / "workspace" / "feed.log"
 

@@ -30,6 +30,7 @@ FULL_RESTART = (
     "agent.max_concurrent_turns",
     "http",  # the server's address and limits
     "agent.max_jobs",
+    "agent.sub_agents",
 )
 # Read per question, per delivery, under FULL_RESTART's
 LIVE_INSIDE = ("security.approval_timeout_s", "http.hooks")
