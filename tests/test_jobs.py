@@ -116,13 +116,15 @@ async def test_a_parent_delegates_two_jobs_and_joins_them(
     assert "delegate" in [t["function"]["name"] for t in parent["tools"]]
 
 
-async def test_a_job_not_waited_for_comes_as_one_message(
+async def test_a_job_not_waited_for_comes_as_one_message_the_chat_remembers(
     model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
 ) -> None:
     def respond(request: Request) -> Any:
         task = job_task(request)
         if task is not None:
             return delay(0.2, text("the summary is ready"))
+        if last_user_content(request).endswith("what did the helper say?"):
+            return "It said the summary is ready."
         if not tool_results(request):
             return tool_calls(delegate("summarise notes.txt", tools=["file_read"]))
         return "I asked a helper; it will write here."
@@ -132,13 +134,17 @@ async def test_a_job_not_waited_for_comes_as_one_message(
         toy = the_toy()
         assert await toy.say(OWNER, OWNER, "summarise my notes")
         said = await shown_in(toy, OWNER, 2)
-    assert said == [
-        "I asked a helper; it will write here.",
-        "Job #1 (summarise notes.txt) finished:\nthe summary is ready",
-    ]
+        assert await toy.say(OWNER, OWNER, "what did the helper say?")
+        await shown_in(toy, OWNER, 3)
+    result = "Job #1 (summarise notes.txt) finished:\nthe summary is ready"
+    assert said == ["I asked a helper; it will write here.", result]
     assert jobs_rows(home) == [(1, "done", "message", "the summary is ready")]
     (job,) = [r for r in model.requests if job_task(r) is not None]
     assert [t["function"]["name"] for t in job["tools"]] == ["file_read"]  # the subset asked
+    history = model.requests[-1]["messages"]  # the next turn knows what the job said
+    assert {"role": "assistant", "content": result} in history
+    note = next(m for m in history if str(m["content"]).startswith("[Job #1 ended"))
+    assert note["role"] == "user" and "nobody wrote this" in note["content"]
 
 
 async def test_a_job_asks_no_more_than_its_asker_has(

@@ -88,7 +88,8 @@ class ChannelRuntime:
         always = AlwaysAllowed(store.db, setup.source.workspace.resolve())
         self.jobs: JobRunner | None = None
         if jobs is not None:
-            kit = JobKit(channel, setup, jobs.jobs, self.controls, self.door, always, scrub, memory)
+            parts = (jobs.jobs, self.controls, self.door, always, scrub, memory, store.sessions)
+            kit = JobKit(channel, setup, *parts)
             self.jobs = JobRunner(kit, self.replies, jobs.slots)
             jobs.attach(self.jobs)
         self.commands = ChatCommands(

@@ -17,6 +17,7 @@ from agent.conversation.recall import readable_scopes
 from agent.conversation.scopes import Audience, audience_of, speaker_of
 from agent.durable.always_allowed import AlwaysAllowed
 from agent.durable.jobs import Job, JobJournal, Jobs, JobState
+from agent.durable.sessions import SessionStore
 from agent.model.responses import BudgetSpent, LLMError, Message
 from agent.runtime.approvals import turn_approvers
 from agent.runtime.jobs.job_model import JobModel, JobStopped
@@ -54,6 +55,7 @@ class JobKit:
     always: AlwaysAllowed
     scrub: Scrubber
     memory: MemoryStore | None
+    sessions: SessionStore  # the asking chat's history, which a result sent as a message joins
 
 
 @dataclass(frozen=True)

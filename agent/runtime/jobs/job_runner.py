@@ -14,6 +14,7 @@ from collections.abc import Coroutine, Sequence
 
 from agent.durable.file.state_db import Transaction
 from agent.durable.jobs import Job
+from agent.model.responses import Message
 from agent.runtime.jobs.job_run import JobEnd, JobKit, run_job
 from agent.runtime.jobs.job_texts import result_message
 from agent.runtime.queues.replies import ChatReplies
@@ -135,6 +136,7 @@ class JobRunner:
             def ending(conn: Transaction) -> None:
                 if not jobs.end_in(conn, job_id, end.state, end.text, end.tokens, "message"):
                     raise Ended
+                self._remember(conn, job, end)
 
             with contextlib.suppress(Ended):
                 await self._replies.queue(job.origin.chat, self._reply(job, end), alongside=ending)
@@ -151,11 +153,24 @@ class JobRunner:
     async def _as_message(self, job: Job, end: JobEnd) -> None:
         """A result the turn it was handed to never read, sent to the chat after all."""
         jobs = self.kit.jobs
-        await self._replies.queue(
-            job.origin.chat,
-            self._reply(job, end),
-            alongside=lambda conn: jobs.redeliver_in(conn, job.id),
-        )
+
+        def resent(conn: Transaction) -> None:
+            jobs.redeliver_in(conn, job.id)
+            self._remember(conn, job, end)
+
+        await self._replies.queue(job.origin.chat, self._reply(job, end), alongside=resent)
+
+    def _remember(self, conn: Transaction, job: Job, end: JobEnd) -> None:
+        """The result sent as a message joins the chat's history, so its next turns know it
+        (a line that says nobody wrote it, then the message as the assistant's)."""
+        note = f"[Job #{job.id} ended; nobody wrote this. Its result, sent to this chat:]"
+        said = self._reply(job, end).text
+        messages: list[Message] = [
+            {"role": "user", "content": note},
+            {"role": "assistant", "content": said},
+        ]
+        taint = end.tainted_by or job.tainted_by
+        self.kit.sessions.add_turn(conn, job.chat_key, messages, tainted_by=taint)
 
     @staticmethod
     def _reply(job: Job, end: JobEnd) -> Reply:
