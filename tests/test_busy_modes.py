@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import Daemon
+from fakes.discord_server import FakeDiscord
 from fakes.llm_server import Outcome, last_user_content, tool_results
 from fakes.model_double import FunctionModel, echo, text, tool_calls
 from fakes.telegram_server import FakeTelegram, SentMessage, buttons
@@ -277,3 +278,29 @@ async def test_interrupt_while_an_approval_waits_runs_nothing_and_answers_both(
     assert "delete keep.txt\n\nno wait, keep it" in users(gated.requests[-1])[-1]
     (one, two) = rows(home)
     assert (one[2], two[2], one[3], two[3]) == ("done", "done", one[0], one[0])
+
+
+async def test_discord_burst_in_collect_is_one_turn_and_each_message_is_marked_answered(
+    discord_model_env: dict[str, str],
+    gated: GatedModel,
+    fake_discord: FakeDiscord,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    busy(monkeypatch, "collect")
+    monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__DEBOUNCE_MS", "400")  # its own, over 0
+    async with daemon():
+        asked = [fake_discord.inject_dm("111", f"part {n}") for n in (1, 2, 3)]
+        dm = fake_discord.dm_channel_id("111")
+        (reply,) = await fake_discord.await_for(
+            lambda: [m for m in fake_discord.messages if m.channel_id == dm] or None, 15
+        )
+
+        def answered() -> set[str]:
+            added = [(m, e) for m, sign, e in fake_discord.reactions if sign == "+"]
+            return {m for m, e in added if e == "✅"}
+
+        await fake_discord.await_for(lambda: answered() == set(asked) or None, 10)
+    (request,) = gated.requests
+    assert "part 1\n\npart 2\n\npart 3" in str(last_user_content(request))
+    assert reply.content.endswith("part 3")

@@ -15,6 +15,7 @@ class RunningTurns:
         self.running: dict[str, asyncio.Task[TurnOutcome]] = {}
         self.last: dict[str, TurnRecord] = {}  # by chat key
         self.interrupted: set[str] = set()  # stopped by a newer message: run again with it
+        self.typed: set[str] = set()  # chats whose running turn answers a person (no trigger)
 
     def cancel(self, chat_key: str) -> bool:
         """Stop the chat's running turn; False when none runs."""
@@ -25,8 +26,9 @@ class RunningTurns:
         return True
 
     def interrupt(self, chat_key: str) -> bool:
-        """Stop the chat's running turn so that its messages run again with a newer one."""
-        if self.cancel(chat_key):
+        """Stop the chat's running turn so that its messages run again with a newer one (a
+        schedule's or the heartbeat's turn is left to finish: it would only run again)."""
+        if chat_key in self.typed and self.cancel(chat_key):
             self.interrupted.add(chat_key)
             return True
         return False

@@ -250,6 +250,8 @@ class TurnAnswerer:
             )
         )
         self.turns.running[key] = task
+        if trigger is None:
+            self.turns.typed.add(key)
         try:
             outcome = await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -263,6 +265,7 @@ class TurnAnswerer:
         finally:
             self.turns.running.pop(key, None)
             self.turns.interrupted.discard(key)
+            self.turns.typed.discard(key)
         last[key] = outcome.record
         if outcome.unvetted and self._vetting:  # the owner's button for each, in the background
             self._vetting.offer(outcome.unvetted, msg.chat)
