@@ -197,6 +197,14 @@ class Jobs:
     async def get(self, job_id: int) -> Job | None:
         return await self.db.read(lambda conn: _get(conn, job_id))
 
+    async def latest(self, chat_key: str, task: str) -> Job | None:
+        """The chat's newest job with this task (what a delegate call cut off started)."""
+        row = await self.db.fetchone(
+            f"SELECT {_COLUMNS} FROM jobs WHERE chat_key = ? AND task = ? ORDER BY id DESC",
+            (chat_key, task),
+        )
+        return None if row is None else _job(row)
+
     async def unfinished(self, channel: str) -> list[Job]:
         """The channel's jobs an earlier run left queued or running, oldest first."""
         rows = await self.db.fetchall(

@@ -95,6 +95,25 @@ class DelegateTool:
             call.taint.read(f"job #{job.id}'s result ({end.tainted_by})")
         return ToolResult(end.state == "done", f"Job #{job.id} {ENDINGS[end.state]}:\n{end.text}")
 
+    async def recheck(self, args: dict[str, Any], call: ToolCallContext) -> ToolResult | None:
+        """A delegate call a crash cut off: the job it started, found by its chat and task
+        (its row is written before it runs), rather than a second one."""
+        if self._desk is None:
+            return None
+        job = await self._desk.jobs.latest(call.chat_key, str(args.get("task", "")).strip())
+        if job is None:
+            return ToolResult.error("no job was started: delegate again if it is still wanted")
+        if job.state in ("queued", "running"):
+            return ToolResult.success(
+                f"job #{job.id} was started and runs again now; its result will come to this "
+                "chat as a message"
+            )
+        where = "was sent to this chat" if job.delivered == "message" else "is"
+        return ToolResult(
+            job.state == "done",
+            f"job #{job.id} {ENDINGS[job.state]}; its result {where}:\n{job.result}",
+        )
+
     async def _job(
         self, runner: JobRunner, args: dict[str, Any], call: ToolCallContext
     ) -> Job | ToolResult:
