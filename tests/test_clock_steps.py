@@ -73,7 +73,11 @@ def faked(lib: str, offset_file: Path) -> dict[str, str]:
 
 
 def step_to(offset_file: Path, offset_s: int) -> None:
-    offset_file.write_text(f"{offset_s:+d}\n")
+    """Step the faked clock at once: libfaketime reads the file at every call, and one read
+    between write_text's truncation and its write saw no offset (the real time) for a call."""
+    staged = offset_file.with_suffix(".staged")
+    staged.write_text(f"{offset_s:+d}\n")
+    os.replace(staged, offset_file)
 
 
 def test_libfaketime_steps_the_wall_clock_only(libfaketime: str, tmp_path: Path) -> None:
