@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 from test_prompt_kit import fresh_workspace
@@ -23,7 +21,6 @@ from agent.model.profiles.litellm_facts import count_tokens
 from agent.model.profiles.lookup import profile_for
 from agent.prompt.compact import CompactTools, compact_schema, short_text
 from agent.prompt.mode import choose_mode
-from agent.prompt.signatures import signature
 from channels.registry import capabilities_of
 from tools.policy import SecurityPolicy
 
@@ -320,72 +317,3 @@ def test_prompt_show_stats_tells_what_a_given_model_gets(home: Path) -> None:
     _, full = prompt_stats(load_settings(), "cli", "full", "ollama_chat/qwen2.5:1.5b")
     assert "mode           full: --mode" in full
 
-
-@pytest.mark.parametrize(
-    ("schema", "line"),
-    [
-        ({"properties": {}}, "f: Does it {}"),
-        ({}, "f: Does it {}"),
-        (
-            {
-                "properties": {
-                    "path": {"type": "string"},
-                    "start_line": {"type": "integer"},
-                    "tags": {"type": "array", "items": {"type": "string"}},
-                    "ids": {"type": "array", "items": {"type": "integer"}},
-                },
-                "required": ["path"],
-            },
-            'f: Does it {"path": string, "start_line"?: integer, "tags"?: string[], '
-            '"ids"?: integer[]}',
-        ),
-        (
-            {
-                "properties": {
-                    "when": {"type": "string", "description": 'A delay ("in 10 minutes")'},
-                    "state": {"enum": ["on", "off"], "description": "What to set"},
-                    "kinds": {"type": "array", "items": {"enum": ["a", "b"]}},
-                },
-                "required": ["when", "state"],
-            },
-            'f: Does it {"when": string, "state": "on"|"off", "kinds"?: ("a"|"b")[]}; '
-            'when: A delay ("in 10 minutes"); state: What to set',
-        ),
-        (  # not flat: its JSON, so nothing is lost
-            {
-                "properties": {
-                    "where": {"type": "object", "properties": {"x": {"type": "number"}}},
-                    "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
-                    "rows": {"type": "array", "items": {"type": "object"}},
-                },
-            },
-            'f: Does it {"where"?: {"type":"object","properties":{"x":{"type":"number"}}}, '
-            '"either"?: {"anyOf":[{"type":"string"},{"type":"integer"}]}, '
-            '"rows"?: {"type":"array","items":{"type":"object"}}}',
-        ),
-    ],
-)
-def test_a_tool_reads_as_one_signature_line(schema: dict[str, Any], line: str) -> None:
-    assert signature("f", schema, "Does it") == line
-
-
-def test_the_text_protocol_lists_every_tool_as_a_signature_in_compact_mode(
-    tmp_path: Path,
-) -> None:
-    """The same tools as the native schemas offer, a line each, at about half their tokens."""
-    chosen = settings("openai/qwen2.5-coder-1.5b", LOCAL)
-    workspace = fresh_workspace(tmp_path)
-    chosen = chosen.model_copy(update={"workspace": WorkspaceSettings(path=str(workspace))})
-    policy = SecurityPolicy.from_settings(chosen.security, workspace)
-    tools = build_tools(chosen, policy)
-    source = prompt_source(chosen, tools, policy)
-    ctx = replace(source.context("cli", capabilities_of("cli")), dispatcher="xml")
-    prompt = source.build(ctx).text
-    listed = re.findall(r"^- (\w+): ", prompt.partition("## Tool Use Protocol")[0], re.M)
-    assert listed == tools.names()
-    assert ' lines {"path": string, "start_line"?: integer, "end_line"?: integer}\n' in prompt
-    assert '"properties"' not in prompt
-    native = source.build(replace(ctx, dispatcher="native")).text
-    schemas = json.dumps(source.tools.schemas())
-    native_total = sum(count_tokens(chosen.llm.model, text) for text in (native, schemas))
-    assert count_tokens(chosen.llm.model, prompt) <= min(1_200, 0.7 * native_total)

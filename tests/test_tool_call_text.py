@@ -324,6 +324,7 @@ TRAPS = [  # replies that hold no call, shown to the user as written
     ),
     pytest.param('print("hello")', id="python-answer"),
     pytest.param("Use file_write(path, content) for that.", id="a-signature-in-prose"),
+    pytest.param("```text\nfile_write, the shell and memory are here.\n```", id="names-in-a-list"),
 ]
 
 
@@ -380,6 +381,21 @@ async def test_a_draft_in_reasoning_is_kept_apart_and_not_run(
             "file_write( plans-2031.txt)",
             "file_write was not run: 'file_write( plans-2031.txt)' is not a call",
             id="not-even-python",
+        ),
+        pytest.param(
+            "```markdown\nfile_write(docs)\n```",
+            "file_write was not run: 'file_write(docs)' is not a call",
+            id="the-same-in-a-fence",
+        ),
+        pytest.param(
+            "```bash\nfile_write, path=shopping.txt, content=milk, eggs\n```",
+            "file_write was not run: 'file_write, path=shopping.txt, content=milk, eggs'",
+            id="a-name-then-pairs",
+        ),
+        pytest.param(
+            '{"file_write": "notes.txt", "tags": ["x"]}',
+            "file_write was not run: '{\"file_write\": \"notes.txt\"",
+            id="json-keyed-by-the-name",
         ),
     ],
 )

@@ -18,7 +18,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from agent.prompt.context import HARDWARE_TOOLS, SILENT_REPLY, PromptContext, ToolInfo
-from agent.prompt.signatures import signature
 from tools.base import Tool, ToolRegistry
 
 COMPACT_SKILLS_CHARS = 1_200
@@ -103,8 +102,7 @@ def pin_guide(tools: ToolRegistry) -> str:
 
 
 def _json(schema: Any) -> str:
-    """Parameters in the tool's own order (a signature lists them so: path before lines)."""
-    return json.dumps(schema, separators=(",", ":"))
+    return json.dumps(schema, separators=(",", ":"), sort_keys=True)
 
 
 class CompactTools(ToolRegistry):
@@ -138,8 +136,9 @@ def tools(ctx: PromptContext) -> str:
         return "\n".join([f"## Tools\n\n{_ACT}", *_load_first(ctx)])
     lines = ["## Tools", ""]
     for info in ctx.tools:
-        schema = json.loads(info.parameters_json) if info.parameters_json else {}
-        lines.append(f"- {signature(info.name, schema, info.description)}")
+        lines.append(f"- {info.name}: {info.description}")
+        if info.parameters_json:
+            lines.append(f"  Parameters: {info.parameters_json}")
     lines += _load_first(ctx)
     lines += [
         "",
@@ -147,8 +146,7 @@ def tools(ctx: PromptContext) -> str:
         "",
         "To call a tool, write only this, then stop:",
         '<tool_call>{"name": "tool_name", "arguments": {"param": "value"}}</tool_call>',
-        "Each tool above shows its arguments (? marks an optional one). pinclaw runs the "
-        "tool and sends you the result. Never write a result yourself.",
+        "pinclaw runs it and sends you the result. Never write a result yourself.",
     ]
     return "\n".join(lines)
 

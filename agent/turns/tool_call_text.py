@@ -91,19 +91,32 @@ def offered(tools: Iterable[Tool]) -> dict[str, dict[str, Any]]:
 
 # ---- judging a hit ----
 
-# A whole reply that is one `name(...)` whose arguments are no Python literals by name:
-# `file_list(docs)`, `file_read( plans-2031.txt)` (a 1.5B model, as seen).
-_CALL_SHAPE = re.compile(r"\[?\s*(?:functions\.)?([A-Za-z_]\w*)\s*\((.*)\)\s*\]?", re.S)
+# A whole reply, fenced or not, that names an offered tool in a shape no format reads, as a
+# 1.5B model wrote them: `file_list(docs)`, `file_read( plans-2031.txt)`, `file_write,
+# path=a.txt, content=milk`, `{"memory_store": "my cat is Miso"}`.
+_CALL_SHAPE = re.compile(
+    r"\[?\s*(?:functions\.)?([A-Za-z_]\w*)\s*(?:\((.*)\)\s*\]?|,\s*\w+\s*=.*)", re.S
+)
+_WHOLE_FENCE = re.compile(r"```[\w+-]*[ \t]*\n?(.*?)\n?\s*```", re.S)
 
 
 def _unread_call(text: str, schemas: Schemas) -> str:
-    """Why a reply that is only an offered tool's name and parentheses did not run ("" when
+    """Why a reply that is only an offered tool's name in a call's shape did not run ("" when
     it is not one): shown to the user, it would be a raw call instead of an answer."""
-    shape = _CALL_SHAPE.fullmatch(THINK.sub("", text).strip())
-    if shape is None or shape.group(1) not in schemas:
+    body = THINK.sub("", text).strip()
+    if fence := _WHOLE_FENCE.fullmatch(body):
+        body = fence.group(1).strip()
+    shape = _CALL_SHAPE.fullmatch(body)
+    names = {shape.group(1)} if shape else set()
+    decoded = decode_at(body, 0) if body.startswith("{") else None
+    if decoded and decoded[1] == len(body) and isinstance(decoded[0], dict):
+        names = set(decoded[0])
+    named = sorted(names & set(schemas))
+    if not named:
         return ""
+    quoted = body if len(body) <= 80 else body[:79] + "…"
     return (
-        f"{shape.group(1)} was not run: {shape.group(0)!r} is not a call pinclaw can read "
+        f"{named[0]} was not run: {quoted!r} is not a call pinclaw can read "
         "(arguments go by name, as JSON)"
     )
 
