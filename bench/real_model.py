@@ -202,6 +202,30 @@ TASKS = (
     ),
     Task("no_tool", "What is 12 times 12? Answer with the number.", False, _says("144")),
 )
+# With --sub-agents (agent.sub_agents = true): a delegation whose result the answer uses
+# (issue 39). Held when the answer carries what the job read; "tool ran" shows delegate did.
+JOB_TASKS = (
+    Task(
+        "delegate_read",
+        "Use the delegate tool: have a sub-agent read fact.txt. Then tell me the boiler code.",
+        True,
+        lambda world, answer: "4417" in answer,
+        wrong=lambda answer: any(n != "4417" for n in re.findall(r"code\D{0,40}(\d{3,})", answer)),
+        files={"fact.txt": "The boiler code is 4417.\n"},
+    ),
+    Task(
+        "delegate_wc",
+        "Use the delegate tool: have a sub-agent count the lines of lines.txt with wc. "
+        "Then tell me how many there are.",
+        True,
+        lambda world, answer: re.search(r"\b7\b", answer) is not None,
+        wrong=lambda answer: (
+            re.search(r"\b\d+ lines\b|\bare \d+\b", answer) is not None
+            and re.search(r"\b7\b", answer) is None
+        ),
+        files={"lines.txt": "".join(f"line {n}\n" for n in range(1, 8))},
+    ),
+)
 
 
 @dataclass
@@ -237,6 +261,8 @@ def environment(args: argparse.Namespace, home: Path) -> dict[str, str]:
         env["PINCLAW_AGENT__PROMPT_MODE"] = args.mode
     if args.dispatcher != "auto":
         env["PINCLAW_AGENT__TOOL_DISPATCHER"] = args.dispatcher
+    if args.sub_agents:
+        env["PINCLAW_AGENT__SUB_AGENTS"] = "true"
     if args.repo is not None:
         env["BENCH_REPO"] = env["PYTHONPATH"] = str(args.repo.resolve())
     return env
@@ -331,6 +357,9 @@ def main() -> None:
     parser.add_argument("--api-base", default="http://127.0.0.1:8091/v1")
     parser.add_argument("--mode", choices=["auto", "full", "compact"], default="auto")
     parser.add_argument("--dispatcher", choices=["auto", "native", "xml"], default="auto")
+    parser.add_argument(
+        "--sub-agents", action="store_true", help="delegate offered; the delegation tasks too"
+    )
     parser.add_argument("--autonomy", default="full", help="full: no approval to wait for")
     parser.add_argument("--tasks", default="", help="comma-separated names (default: all)")
     parser.add_argument("--timeout", type=float, default=1200.0)
@@ -342,7 +371,8 @@ def main() -> None:
         "its first request is then not measured",
     )
     args = parser.parse_args()
-    chosen = [t for t in TASKS if not args.tasks or t.name in args.tasks.split(",")]
+    offered = TASKS + JOB_TASKS if args.sub_agents else TASKS
+    chosen = [t for t in offered if not args.tasks or t.name in args.tasks.split(",")]
     with tempfile.TemporaryDirectory(prefix="pinclaw-bench-") as folder:
         home = Path(folder) / "home"
         env = environment(args, home)

@@ -114,7 +114,7 @@ async def test_claims_after_a_tool_ran_and_plain_answers_are_left_alone(
 async def test_an_empty_reply_after_tools_is_re_asked_then_accounted_for(
     model: ScriptedModel, world: World
 ) -> None:
-    model.script(text(FENCE), text("\n"), text("   "))
+    model.script(text(FENCE), text("\n"), text("```"))  # a bare fence says nothing either
     result = await run(model, world)
     assert result.text == "(No answer from the model. Tools run: file_write ok.)"
     assert len(model.requests) == 3

@@ -251,7 +251,7 @@ def _slips(
         problems = "; ".join(parsed.near_misses)
         found.append(("near_miss", honesty.NEAR_MISS.format(problems=problems)))
     text = visible_text(response)
-    if not text:
+    if not text.strip("`\n\t "):  # nothing, or a bare fence (a 1.5B model's "```")
         return [*found, ("empty", honesty.EMPTY)]
     marker = honesty.result_marker(response.content)
     if marker:
