@@ -7,7 +7,7 @@ double that answers at once) or the real StandardFirmata 2.5.9 on a simulated AT
 Each board is reached four ways (`--link`): `direct` (its pty, as /dev/ttyACM0),
 `socket` (socket://, the pty served over loopback TCP as a Wi-Fi board serves its Firmata,
 tests/fakes/tcp_serial.py), `rfc2217` (rfc2217://, the real ser2net sharing the pty over
-loopback, tests/fakes/ser2net.py, with README's `tcp(nodelay)` and `chardelay: false`) and
+loopback, tests/fakes/ser2net.py, with docs/arduino.md's `tcp(nodelay)` and `chardelay: false`) and
 `rfc2217-defaults` (the same with ser2net's defaults: Nagle on, each reply held ~1 ms).
 
 Each write is confirmed by reading the pin back and each read asks the board, so every call

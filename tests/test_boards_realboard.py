@@ -107,10 +107,10 @@ def _die_holding(port: str) -> int:
 def test_a_killed_holder_leaves_the_outputs_until_the_next_open_resets_the_board(
     garage_sim: SimBoard, ser2net: Ser2Net
 ) -> None:
-    """What README says about a host that dies: nothing runs to set a safe state. Directly on
-    the port, the output stays (closing does not reset an Uno; pinclaw clears HUPCL so the
-    next open does not either, on real hardware). Through ser2net, it stays until ser2net
-    opens the port again for the next client: DTR rises and the board resets."""
+    """What docs/arduino.md says about a host that dies: nothing runs to set a safe state.
+    Directly on the port, the output stays (closing does not reset an Uno; pinclaw clears
+    HUPCL so the next open does not either, on real hardware). Through ser2net, it stays until
+    ser2net opens the port again for the next client: DTR rises and the board resets."""
     assert _die_holding(garage_sim.port) == -signal.SIGKILL
     assert garage_sim.output(13) == 1  # the dead process's output holds
     resets = garage_sim.stats()["resets"]

@@ -271,7 +271,7 @@ def test_a_pin_write_journalled_but_not_sent_is_read_back_and_found_undone(
                          "this call would set it.")  # fmt: skip
 
 
-CRASHES = int(os.environ.get("EFFECTS_CRASHES", "3"))  # README's figure: EFFECTS_CRASHES=30
+CRASHES = int(os.environ.get("EFFECTS_CRASHES", "3"))  # docs/operations.md: EFFECTS_CRASHES=30
 
 
 @pytest.mark.timeout(60 + 15 * CRASHES)

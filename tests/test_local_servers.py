@@ -1,6 +1,6 @@
 """Ollama, llama.cpp's llama-server, LM Studio and vLLM, each as a loopback double of its
 own API (tests/fakes/ollama_server.py, tests/fakes/local_servers.py), reached by the real
-LiteLLM client with the settings README.md gives for it: a one-shot that runs a tool, what
+LiteLLM client with the settings docs/models.md gives for it: a one-shot that runs a tool, what
 the server said about its model learned by `agent doctor --check-model`, and slow models
 served rather than timed out."""
 
@@ -35,7 +35,7 @@ WRITE = tool_calls(("file_write", {"path": "notes.txt", "content": "milk"}))
 
 
 def use(monkeypatch: pytest.MonkeyPatch, model: str, api_base: str, key: bool = True) -> None:
-    """The settings README.md's "Local models" gives for this server."""
+    """The settings docs/models.md's "Local models" gives for this server."""
     monkeypatch.setenv("PINCLAW_LLM__MODEL", model)
     monkeypatch.setenv("PINCLAW_LLM__API_BASE", api_base)
     monkeypatch.setenv("PINCLAW_LLM__RETRY_BACKOFF_S", "0.01")

@@ -361,7 +361,7 @@ def host_accounts() -> list[str]:
 
 async def test_bubblewrap_shows_a_passwd_and_group_of_root_and_the_user(world: World) -> None:
     """As Flatpak does: the host's other accounts are not a command's business. (Landlock
-    cannot change a file's content: there the host's passwd reads; README says so.)"""
+    cannot change a file's content: there the host's passwd reads; docs/security.md says so.)"""
     uid, gid = os.getuid(), os.getgid()
     others = [line for line in host_accounts() if line.split(":")[2] not in ("0", str(uid))]
     assert others, "the control: the host's passwd names more accounts than these"

@@ -31,7 +31,9 @@ def list_servers(ctx: click.Context) -> None:
     """Each server: started here, its state and how many tools it offers."""
     settings: Settings = ctx.obj["load"](ctx)
     if not settings.mcp.servers:
-        click.echo("no MCP servers: add [mcp.servers.NAME] to config.toml (see README)")
+        click.echo(
+            "no MCP servers: add [mcp.servers.NAME] to config.toml (see docs/mcp-and-web.md)"
+        )
         return
 
     async def show(manager: McpManager) -> int:

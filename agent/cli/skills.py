@@ -104,7 +104,7 @@ def _signature(spec: SkillToolSpec) -> str:
 _TEMPLATE = """---
 name: {name}
 description: {description}{description_note}
-# Optional, see README.md (Skills):
+# Optional, see docs/memory-and-skills.md (Skills):
 # requires: {{hardware: false, bins: [git], env: [SOME_TOKEN]}}
 # always: false
 # tools:

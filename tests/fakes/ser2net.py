@@ -6,7 +6,7 @@ process runs in the foreground for the test's length. ser2net opens the device w
 connects (which resets a simavr rig, as DTR rising resets an Uno) and closes it, dropping
 DTR, when the client leaves. A pty has no modem lines, so ser2net would never acknowledge
 pyserial's "DTR on": tests/simavr/ptymodem.c, preloaded, gives it lines to set (compiled
-here with gcc on first use). It runs with README's settings for a board: TCP_NODELAY on
+here with gcc on first use). It runs with docs/arduino.md's settings for a board: TCP_NODELAY on
 (`tcp(nodelay)`) and `chardelay: false`, so each byte of a reply leaves at once without
 waiting on Nagle and a delayed ACK (about 40 ms a reply from a board that sends its reply a
 byte at a time, as a real one at 57600 baud does); `tuned=False` keeps ser2net's defaults.
@@ -71,7 +71,7 @@ class Ser2Net:
         tuned: bool = True,
     ) -> None:
         self.device, self.folder, self.baud = str(device), folder, baud
-        self.tuned = tuned  # README's settings; False: ser2net's defaults
+        self.tuned = tuned  # docs/arduino.md's settings; False: ser2net's defaults
         self.port = _free_port()
         self.config = folder / "ser2net.yaml"
         self.log = folder / "ser2net.log"

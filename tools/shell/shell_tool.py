@@ -121,7 +121,7 @@ class ShellTool(FunctionTool):
         """A command whose words name a file someone else's words are in (another chat's
         upload, a file a tainted turn wrote) taints the turn, as file_read does. Words only:
         a glob or a path built at run time is not seen (the sandbox, not this, is the
-        boundary; see README's table)."""
+        boundary; see the table in docs/security.md)."""
         workspace = self._policy.workspace
         own = inbox_folder(call.chat_key) if call.owner_private else None
         for word in dict.fromkeys(_PATH_WORDS.findall(command)[:64]):
