@@ -49,7 +49,7 @@ def draw(console: Console) -> None:
 
 def main() -> None:
     console = Console(
-        file=io.StringIO(), record=True, width=100, force_terminal=True, color_system="truecolor"
+        file=io.StringIO(), record=True, width=104, force_terminal=True, color_system="truecolor"
     )
     draw(console)
     console.save_svg(str(OUT), title="agent chat")
