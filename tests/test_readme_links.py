@@ -43,3 +43,14 @@ def test_readme_links_reach_files_and_headings() -> None:
 def test_the_anchor_rule_matches_githubs() -> None:
     assert github_anchor("Usage, budgets and models") == "usage-budgets-and-models"
     assert github_anchor("The `agent chat` view") == "the-agent-chat-view"
+
+
+def test_the_sites_home_lists_the_pages_readme_lists() -> None:
+    """docs/index.md, the site's home, carries README's table of contents (its links relative
+    to docs/): a page added to one and not the other fails here."""
+    home = (REPO / "docs" / "index.md").read_text(encoding="utf-8")
+    rows = [line for line in README.splitlines() if line.startswith("| [")]
+    assert len(rows) > 10
+    assert [row.replace("](docs/", "](") for row in rows] == [
+        line for line in home.splitlines() if line.startswith("| [")
+    ]
