@@ -7,17 +7,14 @@ are refused: API keys and bot tokens come from the environment only.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from typing import Any
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     PrivateAttr,
     SecretStr,
@@ -34,6 +31,20 @@ from pydantic_settings import (
 
 from agent.home import ENV_PREFIX, default_home, find_config_file, load_env_file
 from agent.http.config import HttpSettings
+from agent.settings.llm import LLMSettings as LLMSettings
+from agent.settings.llm import served_locally as served_locally
+from agent.settings.sections import (
+    DEFAULT_TURN_DEADLINE_S,
+    AgentSettings,
+    BudgetSettings,
+    HeartbeatSettings,
+    IdentitySettings,
+    SchedulesSettings,
+    SkillsSettings,
+    StateSettings,
+    WatchesSettings,
+    WorkspaceSettings,
+)
 from channels.config import ChannelsSettings, VoiceSettings
 from channels.config import PersonSettings as PersonSettings  # [people.NAME], re-exported
 from tools.config import (
@@ -47,160 +58,6 @@ from tools.config import (
     configured_boards,
 )
 from tools.mcp.config import McpSettings
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-DEFAULT_TIMEOUT_S = 120.0
-DEFAULT_TURN_DEADLINE_S = 300.0
-# The first token's limit when llm.first_token_timeout_s is 0 (a CPU reads for minutes)
-LOCAL_FIRST_TOKEN_S = 600.0
-HOSTED_FIRST_TOKEN_S = 60.0
-_LOCAL_SUFFIXES = (".localhost", ".local", ".lan", ".internal", ".home.arpa")
-_CGNAT = ipaddress.ip_network("100.64.0.0/10")  # Tailscale and other overlay networks
-
-
-def served_locally(model: str, api_base: str = "") -> bool:
-    """Ollama's models, and any at an api_base on this machine or the local network."""
-    if model.startswith(("ollama/", "ollama_chat/")):
-        return True
-    host = (urlsplit(api_base).hostname or "") if api_base else ""
-    if not host:
-        return False
-    if host == "localhost" or host.endswith(_LOCAL_SUFFIXES):
-        return True
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return "." not in host  # a single label: a container's or the LAN's name for it
-    return ip.is_loopback or ip.is_private or ip.is_link_local or ip in _CGNAT
-
-
-class LLMSettings(_Section):
-    model: str = ""
-    vision: Literal["auto", "on", "off"] = "auto"  # auto: as LiteLLM knows the model
-    vision_max_px: int = Field(default=1568, ge=64)
-    api_base: str = ""
-    api_key: SecretStr | None = None
-    # auto: the OpenAI SDK for a server of your own and OpenAI's chat models (routes.py)
-    client: Literal["auto", "litellm"] = "auto"
-    temperature: float = Field(default=0.7, ge=0, le=2)
-    max_tokens: int = Field(default=0, ge=0)
-    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
-    first_token_timeout_s: float = Field(default=0.0, ge=0)  # 0: see first_token_limit_s
-    num_retries: int = Field(default=2, ge=0, le=10)
-    retry_backoff_s: float = Field(default=1.0, ge=0)
-    fallback_models: list[str] = Field(default_factory=list)
-    choices: list[str] = Field(default_factory=list)  # more models a chat may pick (/model)
-
-    @property
-    def configured_models(self) -> list[str]:
-        """Every model a chat may be switched to: the main one, the fallbacks, the choices."""
-        return list(dict.fromkeys([self.model, *self.fallback_models, *self.choices]))
-
-    @property
-    def local(self) -> bool:
-        return served_locally(self.model, self.api_base)
-
-    def first_token_limit_s(self, model: str | None = None) -> float:
-        """How long `model` (the main one by default) may take to its first token: as set, else
-        llm.timeout_s changed from 120 (a chosen wait), else 600 s local and 60 s hosted."""
-        if self.first_token_timeout_s:
-            return self.first_token_timeout_s
-        if self.timeout_s != DEFAULT_TIMEOUT_S:
-            return self.timeout_s
-        local = served_locally(model or self.model, self.api_base)
-        return LOCAL_FIRST_TOKEN_S if local else HOSTED_FIRST_TOKEN_S
-
-    def call_limit_s(self, model: str | None = None) -> float:
-        """A reply that is not streamed shows no first token: it must be whole within the
-        longer of the two limits. (A streamed one may run on while chunks keep coming.)"""
-        return max(self.timeout_s, self.first_token_limit_s(model))
-
-
-class AgentSettings(_Section):
-    max_tool_iterations: int = Field(default=10, ge=1, le=100)
-    max_tool_calls_per_reply: int = Field(default=8, ge=1, le=100)  # parallel ones each count
-    max_tool_calls_per_turn: int = Field(default=30, ge=1, le=1000)
-    tool_timeout_s: float = Field(default=60.0, gt=0)
-    compact_context: bool | Literal["auto"] = "auto"  # "auto": see agent/prompt/mode.py
-    prompt_mode: Literal["auto", "full", "compact", "minimal", "none"] = "auto"
-    prompt_budget_tokens: int = Field(default=0, ge=0)
-    tool_dispatcher: Literal["auto", "native", "xml"] = "auto"
-    tool_schema_budget_tokens: int = Field(default=1_500, ge=0)  # past it MCP tools load on demand
-    timezone: str = ""
-    delivery_instructions: Literal["after_user", "in_user", "system_prompt"] = "after_user"
-    max_concurrent_turns: int = Field(default=16, ge=1)
-    max_history_messages: int = Field(default=40, ge=2)
-    history_budget_tokens: int = Field(default=0, ge=0)  # 0: half the model's window
-    shutdown_grace_s: float = Field(default=10.0, ge=0)
-    turn_deadline_s: float = Field(default=DEFAULT_TURN_DEADLINE_S, gt=0)
-    retry_failed_turns_for_s: float = Field(default=1800.0, ge=0)
-    turn_retry_backoff_s: float = Field(default=5.0, gt=0)
-    sub_agents: bool = False  # the delegate tool: its schema costs ~150 tokens a request
-    max_jobs: int = Field(default=3, ge=1)  # sub-agents' jobs at once, and each job's limits
-    job_time_limit_s: float = Field(default=300.0, gt=0)
-    job_token_limit: int = Field(default=50_000, ge=1)
-    outage_notice_after_s: float = Field(default=10.0, ge=0)  # failures this long: say so
-    still_thinking_after_s: float = Field(default=60.0, ge=0)  # nothing shown: say so (0: never)
-
-
-class WorkspaceSettings(_Section):
-    path: str = ""
-    bootstrap_max_chars: int = Field(default=20_000, ge=100)
-    bootstrap_total_max_chars: int = Field(default=60_000, ge=100)
-
-
-class SkillsSettings(_Section):
-    enabled: bool = True
-    mode: Literal["compact", "full"] = "compact"
-    max_prompt_chars: int = Field(default=8_000, ge=0)
-
-
-class IdentitySettings(_Section):
-    format: Literal["markdown", "aieos"] = "markdown"
-    aieos_path: str = ""
-    aieos_inline: str = ""
-
-
-class SchedulesSettings(_Section):
-    enabled: bool = True
-    catch_up_s: float = Field(default=3600.0, ge=0)  # missed by less: run once at start
-    max_per_chat: int = Field(default=20, ge=1)
-
-
-class HeartbeatSettings(_Section):
-    enabled: bool = False
-    interval_minutes: float = Field(default=30.0, gt=0)
-
-
-class WatchesSettings(_Section):
-    """Pin watches (watch_pin): a turn when a watched pin's reading crosses a threshold."""
-
-    enabled: bool = True
-    min_interval_s: float = Field(default=60.0, ge=0)  # least time between two firings
-    hysteresis: float = Field(default=20.0, ge=0)  # raw units (of 1023) before it re-arms
-    max_per_chat: int = Field(default=10, ge=1)
-
-
-class BudgetSettings(_Section):
-    """Spending limits in US dollars (LiteLLM's prices), 0: none; days in agent.timezone."""
-
-    daily_usd: float = Field(default=0.0, ge=0)
-    monthly_usd: float = Field(default=0.0, ge=0)
-    heartbeat_daily_usd: float = Field(default=0.0, ge=0)
-    schedules_daily_usd: float = Field(default=0.0, ge=0)
-    watches_daily_usd: float = Field(default=0.0, ge=0)
-    jobs_daily_usd: float = Field(default=0.0, ge=0)
-    max_tokens_per_turn: int = Field(default=0, ge=0)  # a turn's calls to unpriced models
-
-
-class StateSettings(_Section):
-    """state.db: the daemon's daily backups in <home>/backups (`agent state backup` by hand)."""
-
-    backups_kept: int = Field(default=7, ge=0)  # the newest daily backups kept; 0: none made
 
 
 class _EnvOnlyKnownKeys(EnvSettingsSource):
@@ -220,7 +77,11 @@ class _EnvOnlyKnownKeys(EnvSettingsSource):
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
     )
 
     llm: LLMSettings = Field(default_factory=LLMSettings)
@@ -230,7 +91,8 @@ class Settings(BaseSettings):
     shell: ShellSettings = Field(default_factory=ShellSettings)
     channels: ChannelsSettings = Field(default_factory=ChannelsSettings)
     hardware: HardwareSettings = Field(default_factory=HardwareSettings)
-    boards: dict[str, BoardSettings] = Field(default_factory=dict)  # more boards, by name
+    boards: dict[str, BoardSettings] = Field(default_factory=dict)
+    """more boards, one [boards.NAME] table each with every key of [hardware]"""
     memory: MemorySettings = Field(default_factory=MemorySettings)
     skills: SkillsSettings = Field(default_factory=SkillsSettings)
     identity: IdentitySettings = Field(default_factory=IdentitySettings)
@@ -244,6 +106,7 @@ class Settings(BaseSettings):
     http: HttpSettings = Field(default_factory=HttpSettings)  # agent/http/
     voice: VoiceSettings = Field(default_factory=VoiceSettings)  # replies as voice notes
     people: dict[str, PersonSettings] = Field(default_factory=dict)
+    """one [people.NAME] table per person: their id on each channel; memories follow them"""
 
     _home: Path = PrivateAttr(default_factory=lambda: default_home(os.environ))
     _config_file: Path | None = PrivateAttr(default=None)

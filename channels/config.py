@@ -28,7 +28,7 @@ from channels.registry import channel_kinds, kind_named
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 def _as_strings(value: object) -> object:
@@ -51,25 +51,40 @@ class ChannelSection(_Section):
     """What every chat channel's [channels.NAME] holds; its kind's model adds its own keys."""
 
     enabled: bool = False
+    """start this channel's bot with `agent run`"""
     bot_token: SecretStr | None = None
+    """environment only: PINCLAW_CHANNELS__NAME__BOT_TOKEN (Telegram's from @BotFather)"""
     allowed_users: list[str] = Field(default_factory=list)
-    pairing: bool = True  # a stranger's private message asks the owner (a code, buttons)
+    """who may talk to the bot: user ids (on Telegram also "@usernames"); empty: nobody"""
+    pairing: bool = True
+    """a stranger's private message gets a code and asks the owner (buttons); false: the
+    allow-list only"""
     stream_replies: bool = False
+    """show the reply growing as it is written"""
     transcription_model: str = ""
-    busy: BusyMode | Literal[""] = ""  # "": [channels] busy
-    debounce_ms: int = Field(default=-1, ge=-1, le=60_000)  # -1: [channels] debounce_ms
+    """LiteLLM speech-to-text model for voice notes and audio, e.g. "openai/whisper-1\""""
+    busy: BusyMode | Literal[""] = ""
+    """this channel's busy mode; "": [channels] busy"""
+    debounce_ms: int = Field(default=-1, ge=-1, le=60_000)
+    """this channel's debounce; -1: [channels] debounce_ms"""
 
     _strings = field_validator("allowed_users", mode="before")(_as_strings)
 
 
 class TelegramSettings(ChannelSection):
     group_mode: Literal["mention", "all"] = "mention"
+    """in groups: "mention" (when mentioned or replied to) or "all\""""
     api_base: str = "https://api.telegram.org/bot"
+    """Bot API root (the token is appended)"""
     file_api_base: str = "https://api.telegram.org/file/bot"
+    """file download root (the token is appended)"""
     # "webhook": Telegram posts each update to `webhook_url` (https, a TLS proxy in front of
     # [http], which serves it at /channels/telegram/webhook); "polling" asks for them
     mode: Literal["polling", "webhook"] = "polling"
+    """or "webhook": Telegram posts updates to webhook_url (needs [http] enabled)"""
     webhook_url: str = ""
+    """webhook mode: the public https URL, e.g. "https://bot.example.org/channels/telegram/webhook",
+    a TLS proxy passing it to [http] host:port at the same path"""
 
     @model_validator(mode="after")
     def _webhook_url(self) -> TelegramSettings:
@@ -82,11 +97,17 @@ class TelegramSettings(ChannelSection):
 
 class DiscordSettings(ChannelSection):
     allowed_guilds: list[str] = Field(default_factory=list)
+    """server ids; empty: any server"""
     allowed_channels: list[str] = Field(default_factory=list)
+    """channel ids; empty: any channel"""
     guild_mode: Literal["mention", "all"] = "mention"
+    """in servers: "mention" or "all\""""
     register_slash_commands: bool = False
+    """register /new, /stop, /status, /help as application commands"""
     api_base: str = "https://discord.com/api/v10"
+    """REST root"""
     gateway_url: str = "wss://gateway.discord.gg"
+    """websocket gateway"""
 
     _lists = field_validator("allowed_guilds", "allowed_channels", mode="before")(_as_strings)
 
@@ -103,24 +124,34 @@ class ChannelsSettings(BaseModel):
     """[channels]: the keys every channel shares, and each registered channel's section
     (`channels.telegram`), there with its defaults when the file has none."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
     __pydantic_extra__: dict[str, SerializeAsAny[ChannelSection]] = Field(init=False)
 
     max_message_chars: int = Field(default=20_000, ge=100)
+    """longer text is cut, with a note to the model"""
     max_attachment_mb: float = Field(default=20.0, gt=0)
+    """bigger files are refused with a reply"""
     download_timeout_s: float = Field(default=120.0, gt=0)
+    """per attachment; a slow one becomes a note, not a stuck chat"""
     delivery_deadline_s: float = Field(default=3600.0, gt=0)
+    """a reply is retried this long, then marked expired"""
     # A part whose fate a crash or a timeout left unknown, on a platform that cannot tell
     # (Telegram): "at_most_once" logs it as possibly lost; "at_least_once" sends it again
     # with a visible "(sent again …)" marker.
     delivery: Literal["at_most_once", "at_least_once"] = "at_most_once"
-    max_parts: int = Field(default=8, ge=1)  # a longer reply goes as a document + summary
+    """a part a crash left unsure: "at_most_once" (logged) or "at_least_once" (resent, marked)"""
+    max_parts: int = Field(default=8, ge=1)
+    """a reply longer than this many messages is sent as a .md document"""
     # A message that comes while its chat's turn runs: "queue" it for the next turn, "steer"
     # the running turn with it, "interrupt" that turn and answer both, or "collect" it with
     # the others into one next turn. /busy MODE sets one chat's.
     busy: BusyMode = "queue"
-    debounce_ms: int = Field(default=-1, ge=-1, le=60_000)  # -1: 1,500 in collect, else 0
-    reactions: list[str] = Field(default_factory=lambda: list(REACTIONS))  # []: none
+    """a message while its chat's turn runs: "queue", "steer" (joins it), "interrupt" (stops it;
+    both answered), "collect" (answered together); /busy MODE per chat"""
+    debounce_ms: int = Field(default=-1, ge=-1, le=60_000)
+    """messages this close (ms) are one turn; -1: 1500 in "collect", else 0"""
+    reactions: list[str] = Field(default_factory=lambda: list(REACTIONS))
+    """on your message: taken, being answered, answered, failed; [] for none"""
 
     @field_validator("reactions")
     @classmethod
@@ -186,21 +217,30 @@ class VoiceSettings(_Section):
     OpenAI-compatible speech server of one's own at `api_base` (POST /v1/audio/speech)."""
 
     reply: VoiceReply = "never"
+    """replies as voice notes: "never", "when_spoken_to" (after a voice note) or "always"; /voice
+    sets it per chat"""
     model: str = "openai/gpt-4o-mini-tts"
+    """LiteLLM text-to-speech model (any provider LiteLLM speaks to)"""
     voice: str = "alloy"
+    """the speech model's voice"""
     api_base: str = ""
+    """an OpenAI-compatible speech server of your own (POST /v1/audio/speech); empty: the
+    provider's"""
     timeout_s: float = Field(default=60.0, gt=0)
-    max_chars: int = Field(default=1500, ge=1)  # a longer reply is sent as text only
+    """a note not made within this goes as text, with a line why"""
+    max_chars: int = Field(default=1500, ge=1)
+    """a reply with more to read aloud is sent as text only"""
 
 
 class PersonSettings(BaseModel):
     """[people.NAME]: one person's id on each channel they use (`telegram = "123"`, a key per
     registered channel), so their memories follow them across channels."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
     __pydantic_extra__: dict[str, str] = Field(init=False)
 
-    owner: bool = False  # the owner's private chats get MEMORY.md and USER.md, like the terminal
+    owner: bool = False
+    """the owner's DMs also get MEMORY.md and USER.md, like the terminal"""
 
     @model_validator(mode="wrap")
     @classmethod

@@ -24,6 +24,7 @@ AGENT_CORE = (
     "agent.security",
     "agent.collector",
     "agent.http.config",
+    "agent.settings",
     "channels",
     "tools",
 )
@@ -78,11 +79,13 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "agent.config": (
         "agent.home",
         "agent.http.config",
+        "agent.settings",
         "channels.config",
         "tools.config",
         "tools.mcp.config",
     ),
     "agent.http.config": (),  # [http]'s settings model: light, core
+    "agent.settings": (),  # the agent's own sections of config.toml: light, core
     # tools.boundaries: the inbox/ folder init makes is the one it splits per chat
     "agent.workspace": ("agent.home", "tools.paths", "tools.boundaries"),
     "agent.security": (),

@@ -12,7 +12,7 @@ RECALL_THRESHOLD = 0.3  # memory search scores below this are "not about the sam
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 Autonomy = Literal["read_only", "supervised", "full"]
@@ -43,14 +43,24 @@ class SecuritySettings(_Section):
     """What the tools may touch: enforced by the tools, and summarised in the prompt."""
 
     autonomy: Autonomy = "supervised"
+    """"read_only", "supervised" or "full\""""
     allowed_commands: list[str] = Field(default_factory=lambda: list(DEFAULT_ALLOWED_COMMANDS))
+    """programs shell may run (not checked when autonomy is "full")"""
     forbidden_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_FORBIDDEN_PATHS))
+    """refused as paths by the file tools and the shell, also inside the workspace (the home's
+    config.toml, state.db and logs always are); the sandbox shows of them only what programs need
+    to run"""
     # Workspace files only the owner's own private turns may read or write (with
     # MEMORY.md and USER.md, which are always private): e.g. ["diary.md", "finance/"].
     owner_private: list[str] = Field(default_factory=list)
+    """workspace files only your own private chats may touch, besides MEMORY.md and USER.md, e.g.
+    ["diary.md"]"""
     sandbox: SandboxSetting = "auto"
+    """OS sandbox around every command: "auto", "bubblewrap", "landlock" or "off\""""
     sandbox_network: bool = True
+    """false: commands get no network at all"""
     approval_timeout_s: float = Field(default=120.0, gt=0, le=3600)
+    """supervised: an approval nobody answers within this is a denial"""
 
     @field_validator("owner_private")
     @classmethod
@@ -64,22 +74,32 @@ class SecuritySettings(_Section):
 
 class ShellSettings(_Section):
     timeout_s: float = Field(default=30.0, gt=0)
+    """seconds a command may run before it is killed"""
     max_output_chars: int = Field(default=20_000, ge=200)
+    """output kept (head and tail); the middle is elided"""
     # Address space per process (RLIMIT_AS; a cgroup's memory.max for the whole command
     # where one can be made with the memory controller); 0 = none. A JVM wants 4096.
     memory_mb: int = Field(default=1024, ge=0)
+    """address space per process of a command (0 = no limit; a JVM wants 4096)"""
 
 
 class MemorySettings(_Section):
     """Long-term memory (tools/memory/store.py): the tools, embeddings, recall per turn."""
 
     enabled: bool = True
-    max_recall: int = Field(default=5, ge=1, le=100)  # memory_recall's results by default
-    embedding_model: str = ""  # LiteLLM model; "" = search by words only
-    auto_recall: bool = True  # relevant memories added to each user message
+    """register the memory tools"""
+    max_recall: int = Field(default=5, ge=1, le=100)
+    """memories memory_recall returns unless the model asks for fewer or more"""
+    embedding_model: str = ""
+    """LiteLLM embedding model, e.g. "openai/text-embedding-3-small"; "" = words only"""
+    auto_recall: bool = True
+    """add the memories relevant to each message to it"""
     recall_limit: int = Field(default=3, ge=1, le=20)
+    """at most this many memories added to a message"""
     recall_threshold: float = Field(default=RECALL_THRESHOLD, ge=0.0, le=1.0)
+    """score (0-1) a memory needs to be added; see README "Memory\""""
     share_group_memories: bool = False
+    """true: what was remembered in groups is recalled in private chats too"""
 
 
 PinMode = Literal["output", "input", "input_pullup", "pwm", "analog", "servo"]
@@ -118,10 +138,15 @@ class PinSettings(_Section):
     """
 
     pin: int | str
+    """the pin: a digital pin number (9) or an analog name ("A0")"""
     mode: PinMode = "output"
+    """"output", "input", "input_pullup", "pwm", "analog" or "servo\""""
     description: str = ""
-    safe: float | None = None  # 0 or 1 (output), a duty 0-1 (pwm), an angle 0-180 (servo)
+    """what it drives, told to the model (\"ceiling fan\")"""
+    safe: float | None = None
+    """where it goes at start, after a lost link or reset, and at a clean stop"""
     max_on_s: float | None = Field(default=None, gt=0, le=7 * 24 * 3600)
+    """pinclaw turns it off after this long on (kept across restarts)"""
 
     @field_validator("pin")
     @classmethod
@@ -163,21 +188,36 @@ class BoardSettings(_Section):
     pins listed. `[hardware]` is one of these, named "board"; `[boards.NAME]` are more."""
 
     enabled: bool = True
-    port: str = "auto"  # see PORT_SHAPE
+    """a [boards.NAME] board is on unless this says false"""
+    port: str = "auto"
+    """serial port, e.g. "/dev/ttyACM0"; "auto": detect; or "rfc2217://pi.lan:2000" (ser2net),
+    "socket://esp32.lan:3030" (StandardFirmataWiFi)"""
     baud: int = Field(default=57_600, gt=0)
+    """StandardFirmata's speed"""
     connect_timeout_s: float = Field(default=10.0, gt=0, le=120)
+    """give up connecting to the board after this long"""
     sampling_interval_ms: int = Field(default=100, ge=1, le=16_383)
+    """how often the board reports analog inputs"""
     connect_on_start: bool = False
-    require_approval: bool = False  # supervised: every pin write asks the owner in the chat
-    restore_after_reset: bool = True  # a board that reset gets back the outputs pinclaw set
+    """connect when `agent run` starts instead of on first use"""
+    require_approval: bool = False
+    """supervised: ask the owner in the chat before any pin write"""
+    restore_after_reset: bool = True
+    """when the board resets, put back the outputs pinclaw set (else: say they were lost)"""
     allowed_pins: list[int | str] = Field(default_factory=list)
+    """pins the tools may touch, e.g. [13, "A0"]; named pins are allowed too"""
     pins: dict[str, PinSettings] = Field(default_factory=dict)
+    """named pins, one [hardware.pins.NAME] table each; the tools accept the name"""
     # Named pins (or allowed ones) never on together: [["heater", "fan_off"]].
     interlocks: list[list[str]] = Field(default_factory=list)
+    """named pins never on together, e.g. [["heater", "fan_off"]]"""
     # A network board silent this long is asked for a sign of life (0: never).
     heartbeat_s: float = Field(default=5.0, ge=0, le=3600)
-    keep_readings_s: float = Field(default=10.0, ge=0)  # a watched pin's reading kept this often
+    """a network board silent this long is asked for a sign of life (0: never)"""
+    keep_readings_s: float = Field(default=10.0, ge=0)
+    """a watched pin's reading is kept at most this often, for plot_pin (0: none)"""
     keep_readings_days: float = Field(default=7.0, gt=0, le=366)
+    """and for this long"""
 
     @field_validator("port")
     @classmethod
@@ -230,6 +270,7 @@ class HardwareSettings(BoardSettings):
     """`[hardware]`: the one board of most setups, named "board"; off until enabled."""
 
     enabled: bool = False
+    """register the Arduino (Firmata) tools; this board is named "board\""""
 
 
 DEFAULT_BOARD = "board"  # the name [hardware] goes by among [boards.NAME]
@@ -283,19 +324,33 @@ class WebSettings(_Section):
     the owner lists a host here; search providers' keys come from the environment."""
 
     enabled: bool = True
+    """register web_fetch and web_search (also off when [security] sandbox_network = false)"""
     # Hosts on this machine or the LAN that web_fetch may reach ("nas.lan",
     # "homeassistant.local:8123"); every other address must be public.
     allow_hosts: list[str] = Field(default_factory=list)
+    """hosts web_fetch may reach on this machine or the LAN, e.g. ["nas.lan",
+    "homeassistant.local:8123"]; others must be public addresses"""
     max_bytes: int = Field(default=2_000_000, ge=1000)
+    """bytes of a page read at most; the rest is cut, with a note"""
     max_chars: int = Field(default=20_000, ge=500)
+    """characters of a page's text handed to the model at most, with a note when cut"""
     timeout_s: float = Field(default=20.0, gt=0, le=300)
+    """seconds for one fetch or search, redirects included"""
     search_provider: SearchProvider = ""
+    """web_search's provider: "searxng", "brave" or "tavily"; "" = none"""
     search_count: int = Field(default=5, ge=1, le=20)
+    """results web_search returns unless the model asks for another number (at most 20)"""
     searxng_url: str = ""
+    """your SearXNG instance (JSON output enabled in its settings.yml), e.g.
+    "http://127.0.0.1:8888\""""
     brave_url: str = "https://api.search.brave.com/res/v1/web/search"
+    """Brave Search's API address"""
     brave_api_key: SecretStr | None = None
+    """environment only: PINCLAW_WEB__BRAVE_API_KEY"""
     tavily_url: str = "https://api.tavily.com/search"
+    """Tavily's API address"""
     tavily_api_key: SecretStr | None = None
+    """environment only: PINCLAW_WEB__TAVILY_API_KEY"""
 
     @field_validator("allow_hosts")
     @classmethod

@@ -16,18 +16,27 @@ MB = 1024 * 1024
 class HookSettings(BaseModel):
     """One webhook, served at POST /hooks/NAME."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     # github: X-Hub-Signature-256 over the body; generic: X-Signature-256 over
     # "<X-Timestamp>.<body>", the timestamp within `window_s` of now
     scheme: Literal["github", "generic"] = "github"
-    secret_env: str = ""  # the variable holding its secret; "": HOOK_<NAME>_SECRET
-    events: tuple[str, ...] = ()  # X-GitHub-Event / X-Event values taken; (): all
-    match: dict[str, str] = Field(default_factory=dict)  # "$.ref" = "refs/heads/main"
-    template: str = ""  # "{$.repository.full_name}: {$.head_commit.message}"; "": the payload
-    to: str = ""  # a [people] name: their private chat gets the reply; "": a silent turn
-    channel: str = ""  # the channel of `to`'s chat; "": the first where it is known
+    """X-Hub-Signature-256; "generic": X-Signature-256 over "<X-Timestamp>.<body>\""""
+    secret_env: str = ""
+    """its secret's variable in agent.env; "" = HOOK_<NAME>_SECRET (HOOK_GITHUB_SECRET)"""
+    events: tuple[str, ...] = ()
+    """X-GitHub-Event (generic: X-Event) values taken; [] = every event"""
+    match: dict[str, str] = Field(default_factory=dict)
+    """JSON paths the payload must hold these values at"""
+    template: str = ""
+    """"" = the payload as JSON"""
+    to: str = ""
+    """a [people] name: the turn runs in their private chat and replies there; "" = a silent turn,
+    its reply logged"""
+    channel: str = ""
+    """the channel of that chat; "" = the first where it is known"""
     window_s: float = Field(default=300.0, gt=0)
+    """generic: how far X-Timestamp may be from now"""
 
     def secret_name(self, name: str) -> str:
         return self.secret_env or f"HOOK_{re.sub(r'[^A-Za-z0-9]', '_', name).upper()}_SECRET"
@@ -51,15 +60,22 @@ class HookSettings(BaseModel):
 class HttpSettings(BaseModel):
     """The HTTP server `agent run` serves; off unless `enabled`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     enabled: bool = False
-    host: str = "127.0.0.1"  # another address only when written here (a warning without a proxy)
+    """true: `agent run` serves HTTP (webhooks) at host:port"""
+    host: str = "127.0.0.1"
+    """another address only behind a TLS proxy; a warning line without tls_proxy"""
     port: int = Field(default=8787, ge=0, le=65535)
-    tls_proxy: str = ""  # the TLS proxy in front ("caddy"): named, a public address is meant
+    """the port it listens on"""
+    tls_proxy: str = ""
+    """the TLS proxy in front when host is not loopback ("caddy"): named, no warning"""
     max_body_bytes: int = Field(default=MB, gt=0)
-    read_timeout_s: float = Field(default=10.0, gt=0)  # a request's body, whole, within this
+    """a larger request is refused with 413 before it is read"""
+    read_timeout_s: float = Field(default=10.0, gt=0)
+    """a request's body must arrive whole within this (a slow client: 408)"""
     hooks: dict[str, HookSettings] = Field(default_factory=dict)
+    """one [http.hooks.NAME] table per webhook, served at POST /hooks/NAME"""
 
     @field_validator("hooks")
     @classmethod

@@ -29,44 +29,67 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class McpServerSettings(_Section):
     """One server: started as a command (stdio) or reached at a URL."""
 
     enabled: bool = True
+    """false: this server is not started"""
     # stdio: the program and its words; env adds to a small environment (PATH, LANG...)
     command: str = ""
+    """a local server (stdio): the program to start, e.g. "npx" (then no url)"""
     args: list[str] = Field(default_factory=list)
+    """its words, e.g. ["-y", "@modelcontextprotocol/server-filesystem", "~/shared"]"""
     env: dict[str, str] = Field(default_factory=dict)
-    cwd: str = ""  # "": the server's own folder, <home>/mcp/NAME
+    """added to a small environment (PATH, LANG, TERM, TZ, USER), e.g. { GITHUB_TOKEN =
+    "${GITHUB_TOKEN}" }"""
+    cwd: str = ""
+    """"" = its own folder <home>/mcp/NAME, which is also its HOME"""
     # remote: streamable HTTP, or SSE for older servers
     url: str = ""
+    """or a remote server: "https://..." (then no command)"""
     headers: dict[str, str] = Field(default_factory=dict)
+    """e.g. { Authorization = "Bearer ${MY_TOKEN}" }"""
     transport: Literal["streamable_http", "sse"] = "streamable_http"
+    """or "sse" for older servers"""
     # One call; below agent.tool_timeout_s, so that a server that hangs is found (a listing,
     # 3 s) and started again before the turn gives up on the call.
     timeout_s: float = Field(default=45.0, gt=0)
-    startup_timeout_s: float = Field(default=30.0, gt=0)  # start, handshake, first listing
+    """one call; keep it below agent.tool_timeout_s"""
+    startup_timeout_s: float = Field(default=30.0, gt=0)
+    """start, handshake and first listing; it is retried with backoff after"""
     # stdio servers run in the OS sandbox: their own folder read-write, the workspace as
     # autonomy allows, the program's own folder and read_paths read-only, network on.
     sandbox: bool = True
+    """false: run it unconfined (your explicit choice)"""
     read_paths: list[str] = Field(default_factory=list)
+    """more folders it may read (its program's folder is added by itself)"""
     write_paths: list[str] = Field(default_factory=list)
-    memory_mb: int = Field(default=2048, ge=0)  # address space per process; 0: no limit
+    """more folders it may write (besides its own folder, and the workspace unless autonomy is
+    read_only)"""
+    memory_mb: int = Field(default=2048, ge=0)
+    """address space per process; 0 = no limit"""
     # Trust, by the server's own tool names ("*": all). Under supervised a tool asks the
     # owner unless allowed here or marked read-only (readOnlyHint); ask_tools always ask;
     # under read_only only read-only ones are offered (read_only_tools: the owner says so).
     allow_tools: list[str] = Field(default_factory=list)
+    """its tools that never ask under supervised ("*" = all)"""
     ask_tools: list[str] = Field(default_factory=list)
+    """its tools that always ask, even when the server marks them read-only"""
     read_only_tools: list[str] = Field(default_factory=list)
-    exclude_tools: list[str] = Field(default_factory=list)  # never offered
+    """its tools you vouch only read: offered under read_only, never asked"""
+    exclude_tools: list[str] = Field(default_factory=list)
+    """its tools never offered"""
     # The owner trusts what this server returns (a server of their own, reading their own
     # data): its results do not make a turn tainted, and in a tainted turn its read-only
     # tools run without a question (tools/taint.py).
     trusted: bool = False
+    """true: its results do not taint a turn, and its read-only tools need no question in a turn
+    that read untrusted content"""
     max_result_chars: int = Field(default=20_000, ge=200)
+    """characters of one result the model gets; the rest is cut, with a note"""
 
     @field_validator("env")
     @classmethod
@@ -104,8 +127,10 @@ class McpServerSettings(_Section):
 
 
 class McpSettings(_Section):
-    enabled: bool = True  # false: no server is started
+    enabled: bool = True
+    """start the MCP servers below with `agent run` (and a one-shot); false: none"""
     servers: dict[str, McpServerSettings] = Field(default_factory=dict)
+    """one [mcp.servers.NAME] table per server; its tools reach the model as NAME__tool"""
 
     @field_validator("servers")
     @classmethod
