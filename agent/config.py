@@ -35,15 +35,21 @@ from agent.settings.llm import LLMSettings as LLMSettings
 from agent.settings.llm import served_locally as served_locally
 from agent.settings.sections import (
     DEFAULT_TURN_DEADLINE_S,
-    AgentSettings,
-    BudgetSettings,
     HeartbeatSettings,
     IdentitySettings,
     SchedulesSettings,
     SkillsSettings,
     StateSettings,
     WatchesSettings,
-    WorkspaceSettings,
+)
+from agent.settings.sections import (
+    AgentSettings as AgentSettings,
+)
+from agent.settings.sections import (
+    BudgetSettings as BudgetSettings,
+)
+from agent.settings.sections import (
+    WorkspaceSettings as WorkspaceSettings,
 )
 from channels.config import ChannelsSettings, VoiceSettings
 from channels.config import PersonSettings as PersonSettings  # [people.NAME], re-exported

@@ -137,15 +137,15 @@ class PinSettings(_Section):
     `max_on_s` is how long an output (or a PWM above 0) may stay on before pinclaw turns it off.
     """
 
-    pin: int | str
+    pin: int | str = Field(examples=[9])
     """the pin: a digital pin number (9) or an analog name ("A0")"""
-    mode: PinMode = "output"
+    mode: PinMode = Field(default="output", examples=["pwm"])
     """"output", "input", "input_pullup", "pwm", "analog" or "servo\""""
-    description: str = ""
+    description: str = Field(default="", examples=["ceiling fan"])
     """what it drives, told to the model (\"ceiling fan\")"""
-    safe: float | None = None
+    safe: float | None = Field(default=None, examples=[0])
     """where it goes at start, after a lost link or reset, and at a clean stop"""
-    max_on_s: float | None = Field(default=None, gt=0, le=7 * 24 * 3600)
+    max_on_s: float | None = Field(default=None, gt=0, le=7 * 24 * 3600, examples=[600])
     """pinclaw turns it off after this long on (kept across restarts)"""
 
     @field_validator("pin")

@@ -73,6 +73,7 @@ class _Commands(click.Group):
         "budget": "agent.cli.owner.budget",
         "http": "agent.cli.owner.http_keys",
         "mcp": "agent.cli.mcp",
+        "reference": "agent.cli.reference.command",
         "memory": "agent.cli.stores.memory",
         "pairing": "agent.cli.owner.pairing",
         "reload": "agent.cli.owner.reload",
@@ -92,6 +93,10 @@ class _Commands(click.Group):
         "budget": "Show and set the spending limits (also while `agent run` is running).",
         "http": "Manage the keys of the HTTP API (OpenAI-compatible), kept in agent.env.",
         "mcp": "List the MCP servers and their tools, and call a tool to try it.",
+        "reference": (
+            "Write the configuration and command reference (docs/reference/) and "
+            "config.example.toml from the code."
+        ),
         "memory": "List, search, delete, export and import the agent's long-term memories.",
         "pairing": (
             "Let people in who wrote to the bot: list, approve or deny their codes, make an "

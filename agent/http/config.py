@@ -24,11 +24,13 @@ class HookSettings(BaseModel):
     """X-Hub-Signature-256; "generic": X-Signature-256 over "<X-Timestamp>.<body>\""""
     secret_env: str = ""
     """its secret's variable in agent.env; "" = HOOK_<NAME>_SECRET (HOOK_GITHUB_SECRET)"""
-    events: tuple[str, ...] = ()
+    events: tuple[str, ...] = Field(default=(), examples=[["push"]])
     """X-GitHub-Event (generic: X-Event) values taken; [] = every event"""
-    match: dict[str, str] = Field(default_factory=dict)
+    match: dict[str, str] = Field(default_factory=dict, examples=[{"$.ref": "refs/heads/main"}])
     """JSON paths the payload must hold these values at"""
-    template: str = ""
+    template: str = Field(
+        default="", examples=["Push to {$.repository.full_name}: {$.head_commit.message}"]
+    )
     """"" = the payload as JSON"""
     to: str = ""
     """a [people] name: the turn runs in their private chat and replies there; "" = a silent turn,

@@ -38,10 +38,13 @@ class McpServerSettings(_Section):
     enabled: bool = True
     """false: this server is not started"""
     # stdio: the program and its words; env adds to a small environment (PATH, LANG...)
-    command: str = ""
+    command: str = Field(default="", examples=["npx"])
     """a local server (stdio): the program to start, e.g. "npx" (then no url)"""
-    args: list[str] = Field(default_factory=list)
-    """its words, e.g. ["-y", "@modelcontextprotocol/server-filesystem", "~/shared"]"""
+    args: list[str] = Field(
+        default_factory=list,
+        examples=[["-y", "@modelcontextprotocol/server-filesystem", "~/.pinclaw/workspace/shared"]],
+    )
+    """the program's arguments"""
     env: dict[str, str] = Field(default_factory=dict)
     """added to a small environment (PATH, LANG, TERM, TZ, USER), e.g. { GITHUB_TOKEN =
     "${GITHUB_TOKEN}" }"""
