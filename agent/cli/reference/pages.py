@@ -9,7 +9,9 @@ from pydantic_core import PydanticUndefined
 from agent.cli.reference.keys import Key, Table, tables, toml_value
 
 GENERATED = "agent reference"  # the command that writes them, named in each page's head
-WIDTH = 100  # --help's width in commands.md: the same on every terminal
+WIDTH = 78  # --help as an 80-column terminal shows it (click leaves two columns), anywhere
+RUNNABLE = "<!-- runnable -->"  # the next ```sh block runs in tests/test_doc_commands.py
+RUN_HELP = ("agent", "agent prompt show")  # their --help, run and compared
 
 EXAMPLE_HEAD = f"""\
 # pinclaw configuration. Every key is shown with its default value.
@@ -82,21 +84,24 @@ def commands_md(root: click.Group) -> str:
     """Every command's and subcommand's --help, the lazily imported groups' too."""
     out = [
         "# Command reference\n",
-        f"Written by `{GENERATED}` from each command's own `--help`; do not edit by hand.\n",
+        f"Written by `{GENERATED}` from each command's own `--help`, as an 80-column terminal",
+        "shows it; do not edit by hand. The blocks marked runnable are run by",
+        "tests/test_doc_commands.py, their output compared. A first look at what the agent",
+        "would send the model, with `PINCLAW_LLM__MODEL` set (no model is called):\n",
+        RUNNABLE,
+        "```sh",
+        "agent prompt show --stats",
+        "```\n",
     ]
-    context = click.Context(
-        root,
-        info_name="agent",
-        terminal_width=WIDTH,
-        max_content_width=WIDTH,
-        **root.context_settings,  # -h as well as --help, as `agent` runs
-    )
+    context = click.Context(root, info_name="agent", terminal_width=WIDTH, **root.context_settings)
     _command(root, context, out)
     return "\n".join(out).rstrip() + "\n"
 
 
 def _command(command: click.Command, context: click.Context, out: list[str]) -> None:
-    out += [f"## {context.command_path}\n", "```text", command.get_help(context), "```\n"]
+    path = context.command_path
+    out += [f"## {path}\n", *[RUNNABLE] * (path in RUN_HELP), "```sh", f"{path} --help", "```\n"]
+    out += ["```text", command.get_help(context), "```\n"]
     if isinstance(command, click.Group):
         for name in command.list_commands(context):
             sub = command.get_command(context, name)
