@@ -53,7 +53,8 @@ class ChannelSection(_Section):
     enabled: bool = False
     """start this channel's bot with `agent run`"""
     bot_token: SecretStr | None = None
-    """environment only: PINCLAW_CHANNELS__NAME__BOT_TOKEN (Telegram's from @BotFather)"""
+    """the bot's token, from the environment only (Telegram: @BotFather; Discord: the
+    developer portal's Bot page)"""
     allowed_users: list[str] = Field(default_factory=list)
     """who may talk to the bot: user ids (on Telegram also "@usernames"); empty: nobody"""
     pairing: bool = True
@@ -72,6 +73,9 @@ class ChannelSection(_Section):
 
 
 class TelegramSettings(ChannelSection):
+    """The Telegram bot: who may talk to it, groups, and how updates arrive (polling or a
+    webhook)."""
+
     group_mode: Literal["mention", "all"] = "mention"
     """in groups: "mention" (when mentioned or replied to) or "all\""""
     api_base: str = "https://api.telegram.org/bot"
@@ -96,6 +100,8 @@ class TelegramSettings(ChannelSection):
 
 
 class DiscordSettings(ChannelSection):
+    """The Discord bot: who may talk to it, in which servers and channels, its slash commands."""
+
     allowed_guilds: list[str] = Field(default_factory=list)
     """server ids; empty: any server"""
     allowed_channels: list[str] = Field(default_factory=list)

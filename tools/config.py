@@ -73,6 +73,8 @@ class SecuritySettings(_Section):
 
 
 class ShellSettings(_Section):
+    """The shell tool's limits per command: time, output, memory."""
+
     timeout_s: float = Field(default=30.0, gt=0)
     """seconds a command may run before it is killed"""
     max_output_chars: int = Field(default=20_000, ge=200)

@@ -38,6 +38,8 @@ def served_locally(model: str, api_base: str = "") -> bool:
 
 
 class LLMSettings(_Section):
+    """The model that answers: its LiteLLM name, where it is served, and how long it may take."""
+
     model: str = ""
     """LiteLLM model name, e.g. "openai/gpt-4o-mini" or "anthropic/claude-sonnet-4-5\""""
     vision: Literal["auto", "on", "off"] = "auto"

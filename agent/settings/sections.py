@@ -15,6 +15,9 @@ class _Section(BaseModel):
 
 
 class AgentSettings(_Section):
+    """How turns run: tool calls per turn, the prompt's mode and budgets, history, deadlines,
+    retries and sub-agents' jobs."""
+
     max_tool_iterations: int = Field(default=10, ge=1, le=100)
     """model calls with tools per turn before it must answer"""
     max_tool_calls_per_reply: int = Field(default=8, ge=1, le=100)
@@ -73,6 +76,8 @@ class AgentSettings(_Section):
 
 
 class WorkspaceSettings(_Section):
+    """The agent's working folder and how much of its files goes into the prompt."""
+
     path: str = ""
     """the agent's working folder; empty: <home>/workspace"""
     bootstrap_max_chars: int = Field(default=20_000, ge=100)
@@ -82,6 +87,9 @@ class WorkspaceSettings(_Section):
 
 
 class SkillsSettings(_Section):
+    """Skills: folders with a SKILL.md in the workspace's skills/, listed or inlined in the
+    prompt."""
+
     enabled: bool = True
     """load skills/NAME/SKILL.md folders"""
     mode: Literal["compact", "full"] = "compact"
@@ -91,6 +99,8 @@ class SkillsSettings(_Section):
 
 
 class IdentitySettings(_Section):
+    """Who the agent is: the workspace's Markdown files, or an AIEOS JSON identity."""
+
     format: Literal["markdown", "aieos"] = "markdown"
     """"markdown" (the workspace files) or "aieos" (a JSON identity)"""
     aieos_path: str = ""
@@ -100,6 +110,8 @@ class IdentitySettings(_Section):
 
 
 class SchedulesSettings(_Section):
+    """Tasks the agent schedules for later (schedule_task), run by `agent run`."""
+
     enabled: bool = True
     """register schedule_task, list_schedules and cancel_schedule"""
     catch_up_s: float = Field(default=3600.0, ge=0)
@@ -110,6 +122,8 @@ class SchedulesSettings(_Section):
 
 
 class HeartbeatSettings(_Section):
+    """A periodic turn in the owner's private chat that goes through HEARTBEAT.md."""
+
     enabled: bool = False
     """every interval, the agent goes through HEARTBEAT.md in the owner's private chat"""
     interval_minutes: float = Field(default=30.0, gt=0)

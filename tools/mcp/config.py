@@ -130,10 +130,14 @@ class McpServerSettings(_Section):
 
 
 class McpSettings(_Section):
+    """MCP servers whose tools the agent gets, one [mcp.servers.NAME] table each."""
+
     enabled: bool = True
     """start the MCP servers below with `agent run` (and a one-shot); false: none"""
     servers: dict[str, McpServerSettings] = Field(default_factory=dict)
-    """one [mcp.servers.NAME] table per server; its tools reach the model as NAME__tool"""
+    """one [mcp.servers.NAME] table per server; its tools reach the model as NAME__tool.
+    Secrets: write "${VAR}" in env or headers and set VAR in agent.env; a literal token, key or
+    Authorization is refused"""
 
     @field_validator("servers")
     @classmethod

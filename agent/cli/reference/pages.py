@@ -71,13 +71,12 @@ def _example_line(table: Table, key: Key) -> str:
     assign = key.name if key.secret or not written else f"{key.name} = {written}"
     if table.named or key.secret or not written:
         assign = "# " + assign
-    if not key.description:
+    about = key.description
+    if key.secret and table.env(key) not in about:  # where to put it instead
+        about += f"; set {table.env(key)}"
+    if not about:
         return assign
-    return (
-        f"{assign:<27} # {key.description}"
-        if len(assign) < 27
-        else f"{assign}  # {key.description}"
-    )
+    return f"{assign:<27} # {about}" if len(assign) < 27 else f"{assign}  # {about}"
 
 
 def commands_md(root: click.Group) -> str:
