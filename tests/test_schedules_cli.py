@@ -45,13 +45,14 @@ async def test_agent_schedules_cancel_while_the_daemon_runs_and_the_task_never_c
     telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
     daemon: Callable[[], Daemon],
 ) -> None:  # fmt: skip
+    # 10 s: room for two cold `agent` commands before it is due, on a loaded machine too
     fake_llm.script(
-        tool_calls(("schedule_task", {"when": "in 3 seconds", "task": TASK})),
+        tool_calls(("schedule_task", {"when": "in 10 seconds", "task": TASK})),
         text("Will do."),
     )
     db = home / "state.db"
     async with daemon():
-        fake_telegram.inject_message(OWNER, OWNER, "in 3 seconds, tell Alice the bread is ready")
+        fake_telegram.inject_message(OWNER, OWNER, "in 10 seconds, tell Alice the bread is ready")
         await fake_telegram.await_for(lambda m: m.chat_id == OWNER, timeout=10)
         listed = await agent("schedules", "list")
         assert listed.returncode == 0, listed.stderr
