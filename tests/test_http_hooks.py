@@ -257,6 +257,11 @@ async def test_a_slow_or_huge_body_is_cut_off(
         await writer.drain()
         slow = await asyncio.wait_for(reader.read(), WAIT_S)
         writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST /hooks/github HTTP/1.1\r\nHost: x\r\nContent-Ty")
+        await writer.drain()  # then nothing more: a client trickling its headers
+        headless = await asyncio.wait_for(reader.read(), WAIT_S)  # b"": hung up on
+        writer.close()
 
         async def chunks() -> AsyncIterator[
             bytes
@@ -276,6 +281,7 @@ async def test_a_slow_or_huge_body_is_cut_off(
             except httpx.TransportError:
                 huge = 0
     assert slow.startswith(b"HTTP/1.1 408")
+    assert headless == b""
     assert huge in (413, 0)
     said = [r.getMessage() for r in caplog.records if r.name == "agent.http.hooks"]
     assert said == [

@@ -75,7 +75,8 @@ class HttpSettings(BaseModel):
     max_body_bytes: int = Field(default=MB, gt=0)
     """a larger request is refused with 413 before it is read"""
     read_timeout_s: float = Field(default=10.0, gt=0)
-    """a request's body must arrive whole within this (a slow client: 408)"""
+    """a request's body must arrive whole within this (a slow client: 408); a connection
+    without a whole request head (or idle) this long is closed"""
     hooks: dict[str, HookSettings] = Field(default_factory=dict)
     """one [http.hooks.NAME] table per webhook, served at POST /hooks/NAME"""
 

@@ -69,8 +69,16 @@ class HttpServer:
         self.settings = settings
         app = web.Application(client_max_size=settings.max_body_bytes)
         app.add_routes(routes)
-        # lingering_time 0: after a refusal, the rest of an unread body is not waited for
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None, lingering_time=0.0)
+        # lingering_time 0: after a refusal, the rest of an unread body is not waited for.
+        # keepalive_timeout: aiohttp's only clock on a connection that has not sent a whole
+        # request head yet, so a client trickling its headers is cut off like a slow body.
+        self._runner = web.AppRunner(
+            app,
+            handle_signals=False,
+            access_log=None,
+            lingering_time=0.0,
+            keepalive_timeout=settings.read_timeout_s,
+        )
         self.port = settings.port  # the bound one once started (0 asks the system)
 
     @property
