@@ -316,4 +316,3 @@ def test_prompt_show_stats_tells_what_a_given_model_gets(home: Path) -> None:
     assert prompt + schemas == total <= 2_000
     _, full = prompt_stats(load_settings(), "cli", "full", "ollama_chat/qwen2.5:1.5b")
     assert "mode           full: --mode" in full
-
