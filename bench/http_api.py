@@ -38,8 +38,8 @@ async def measure(requests: int) -> tuple[list[float], list[float]]:
 
     from agent.app import build_app
     from agent.config import load_settings
-    from agent.http.api_channel import ApiChannel
     from agent.http.chat_api import ChatApi
+    from agent.http.headless_channels import ApiChannel
     from agent.http.server import HttpServer
     from agent.runtime.turn_setup import Access
     from channels.base import ChatRef, IncomingMessage

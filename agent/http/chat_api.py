@@ -59,7 +59,7 @@ class ChatApi:
     def __init__(
         self,
         settings: Callable[[], Settings],
-        runtime: ChannelRuntime,  # of the API's channel (api_channel.py)
+        runtime: ChannelRuntime,  # of the API's channel (headless_channels.py)
         scrub: Scrubber,
         *,
         environ: Mapping[str, str] = os.environ,

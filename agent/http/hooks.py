@@ -28,7 +28,7 @@ from agent.durable.file.state_db import Transaction
 from agent.durable.file.state_errors import StateError
 from agent.durable.triggers import Trigger
 from agent.http.config import HookSettings
-from agent.http.hook_channel import HOOK_CHANNEL
+from agent.http.headless_channels import HOOK_CHANNEL
 from agent.http.payloads import render, unmatched
 from agent.http.server import Refusal, read_body
 from agent.http.signatures import verify
@@ -56,7 +56,7 @@ class Hooks:
         self,
         settings: Callable[[], Settings],  # the daemon's, as a reload leaves them
         runtimes: Mapping[str, ChannelRuntime],  # the chat channels that started
-        silent: ChannelRuntime,  # the hooks' own channel (hook_channel.py)
+        silent: ChannelRuntime,  # the hooks' own channel (headless_channels.py)
         scrub: Scrubber,
         *,
         environ: Mapping[str, str] = os.environ,

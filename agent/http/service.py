@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from agent.app import App
-from agent.http.api_channel import ApiChannel
 from agent.http.channel_webhooks import WEBHOOK_ROUTE, channel_webhooks
 from agent.http.chat_api import ChatApi
-from agent.http.hook_channel import HookChannel
+from agent.http.headless_channels import ApiChannel, HookChannel
 from agent.http.hooks import Hooks
 from agent.http.server import HttpServer
 from agent.runtime.channel_runtime import ChannelRuntime
