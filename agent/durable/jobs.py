@@ -24,8 +24,8 @@ from typing import Literal
 
 from agent.durable.file.state_db import StateDB, Transaction
 from agent.durable.inbox import decode, encode
+from agent.durable.tool_journal import KeyedJournal
 from channels.base import IncomingMessage
-from tools.base import JournalEntry, ToolResult
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -235,55 +235,14 @@ def _like_prefix(text: str) -> str:
     return escaped + "%"
 
 
-class JobJournal:
+class JobJournal(KeyedJournal):
     """A job's effectful calls (tools.base.CallJournal) in the tool journal, under the job's
     id negated: a job run again after a crash gives back what its calls did and does not
     repeat them."""
 
     def __init__(self, db: StateDB, job_id: int) -> None:
-        self._db = db
-        self._key = -job_id
-        self._entries: list[JournalEntry] | None = None
+        super().__init__(db)
+        self._job_key = -job_id
 
-    async def entries(self) -> Sequence[JournalEntry]:
-        if self._entries is None:
-            rows = await self._db.fetchall(
-                "SELECT id, tool, arguments, ok, result FROM tool_journal WHERE inbox_id = ?"
-                " ORDER BY id",
-                (self._key,),
-            )
-            self._entries = [
-                JournalEntry(id_, tool, args, None if ok is None else ToolResult(bool(ok), out))
-                for id_, tool, args, ok, out in rows
-            ]
-        return list(self._entries)
-
-    async def start(self, tool: str, call_id: str, arguments: str) -> JournalEntry | None:
-        await self.entries()
-        row = (self._key, call_id, tool, arguments, time.time())
-
-        def insert(conn: Transaction) -> int:
-            cursor = conn.execute(
-                "INSERT INTO tool_journal (inbox_id, call_id, tool, arguments, started_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                row,
-            )
-            assert cursor.lastrowid is not None
-            return cursor.lastrowid
-
-        entry = JournalEntry(await self._db.write(insert), tool, arguments, None)
-        assert self._entries is not None
-        self._entries.append(entry)
-        return entry
-
-    async def finish(self, entry: JournalEntry, result: ToolResult) -> None:
-        values = (int(result.ok), result.output, time.time(), entry.id)
-        await self._db.write(
-            lambda conn: conn.execute(
-                "UPDATE tool_journal SET ok = ?, result = ?, finished_at = ? WHERE id = ?",
-                values,
-            )
-        )
-        if self._entries is not None:
-            done = replace(entry, result=result)
-            self._entries = [done if e.id == entry.id else e for e in self._entries]
+    def _key_in(self, conn: sqlite3.Connection) -> int | None:
+        return self._job_key

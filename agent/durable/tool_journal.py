@@ -85,36 +85,39 @@ def canonical(arguments: str) -> str:
         return arguments
 
 
-class ToolJournal:
-    """The journal of one inbox message's turn, in state.db. A message with no pending inbox
-    row (a one-shot, which nothing runs again) journals nothing."""
+class KeyedJournal:
+    """Effectful calls journalled under one key of `tool_journal.inbox_id`: an inbox row's id
+    for a turn (ToolJournal), a job's id negated for a job (agent/durable/jobs.py). A
+    subclass says how the key is found; None (nothing that runs again) journals nothing."""
 
-    def __init__(self, db: StateDB, msg: IncomingMessage) -> None:
+    def __init__(self, db: StateDB) -> None:
         self._db = db
-        self._chat_key = msg.chat.key
-        self._message_id = msg.message_id
-        self._inbox_id: int | None = None
+        self._key: int | None = None
         self._entries: list[JournalEntry] | None = None
         self._loading = asyncio.Lock()
 
+    def _key_in(self, conn: sqlite3.Connection) -> int | None:
+        raise NotImplementedError
+
+    def _may_journal(self) -> bool:
+        """False when no key can be found without asking state.db (then it is not asked)."""
+        return True
+
     async def entries(self) -> Sequence[JournalEntry]:
-        """What earlier runs of this turn journalled, and what this one did so far."""
+        """What earlier runs journalled under the key, and what this one did so far."""
         async with self._loading:
             if self._entries is None:
-                if self._message_id:
-                    found = await self._db.read(self._load)
-                    self._inbox_id, self._entries = found
-                else:
-                    self._entries = []
-        return list(self._entries)
+                found = await self._db.read(self._load) if self._may_journal() else (None, [])
+                self._key, self._entries = found
+            return list(self._entries)
 
     async def start(self, tool: str, call_id: str, arguments: str) -> JournalEntry | None:
         """The intent, committed before the call runs; None when nothing is journalled."""
         await self.entries()
-        inbox_id = self._inbox_id
-        if inbox_id is None or self._entries is None:
+        key = self._key
+        if key is None or self._entries is None:
             return None
-        row = (inbox_id, call_id, tool, arguments, time.time())
+        row = (key, call_id, tool, arguments, time.time())
         entry_id = await self._db.write(
             lambda conn: _lastrowid(
                 conn.execute(
@@ -142,21 +145,38 @@ class ToolJournal:
             self._entries = [done if e.id == entry.id else e for e in self._entries]
 
     def _load(self, conn: sqlite3.Connection) -> tuple[int | None, list[JournalEntry]]:
-        row = conn.execute(
-            "SELECT id FROM inbox WHERE chat_key = ? AND message_id = ? AND status = 'pending'",
-            (self._chat_key, self._message_id),
-        ).fetchone()
-        if row is None:
+        key = self._key_in(conn)
+        if key is None:
             return None, []
         rows = conn.execute(
             "SELECT id, tool, arguments, ok, result FROM tool_journal WHERE inbox_id = ?"
             " ORDER BY id",
-            (row[0],),
+            (key,),
         ).fetchall()
-        return row[0], [
+        return key, [
             JournalEntry(id, tool, args, None if ok is None else ToolResult(bool(ok), result))
             for id, tool, args, ok, result in rows
         ]
+
+
+class ToolJournal(KeyedJournal):
+    """The journal of one inbox message's turn, in state.db. A message with no pending inbox
+    row (a one-shot, which nothing runs again) journals nothing."""
+
+    def __init__(self, db: StateDB, msg: IncomingMessage) -> None:
+        super().__init__(db)
+        self._chat_key = msg.chat.key
+        self._message_id = msg.message_id
+
+    def _may_journal(self) -> bool:
+        return bool(self._message_id)
+
+    def _key_in(self, conn: sqlite3.Connection) -> int | None:
+        row = conn.execute(
+            "SELECT id FROM inbox WHERE chat_key = ? AND message_id = ? AND status = 'pending'",
+            (self._chat_key, self._message_id),
+        ).fetchone()
+        return None if row is None else int(row[0])
 
 
 def _lastrowid(cursor: sqlite3.Cursor) -> int:
