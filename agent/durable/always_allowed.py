@@ -38,7 +38,7 @@ class AlwaysAllowed:
     async def remember(self, rule: str) -> None:
         await self._db.write(
             lambda conn: conn.execute(
-                "INSERT OR IGNORE INTO approvals VALUES (?, ?, ?)",
+                "INSERT INTO approvals VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 (self._workspace, rule, time.time()),
             )
         )

@@ -52,7 +52,8 @@ class FileSources:
         def write(conn: sqlite3.Connection) -> None:
             if source:
                 conn.executemany(
-                    "INSERT OR REPLACE INTO file_sources VALUES (?, ?, ?)",
+                    "INSERT INTO file_sources VALUES (?, ?, ?) ON CONFLICT (path)"
+                    " DO UPDATE SET source = excluded.source, written_at = excluded.written_at",
                     [(name, source, time.time()) for name in names],
                 )
             else:

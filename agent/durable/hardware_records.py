@@ -64,12 +64,13 @@ class StateRecords:
 
     async def log(self, entry: Actuation) -> None:
         def add(conn: sqlite3.Connection) -> None:
-            row = conn.execute(
-                f"INSERT INTO actuations ({_LOG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (row_id,) = conn.execute(
+                f"INSERT INTO actuations ({_LOG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " RETURNING id",
                 _row(entry),
-            )
-            if row.lastrowid and row.lastrowid % 1000 == 0:  # now and then, not each time
-                conn.execute("DELETE FROM actuations WHERE id <= ?", (row.lastrowid - LOG_KEPT,))
+            ).fetchall()[0]
+            if row_id % 1000 == 0:  # now and then, not each time
+                conn.execute("DELETE FROM actuations WHERE id <= ?", (row_id - LOG_KEPT,))
 
         await self._db.write(add)
 
@@ -86,8 +87,10 @@ class StateRecords:
     async def set_deadline(self, deadline: Deadline) -> None:
         await self._db.write(
             lambda conn: conn.execute(
-                "INSERT OR REPLACE INTO output_deadlines (board, pin, label, due, chat_key,"
-                " set_at) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO output_deadlines (board, pin, label, due, chat_key, set_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (board, pin) DO UPDATE SET"
+                " label = excluded.label, due = excluded.due, chat_key = excluded.chat_key,"
+                " set_at = excluded.set_at",
                 _deadline_row(deadline),
             )
         )
@@ -118,9 +121,9 @@ class StateRecords:
                 (board, pin, forget_before),
             )
             conn.execute(
-                "DELETE FROM pin_readings WHERE rowid IN (SELECT rowid FROM pin_readings"
-                " WHERE board = ? AND pin = ? ORDER BY at DESC LIMIT -1 OFFSET ?)",
-                (board, pin, READINGS_KEPT),
+                "DELETE FROM pin_readings WHERE board = ? AND pin = ? AND at < (SELECT at"
+                " FROM pin_readings WHERE board = ? AND pin = ? ORDER BY at DESC LIMIT 1 OFFSET ?)",
+                (board, pin, board, pin, READINGS_KEPT - 1),
             )
 
         await self._db.write(keep)

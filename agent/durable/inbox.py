@@ -119,8 +119,9 @@ class Inbox:
     ) -> int | None:
         """Store the message inside the caller's transaction (`StateDB.write`)."""
         cursor = conn.execute(
-            "INSERT OR IGNORE INTO inbox (channel, chat_key, message_id, message, status,"
-            " received_at, done_at, trigger) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO inbox (channel, chat_key, message_id, message, status, received_at,"
+            " done_at, trigger) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT DO NOTHING RETURNING id",
             (
                 msg.chat.channel,
                 msg.chat.key,
@@ -132,7 +133,8 @@ class Inbox:
                 encode_trigger(trigger),
             ),
         )
-        return cursor.lastrowid if cursor.rowcount == 1 else None
+        rows = cursor.fetchall()
+        return int(rows[0][0]) if rows else None
 
     async def chats_waiting(self, channel: str) -> list[str]:
         """Chats with pending messages, the one waiting longest first."""

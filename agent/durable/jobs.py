@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from agent.durable.file.state_db import StateDB, Transaction
+from agent.durable.file.state_db import StateDB, Transaction, inserted_id
 from agent.durable.inbox import decode, encode
 from agent.durable.tool_journal import KeyedJournal
 from channels.base import IncomingMessage
@@ -132,13 +132,14 @@ class Jobs:
         )
 
         def insert(conn: Transaction) -> int:
-            cursor = conn.execute(
-                "INSERT INTO jobs (chat_key, origin, task, tools, model, time_limit_s,"
-                " token_limit, tainted_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                values,
+            return inserted_id(
+                conn.execute(
+                    "INSERT INTO jobs (chat_key, origin, task, tools, model, time_limit_s,"
+                    " token_limit, tainted_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " RETURNING id",
+                    values,
+                )
             )
-            assert cursor.lastrowid is not None
-            return cursor.lastrowid
 
         return replace(job, id=await self.db.write(insert), created_at=values[-1])
 

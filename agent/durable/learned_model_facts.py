@@ -147,7 +147,9 @@ class LearnedModelFacts:
         try:
             await self._db.write(
                 lambda conn: conn.execute(
-                    "INSERT OR REPLACE INTO provider_quirks VALUES (?, ?, ?, ?)", row
+                    "INSERT INTO provider_quirks VALUES (?, ?, ?, ?) ON CONFLICT (model, quirk)"
+                    " DO UPDATE SET value = excluded.value, learned_at = excluded.learned_at",
+                    row,
                 )
             )
         except sqlite3.Error as exc:  # remembered for this run all the same

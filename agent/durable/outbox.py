@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from agent.durable.file.state_db import StateDB
+from agent.durable.file.state_db import StateDB, inserted_id
 from agent.durable.file.storage_health import StorageHealth
 from channels.base import ChatRef, OutgoingMedia, OutgoingPart
 
@@ -169,7 +169,7 @@ class Outbox:
         now = time.time()
         cursor = conn.execute(
             "INSERT INTO outbox (channel, chat_key, chat, inbox_id, parts, created_at,"
-            " deliver_by) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            " deliver_by) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 chat.channel,
                 chat.key,
@@ -180,8 +180,7 @@ class Outbox:
                 now + deliver_within_s,
             ),
         )
-        assert cursor.lastrowid is not None
-        return cursor.lastrowid
+        return inserted_id(cursor)
 
     async def chats_waiting(self, channel: str) -> list[str]:
         rows = await self._db.fetchall(

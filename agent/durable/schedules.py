@@ -19,7 +19,7 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from agent.durable.file.state_db import StateDB
+from agent.durable.file.state_db import StateDB, inserted_id
 from channels.base import ChatRef, IncomingMessage
 from tools.proactive.schedule_tools import ScheduleEntry
 
@@ -135,11 +135,11 @@ class Schedules:
         return self._db
 
     async def add(self, new: NewSchedule) -> Schedule:
-        def insert(conn: sqlite3.Connection) -> int | None:
-            return conn.execute(
+        def insert(conn: sqlite3.Connection) -> int:
+            cursor = conn.execute(
                 "INSERT INTO schedules (kind, spec, task, channel, chat_key, chat, sender_id,"
                 " sender_name, sender_username, in_group, created_at, next_due)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     new.kind,
                     new.spec,
@@ -154,7 +154,8 @@ class Schedules:
                     time.time(),
                     new.next_due,
                 ),
-            ).lastrowid
+            )
+            return inserted_id(cursor)
 
         schedule_id = await self._db.write(insert)
         assert schedule_id is not None

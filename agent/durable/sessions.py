@@ -126,7 +126,9 @@ class SessionStore:
         def save(conn: sqlite3.Connection) -> None:
             session = _session(conn, chat_key)
             conn.execute(
-                "INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO summaries VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (chat_key, session, up_to_turn) DO UPDATE SET"
+                " content = excluded.content, created_at = excluded.created_at",
                 (chat_key, session, up_to_turn, content, time.time()),
             )
             conn.execute(

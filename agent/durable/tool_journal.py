@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
-from agent.durable.file.state_db import StateDB
+from agent.durable.file.state_db import StateDB, inserted_id
 from agent.model.responses import ToolCall
 from channels.base import IncomingMessage
 from tools.base import (
@@ -119,10 +119,10 @@ class KeyedJournal:
             return None
         row = (key, call_id, tool, arguments, time.time())
         entry_id = await self._db.write(
-            lambda conn: _lastrowid(
+            lambda conn: inserted_id(
                 conn.execute(
                     "INSERT INTO tool_journal (inbox_id, call_id, tool, arguments, started_at)"
-                    " VALUES (?, ?, ?, ?, ?)",
+                    " VALUES (?, ?, ?, ?, ?) RETURNING id",
                     row,
                 )
             )
@@ -177,11 +177,6 @@ class ToolJournal(KeyedJournal):
             (self._chat_key, self._message_id),
         ).fetchone()
         return None if row is None else int(row[0])
-
-
-def _lastrowid(cursor: sqlite3.Cursor) -> int:
-    assert cursor.lastrowid is not None
-    return cursor.lastrowid
 
 
 class CallReplay:

@@ -302,5 +302,10 @@ def _rewrite_version(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA user_version = {version}")
 
 
+def inserted_id(cursor: sqlite3.Cursor) -> int:
+    """The id an `INSERT … RETURNING id` gave its row (both stores read it so)."""
+    return int(cursor.fetchall()[0][0])
+
+
 def _fetchall(sql: str, params: tuple[Any, ...], conn: sqlite3.Connection) -> list[Any]:
     return conn.execute(sql, params).fetchall()

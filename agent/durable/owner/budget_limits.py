@@ -54,7 +54,9 @@ class BudgetLimits:
     async def set(self, name: str, value: float, configured: float) -> None:
         await self.db.write(
             lambda conn: conn.execute(
-                "INSERT OR REPLACE INTO budget_overrides VALUES (?, ?, ?, ?)",
+                "INSERT INTO budget_overrides VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE"
+                " SET value = excluded.value, configured = excluded.configured,"
+                " set_at = excluded.set_at",
                 (name, value, configured, time.time()),
             )
         )
@@ -71,7 +73,7 @@ class BudgetLimits:
 
         def note(conn: sqlite3.Connection) -> bool:
             cursor = conn.execute(
-                "INSERT OR IGNORE INTO budget_notices VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO budget_notices VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (name, period, level, amount, time.time()),
             )
             return cursor.rowcount == 1

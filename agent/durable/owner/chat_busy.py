@@ -29,7 +29,8 @@ class ChatBusy:
     async def choose(self, chat_key: str, mode: str, set_by: str) -> None:
         await self.db.write(
             lambda conn: conn.execute(
-                "INSERT OR REPLACE INTO chat_busy VALUES (?, ?, ?, ?)",
+                "INSERT INTO chat_busy VALUES (?, ?, ?, ?) ON CONFLICT (chat_key) DO UPDATE SET"
+                " mode = excluded.mode, set_by = excluded.set_by, set_at = excluded.set_at",
                 (chat_key, mode, set_by, time.time()),
             )
         )

@@ -32,7 +32,8 @@ class ChatModels:
     async def choose(self, chat_key: str, model: str, set_by: str) -> None:
         await self.db.write(
             lambda conn: conn.execute(
-                "INSERT OR REPLACE INTO chat_models VALUES (?, ?, ?, ?)",
+                "INSERT INTO chat_models VALUES (?, ?, ?, ?) ON CONFLICT (chat_key) DO UPDATE SET"
+                " model = excluded.model, set_by = excluded.set_by, set_at = excluded.set_at",
                 (chat_key, model, set_by, time.time()),
             )
         )

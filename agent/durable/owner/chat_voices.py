@@ -32,7 +32,8 @@ class ChatVoices:
     async def choose(self, chat_key: str, mode: VoiceReply, set_by: str) -> None:
         await self.db.write(
             lambda conn: conn.execute(
-                "INSERT OR REPLACE INTO chat_voices VALUES (?, ?, ?, ?)",
+                "INSERT INTO chat_voices VALUES (?, ?, ?, ?) ON CONFLICT (chat_key) DO UPDATE SET"
+                " mode = excluded.mode, set_by = excluded.set_by, set_at = excluded.set_at",
                 (chat_key, mode, set_by, time.time()),
             )
         )

@@ -336,7 +336,12 @@ def _insert(conn: sqlite3.Connection, code: Code) -> None:
 
 
 def _admit(conn: sqlite3.Connection, member: Member) -> None:
-    conn.execute("INSERT OR REPLACE INTO paired VALUES (?, ?, ?, ?, ?, ?, ?)", astuple(member))
+    conn.execute(
+        "INSERT INTO paired VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, kind, id) DO UPDATE"
+        " SET name = excluded.name, username = excluded.username,"
+        " approved_by = excluded.approved_by, approved_at = excluded.approved_at",
+        astuple(member),
+    )
     conn.execute(
         "DELETE FROM pairing_locks WHERE channel = ? AND sender_id = ?", (member.channel, member.id)
     )
