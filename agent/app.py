@@ -121,12 +121,23 @@ class App:
         await self.store.db.close()
 
 
-async def open_store(path: Path, *, legacy_scope: LegacyMemoryScope = chat_scope) -> Store:
+async def open_store(
+    path: Path, *, url: str | None = None, legacy_scope: LegacyMemoryScope = chat_scope
+) -> Store:
     """state.db with its tables at this pinclaw's schema version (agent/durable/file/migrations.py):
-    sessions, inbox, outbox, schedules, memories, the tool journal. StateDBUnusable when the
-    file cannot be used (one line to show). `legacy_scope`: where memories from before scopes
-    go when an old file is brought up to date."""
-    db = await StateDB(path).open(migrate=partial(migrate, path=path, legacy_scope=legacy_scope))
+    sessions, inbox, outbox, schedules, memories, the tool journal; or, with `url`, the same
+    tables in PostgreSQL (agent/durable/postgres/), `path`'s folder still the home.
+    StateDBUnusable when it cannot be used (one line to show). `legacy_scope`: where memories
+    from before scopes go when an old file is brought up to date."""
+    db: StateDB
+    if url is not None:
+        from agent.durable.postgres.pg_state import PostgresState
+
+        db = await PostgresState(url, path.parent).open()
+    else:
+        db = await StateDB(path).open(
+            migrate=partial(migrate, path=path, legacy_scope=legacy_scope)
+        )
     return Store(db, await SessionStore.open(db), await Inbox.open(db), Outbox(db))
 
 
@@ -339,7 +350,9 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
     # The home and state.db first: a bad one is said before the model's check imports LiteLLM.
     workspace = settings.workspace_dir
     ensure_workspace(workspace)
-    store = await open_store(settings.state_db, legacy_scope=LegacyScope(settings.people))
+    store = await open_store(
+        settings.state_db, url=settings.state_url, legacy_scope=LegacyScope(settings.people)
+    )
     if model is None:
         try:
             check_model(settings.llm, str(settings.home / ENV_FILE_NAME))

@@ -171,6 +171,12 @@ class Settings(BaseSettings):
     def state_db(self) -> Path:
         return self._home / "state.db"
 
+    @property
+    def state_url(self) -> str | None:
+        """[state] url, the PostgreSQL database in place of state.db (None: state.db)."""
+        url = self.state.url
+        return None if url is None else url.get_secret_value()
+
 
 class ConfigError(Exception):
     """A configuration that cannot be used; `problems` holds one `file: key: reason` line each."""

@@ -19,6 +19,7 @@ from fakes.firmata_board import FirmataBoard
 from fakes.llm_server import FakeLLM
 from fakes.model_double import ScriptedModel
 from fakes.telegram_server import FakeTelegram
+from postgres_cluster import PostgresCluster, start_or_skip
 
 if TYPE_CHECKING:
     from simavr.sim_board import SimBoard
@@ -41,14 +42,40 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: not any(part in item.nodeid for part in LONGEST))
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked `both_stores` runs twice: on state.db and on PostgreSQL."""
+    if metafunc.definition.get_closest_marker("both_stores"):
+        metafunc.parametrize("state_store", ["sqlite", "postgres"], indirect=True)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresCluster]:
+    """One throw-away PostgreSQL cluster for this test process (tests/postgres_cluster.py)."""
+    cluster = start_or_skip()
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """PINCLAW_HOME in a temporary folder, and no PINCLAW_* from the developer's shell."""
+def state_store(request: pytest.FixtureRequest) -> str | None:
+    """The PostgreSQL URL of a new database when the test runs on that store, else None."""
+    if getattr(request, "param", "sqlite") != "postgres":
+        return None
+    cluster: PostgresCluster = request.getfixturevalue("postgres")
+    return cluster.new_database()
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state_store: str | None) -> Path:
+    """PINCLAW_HOME in a temporary folder, and no PINCLAW_* from the developer's shell; with
+    PINCLAW_STATE__URL set to a database of its own when the test runs on PostgreSQL."""
     for name in list(os.environ):
         if name.startswith("PINCLAW_"):
             monkeypatch.delenv(name)
     path = tmp_path / "home"
     monkeypatch.setenv("PINCLAW_HOME", str(path))
+    if state_store is not None:
+        monkeypatch.setenv("PINCLAW_STATE__URL", state_store)
     return path
 
 

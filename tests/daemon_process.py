@@ -82,6 +82,17 @@ def wait_until(
 
 
 def rows(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """What the store holds: state.db at `db`, or the PostgreSQL database that
+    PINCLAW_STATE__URL names when the test runs on that store (the same SQL for both)."""
+    url = os.environ.get("PINCLAW_STATE__URL")
+    if url:
+        from agent.durable.postgres.pg_connection import PgConnection
+
+        conn = PgConnection.connect(url)
+        try:
+            return [tuple(row) for row in conn.execute(sql, params).fetchall()]
+        finally:
+            conn.close()
     with sqlite3.connect(db) as conn:
         return list(conn.execute(sql, params).fetchall())
 

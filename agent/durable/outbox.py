@@ -200,7 +200,8 @@ class Outbox:
             lambda conn: conn.execute(
                 "INSERT INTO outbox_parts (outbox_id, part, status, attempted_at)"
                 " VALUES (?, ?, 'sending', ?) ON CONFLICT (outbox_id, part) DO UPDATE SET"
-                " status = 'sending', attempted_at = excluded.attempted_at, sends = sends + 1",
+                " status = 'sending', attempted_at = excluded.attempted_at,"
+                " sends = outbox_parts.sends + 1",
                 (outgoing_id, part, time.time()),
             )
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 DEFAULT_TURN_DEADLINE_S = 300.0
 
@@ -167,7 +167,23 @@ class BudgetSettings(_Section):
 
 
 class StateSettings(_Section):
-    """state.db: the daemon's daily backups in <home>/backups (`agent state backup` by hand)."""
+    """Where pinclaw keeps its tables: state.db in the home, or a PostgreSQL database that
+    several processes share; the daemon's daily backups of state.db."""
+
+    url: SecretStr | None = None
+    """a PostgreSQL database (postgresql://user:password@host:5432/pinclaw) for every table
+    instead of state.db, so several `agent run` processes share one bot (docs/several-processes.md);
+    put it in agent.env as PINCLAW_STATE__URL when it holds a password. Needs
+    `pip install 'pinclaw[postgres]'`"""
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_only(cls, url: SecretStr | None) -> SecretStr | None:
+        if url is not None and not url.get_secret_value().startswith(
+            ("postgresql://", "postgres://")
+        ):
+            raise ValueError("must be a postgresql:// URL (leave it out for state.db)")
+        return url
 
     backups_kept: int = Field(default=7, ge=0)
     """the daemon backs state.db up once a day to <home>/backups and keeps this many (0: none);

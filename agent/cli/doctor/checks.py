@@ -103,7 +103,7 @@ async def _check_model(settings: Settings, report: Callable[[bool, str, str], No
     """What is learned is kept in state.db, through its one connection."""
     from agent.app import open_store
 
-    store = await open_store(settings.state_db)
+    store = await open_store(settings.state_db, url=settings.state_url)
     try:
         await _ask_model(settings, report, await LearnedModelFacts.load(store.db))
     finally:

@@ -28,7 +28,7 @@ async def _with_budget(settings: Settings, job: str, name: str = "", amount: flo
     from agent.runtime.owner.owner_commands import limits_text
     from tools.proactive.schedule_times import zone_named
 
-    db = (await open_store(settings.state_db)).db
+    db = (await open_store(settings.state_db, url=settings.state_url)).db
     try:
         zone = zone_named(settings.agent.timezone or host_timezone())
         budget = Budget(lambda: settings.budget, db, zone)

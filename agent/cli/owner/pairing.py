@@ -38,7 +38,7 @@ def _with_pairings(settings: Settings, job: Callable[[Pairings], Awaitable[T]]) 
     from agent.durable.owner.pairings import Pairings
 
     async def run() -> T:
-        db = (await open_store(settings.state_db)).db
+        db = (await open_store(settings.state_db, url=settings.state_url)).db
         try:
             return await job(Pairings(db))
         finally:

@@ -27,7 +27,7 @@ async def _with_jobs(settings: Settings, job: str, job_id: int = 0) -> list[Job]
 
     if not settings.state_db.exists():
         return []
-    db = (await open_store(settings.state_db)).db
+    db = (await open_store(settings.state_db, url=settings.state_url)).db
     try:
         jobs = Jobs(db)
         if job == "list":

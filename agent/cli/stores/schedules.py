@@ -36,7 +36,7 @@ async def _with_schedules(settings: Settings, job: str, schedule_id: int = 0) ->
 
     if not settings.state_db.exists():
         return []
-    db = (await open_store(settings.state_db)).db
+    db = (await open_store(settings.state_db, url=settings.state_url)).db
     try:
         schedules = Schedules(db)
         if job == "cancel":

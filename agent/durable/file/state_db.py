@@ -47,10 +47,12 @@ Migrate = Callable[[Transaction], None]
 class StateDBUnusable(StateError):
     """state.db cannot be used as it is: `str()` is the one line the person reads."""
 
-    def __init__(self, path: Path, problem: str, advice: str | None = None) -> None:
+    def __init__(
+        self, path: Path | str, problem: str, advice: str | None = None, *, store: str = "state.db"
+    ) -> None:
         self.path, self.problem = path, problem
-        self.advice = advice or restore_advice(path)
-        super().__init__(f"state.db error: {path}: {problem}; {self.advice}")
+        self.advice = advice or restore_advice(Path(path))
+        super().__init__(f"{store} error: {path}: {problem}; {self.advice}")
 
 
 def restore_advice(path: Path) -> str:

@@ -282,8 +282,8 @@ class Pairings:
 def read_members(conn: sqlite3.Connection, channel: str | None = None) -> list[Member]:
     rows = conn.execute(
         "SELECT channel, kind, id, name, username, approved_by, approved_at FROM paired"
-        " WHERE ? IS NULL OR channel = ? ORDER BY approved_at",
-        (channel, channel),
+        " WHERE channel = COALESCE(?, channel) ORDER BY approved_at",
+        (channel,),
     ).fetchall()
     return [Member(*row) for row in rows]
 
@@ -293,8 +293,8 @@ def open_codes(
 ) -> list[Code]:
     rows = conn.execute(
         f"SELECT {_CODE_COLUMNS} FROM pairing_codes WHERE status = 'pending' AND expires_at > ?"
-        " AND (? IS NULL OR channel = ?) AND (? IS NULL OR kind = ?) ORDER BY created_at",
-        (now, channel, channel, kind, kind),
+        " AND channel = COALESCE(?, channel) AND kind = COALESCE(?, kind) ORDER BY created_at",
+        (now, channel, kind),
     ).fetchall()
     return [Code(*row) for row in rows]
 

@@ -146,7 +146,8 @@ def spent(
     conn: sqlite3.Connection, day_start: float, month_start: float
 ) -> dict[str, tuple[float, float]]:
     rows = conn.execute(
-        "SELECT started_by, TOTAL(CASE WHEN at >= ? THEN cost_usd END), TOTAL(cost_usd) "
+        "SELECT started_by, COALESCE(SUM(CASE WHEN at >= ? THEN cost_usd END), 0.0),"
+        " COALESCE(SUM(cost_usd), 0.0) "
         "FROM usage WHERE at >= ? GROUP BY started_by",
         (day_start, min(day_start, month_start)),
     )
