@@ -6,24 +6,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.config import Settings, secret_values
 from agent.conversation.scopes import LegacyScope
-from agent.durable.file.migrations import LegacyScope as LegacyMemoryScope
-from agent.durable.file.migrations import migrate
-from agent.durable.file.state_db import StateDB
 from agent.durable.file_sources import FileSources
 from agent.durable.hardware_records import StateRecords
-from agent.durable.inbox import Inbox
 from agent.durable.jobs import Jobs
 from agent.durable.learned_model_facts import LearnedModelFacts
-from agent.durable.outbox import Outbox
 from agent.durable.schedules import Schedules
-from agent.durable.sessions import SessionStore
-from agent.durable.store import Store
+from agent.durable.store import Store, open_store
 from agent.home import ENV_FILE_NAME
 from agent.model.client import LLMClient
 from agent.model.keys import check_model
@@ -51,7 +43,7 @@ from tools.base import Tool, ToolRegistry, read_only
 from tools.files import FileTools
 from tools.mcp.manager import McpManager, start_servers
 from tools.memory.memory_tools import MemoryTools
-from tools.memory.store import Embedder, MemoryStore, chat_scope
+from tools.memory.store import Embedder, MemoryStore
 from tools.policy import SecurityPolicy
 from tools.proactive.schedule_times import zone_named
 from tools.proactive.schedule_tools import ScheduleBook, ScheduleTools
@@ -119,26 +111,6 @@ class App:
         if self.mcp is not None:
             await self.mcp.close()
         await self.store.db.close()
-
-
-async def open_store(
-    path: Path, *, url: str | None = None, legacy_scope: LegacyMemoryScope = chat_scope
-) -> Store:
-    """state.db with its tables at this pinclaw's schema version (agent/durable/file/migrations.py):
-    sessions, inbox, outbox, schedules, memories, the tool journal; or, with `url`, the same
-    tables in PostgreSQL (agent/durable/postgres/), `path`'s folder still the home.
-    StateDBUnusable when it cannot be used (one line to show). `legacy_scope`: where memories
-    from before scopes go when an old file is brought up to date."""
-    db: StateDB
-    if url is not None:
-        from agent.durable.postgres.pg_state import PostgresState
-
-        db = await PostgresState(url, path.parent).open()
-    else:
-        db = await StateDB(path).open(
-            migrate=partial(migrate, path=path, legacy_scope=legacy_scope)
-        )
-    return Store(db, await SessionStore.open(db), await Inbox.open(db), Outbox(db))
 
 
 def timezone_of(settings: Settings) -> str:

@@ -95,6 +95,11 @@ def decode(text: str) -> IncomingMessage:
     return IncomingMessage(**data)
 
 
+class AnsweredElsewhere(Exception):
+    """The message's turn was committed already — by another process sharing the store whose
+    claim on the chat this one's outlived — so this turn's record and reply are dropped."""
+
+
 class Inbox:
     def __init__(self, db: StateDB) -> None:
         self._db = db
@@ -200,11 +205,15 @@ class Inbox:
         self, conn: sqlite3.Connection, inbox_id: int, status: str, *, taken_by: int | None = None
     ) -> None:
         """Mark the message answered ("done") or given up on ("failed"), inside the
-        transaction that stored its reply; `taken_by`: the row whose turn answered it."""
-        conn.execute(
-            "UPDATE inbox SET status = ?, done_at = ?, taken_by = ? WHERE id = ?",
+        transaction that stored its reply; `taken_by`: the row whose turn answered it.
+        AnsweredElsewhere when it is no longer pending: the transaction must not commit."""
+        cursor = conn.execute(
+            "UPDATE inbox SET status = ?, done_at = ?, taken_by = ? WHERE id = ?"
+            " AND status = 'pending'",
             (status, time.time(), inbox_id if taken_by is None else taken_by, inbox_id),
         )
+        if cursor.rowcount != 1:
+            raise AnsweredElsewhere(f"inbox row {inbox_id} was answered by another turn")
 
     async def defer(
         self, inbox_id: int, *, retry_at: float, failing_since: float, notified: bool

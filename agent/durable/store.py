@@ -1,20 +1,98 @@
-"""Store: state.db and the three tables every channel's runtime keeps its chats in."""
+"""Store: the durable tables every channel's runtime keeps its chats in, and the claims that
+let several processes share them.
+
+A claim (`Claims.take(kind, key)`) is what one process holds and the others do not: a chat's
+turns ("turns", its key), its sending ("sends"), a role ("role", "intake:telegram"). On state.db
+there is one process, so every claim is its own (`OneProcess`); on PostgreSQL they are the
+server's advisory locks (agent/durable/postgres/pg_claims.py), let go when their process dies.
+`announce` tells the other processes there is news for a key (a message stored for a chat),
+and `hear` is how a process listens for it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Protocol
 
+from agent.durable.file.migrations import LegacyScope, migrate
 from agent.durable.file.state_db import StateDB
 from agent.durable.inbox import Inbox
 from agent.durable.outbox import Outbox
 from agent.durable.sessions import SessionStore
+from tools.memory.store import chat_scope
+
+News = Callable[[str, str], None]  # (kind, key): another process stored something for it
+
+
+class Claims(Protocol):
+    shared: bool  # other processes use the same store
+
+    async def take(self, kind: str, key: str) -> bool: ...  # held by this process now
+
+    async def give_back(self, kind: str, key: str) -> None: ...
+
+    async def announce(self, kind: str, key: str) -> None: ...
+
+    def hear(self, listener: News) -> None: ...
+
+    def holds(self) -> list[str]: ...  # "kind key" of each claim held, for `agent doctor`
+
+    async def close(self) -> None: ...
+
+
+class OneProcess:
+    """state.db's claims: this process is the only one, so it holds everything."""
+
+    shared = False
+
+    async def take(self, kind: str, key: str) -> bool:
+        return True
+
+    async def give_back(self, kind: str, key: str) -> None:
+        return None
+
+    async def announce(self, kind: str, key: str) -> None:
+        return None
+
+    def hear(self, listener: News) -> None:
+        return None
+
+    def holds(self) -> list[str]:
+        return []
+
+    async def close(self) -> None:
+        return None
 
 
 @dataclass(frozen=True)
 class Store:
-    """state.db and the three things kept in it."""
+    """The tables and the claims on them."""
 
     db: StateDB
     sessions: SessionStore
     inbox: Inbox
     outbox: Outbox
+    claims: Claims = field(default_factory=OneProcess)
+
+
+async def open_store(
+    path: Path, *, url: str | None = None, legacy_scope: LegacyScope = chat_scope
+) -> Store:
+    """state.db with its tables at this pinclaw's schema version (agent/durable/file/migrations.py):
+    sessions, inbox, outbox, schedules, memories, the tool journal; or, with `url`, the same
+    tables in PostgreSQL (agent/durable/postgres/), `path`'s folder still the home.
+    StateDBUnusable when it cannot be used (one line to show). `legacy_scope`: where memories
+    from before scopes go when an old file is brought up to date."""
+    db: StateDB
+    if url is not None:
+        from agent.durable.postgres.pg_state import PostgresState
+
+        db = await PostgresState(url, path.parent).open()
+    else:
+        db = await StateDB(path).open(
+            migrate=partial(migrate, path=path, legacy_scope=legacy_scope)
+        )
+    return Store(db, await SessionStore.open(db), await Inbox.open(db), Outbox(db))

@@ -71,7 +71,11 @@ class ChannelRuntime:
         settings = setup.settings
         self.controls = OwnerControls.of(setup, store.db)
         self.courier = Courier(
-            channel, store.outbox, files=policy.paths, delivery=settings.channels.delivery
+            channel,
+            store.outbox,
+            files=policy.paths,
+            delivery=settings.channels.delivery,
+            claims=store.claims,
         )
         self.replies = ChatReplies(channel, store, self.courier, setup)
         self.door = Doorkeeper(  # the allow-list, and who the owner let in (pairing)
@@ -134,6 +138,8 @@ class ChannelRuntime:
             self.busy,
             self.courier,
             self.answerer.answer_pending,
+            claims=store.claims,
+            room=lambda: not slots.semaphore.locked(),
         )
         self.intake = MessageIntake(
             setup,

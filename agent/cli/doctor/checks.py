@@ -101,7 +101,7 @@ async def _checks(settings: Settings, check_model: bool) -> int:
 
 async def _check_model(settings: Settings, report: Callable[[bool, str, str], None]) -> None:
     """What is learned is kept in state.db, through its one connection."""
-    from agent.app import open_store
+    from agent.durable.store import open_store
 
     store = await open_store(settings.state_db, url=settings.state_url)
     try:

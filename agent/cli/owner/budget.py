@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 async def _with_budget(settings: Settings, job: str, name: str = "", amount: float = 0.0) -> str:
     """Open state.db (brought to this version, as every command does), do `job`, close it."""
-    from agent.app import open_store
+    from agent.durable.store import open_store
     from agent.prompt.source import host_timezone
     from agent.runtime.owner.budget import Budget
     from agent.runtime.owner.owner_commands import limits_text

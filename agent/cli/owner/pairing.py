@@ -34,7 +34,7 @@ def _fail(message: str) -> NoReturn:
 def _with_pairings(settings: Settings, job: Callable[[Pairings], Awaitable[T]]) -> T:
     """Open state.db (checked and brought to this version, as every command does), do `job`,
     close it."""
-    from agent.app import open_store
+    from agent.durable.store import open_store
     from agent.durable.owner.pairings import Pairings
 
     async def run() -> T:

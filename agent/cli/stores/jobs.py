@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 async def _with_jobs(settings: Settings, job: str, job_id: int = 0) -> list[Job]:
     """Open state.db (checked and brought to this version), do `job` ("list", "show" or
     "cancel"), close it."""
-    from agent.app import open_store
+    from agent.durable.store import open_store
     from agent.durable.jobs import Jobs
 
     if not settings.state_db.exists():

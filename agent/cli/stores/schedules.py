@@ -31,7 +31,7 @@ def _zone(settings: Settings) -> ZoneInfo:
 async def _with_schedules(settings: Settings, job: str, schedule_id: int = 0) -> list[Schedule]:
     """Open state.db (checked and brought to this version, as every command does), do `job`
     ("list", "list-all" or "cancel"), close it."""
-    from agent.app import open_store
+    from agent.durable.store import open_store
     from agent.durable.schedules import Schedules
 
     if not settings.state_db.exists():

@@ -7,6 +7,13 @@ A finished turn whose commit failed stays in memory and is committed first when 
 tries again: the turn, its tools and its model calls do not run a second time (after a crash
 the message is still pending, and the turn runs again). A sweep wakes every chat with pending
 work (inbox or outbox) at least once a minute, so a missed wake never leaves a chat waiting.
+
+When other processes share the store (PostgreSQL), a chat's turns are answered by the one
+process that claims it (`Store.claims`, "turns"): a process claims a chat only while it has a
+free turn slot, so the chats spread over the processes with room; a stored message is
+announced to all of them; and the sweep runs every second, so a chat let go just as a message
+came is taken up within one. A commit that finds its message answered already (its claim was
+lost with the claims connection) is dropped whole (AnsweredElsewhere).
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from agent.durable.file.state_db import StateDB, Transaction
-from agent.durable.inbox import Inbox, Pending
+from agent.durable.inbox import AnsweredElsewhere, Inbox, Pending
+from agent.durable.store import Claims, OneProcess
 from agent.runtime.queues.busy import BusyModes
 from agent.runtime.queues.courier import Courier
 from agent.runtime.queues.keyed_worker import KeyedWorker
@@ -27,6 +35,8 @@ from channels.base import ChatRef, ReplyStream
 log = logging.getLogger(__name__)
 
 SWEEP_EVERY_S = 30.0  # every chat with pending work is woken at least this often
+SHARED_SWEEP_EVERY_S = 1.0  # the same, when other processes share the store
+TURNS = "turns"  # the claim on a chat's turns
 
 
 @dataclass(frozen=True)
@@ -48,8 +58,17 @@ class ChatQueues:
         busy: BusyModes,
         courier: Courier,
         answer: Callable[[Pending], Awaitable[Finished | None]],
+        *,
+        claims: Claims | None = None,
+        room: Callable[[], bool] = lambda: True,
     ) -> None:
+        """`claims`: the store's, when other processes share it; `room`: whether a turn
+        slot is free now (only then is a chat claimed)."""
         self._channel = channel
+        self._claims = claims or OneProcess()
+        self._room = room
+        self._claims.hear(self._heard)
+        self._telling: set[asyncio.Task[None]] = set()  # announcements under way
         self._db = db
         self._inbox = inbox
         self._busy = busy
@@ -68,15 +87,27 @@ class ChatQueues:
             self._sweeper = asyncio.create_task(self._sweep(), name=f"{self._channel} sweep")
 
     def wake(self, chat_key: str) -> None:
+        """Something is pending for the chat: this process looks, and the others hear of it."""
         if not self.closing:
             self._workers.wake(chat_key)
+            if self._claims.shared:
+                task = asyncio.create_task(self._announce(chat_key), name=f"tell {chat_key}")
+                self._telling.add(task)
+                task.add_done_callback(self._telling.discard)
 
     async def commit(self, finished: Finished) -> None:
         """Store a finished turn in one transaction and hand its reply to the courier; when
         the write fails, the turn is kept here until the chat's worker writes it."""
         key = finished.chat.key
         self._unsaved[key] = finished
-        outgoing = await self._db.write(finished.commit)
+        try:
+            outgoing = await self._db.write(finished.commit)
+        except AnsweredElsewhere as exc:
+            del self._unsaved[key]
+            log.warning("%s: %s; this turn's reply is dropped", key, exc)
+            if finished.stream is not None:
+                await finished.stream.discard()
+            return
         del self._unsaved[key]
         if finished.committed is not None:
             finished.committed()
@@ -92,7 +123,18 @@ class ChatQueues:
         await self._workers.drain(grace_s)
 
     async def _work(self, chat_key: str) -> None:
-        """The chat's pending messages, oldest first, until none is left."""
+        """The chat's pending messages, oldest first, until none is left — when this process
+        may answer the chat (always, alone on the store)."""
+        claims = self._claims
+        if claims.shared and not (self._room() and await claims.take(TURNS, chat_key)):
+            return  # another process answers it, or will: the sweep looks again
+        try:
+            await self._answer_all(chat_key)
+        finally:
+            if claims.shared:
+                await claims.give_back(TURNS, chat_key)
+
+    async def _answer_all(self, chat_key: str) -> None:
         unsaved = self._unsaved.get(chat_key)
         if unsaved is not None:
             await self.commit(unsaved)
@@ -111,12 +153,25 @@ class ChatQueues:
 
     async def _wake_waiting(self) -> None:
         for chat_key in await self._inbox.chats_waiting(self._channel):
-            self.wake(chat_key)
+            if not self.closing:
+                self._workers.wake(chat_key)
         await self._courier.resume()
 
+    def _heard(self, kind: str, chat_key: str) -> None:
+        """Another process stored a message for a chat of this channel."""
+        if kind == TURNS and chat_key.startswith(f"{self._channel}:") and not self.closing:
+            self._workers.wake(chat_key)
+
+    async def _announce(self, chat_key: str) -> None:
+        try:
+            await self._claims.announce(TURNS, chat_key)
+        except Exception as exc:  # the others find it at their next sweep
+            log.warning("%s: could not tell the other processes: %s", chat_key, exc)
+
     async def _sweep(self) -> None:
+        every_s = SHARED_SWEEP_EVERY_S if self._claims.shared else SWEEP_EVERY_S
         while True:
-            await asyncio.sleep(SWEEP_EVERY_S)
+            await asyncio.sleep(every_s)
             try:
                 await self._wake_waiting()
             except Exception as exc:  # state.db unreadable for now: next time

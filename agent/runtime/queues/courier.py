@@ -30,6 +30,7 @@ import time
 from typing import Literal
 
 from agent.durable.outbox import Outbox, Outgoing, PartOutcome
+from agent.durable.store import Claims, OneProcess
 from agent.runtime.queues.keyed_worker import KeyedWorker
 from channels.base import Channel, OutgoingPart, Reply, ReplyStream, SendFailed
 from tools.paths import PathRules, PolicyError
@@ -41,6 +42,7 @@ MAX_MEDIA_BYTES = 50 * 1024 * 1024  # Telegram's upload limit for bots; Discord'
 AFTER_RESTART = "(sent again after a restart: it may have arrived before)"
 AFTER_NO_ANSWER = "(sent again: the first try got no answer and may have arrived)"
 Unsure = Literal["resend", "mark", "give up"]
+SENDS = "sends"  # the claim on a chat's sending, when processes share the store
 
 
 class Courier:
@@ -52,8 +54,10 @@ class Courier:
         backoff_s: float = 1.0,
         files: PathRules | None = None,
         delivery: str = "at_most_once",
+        claims: Claims | None = None,
     ) -> None:
         self._channel = channel
+        self._claims = claims or OneProcess()  # the store's, when processes share it
         self._outbox = outbox
         self._files = files  # a reply's local files are read through it; None: none sent
         self._backoff_s = backoff_s
@@ -83,9 +87,17 @@ class Courier:
         await self._worker.drain(grace_s)
 
     async def _send_all(self, chat_key: str) -> None:
-        outgoing = await self._save(chat_key, then_next=True)
-        while outgoing is not None:
-            outgoing = await self._deliver(outgoing)
+        """The chat's replies in order, by one process at a time (the sweep looks again)."""
+        claims = self._claims
+        if not await claims.take(SENDS, chat_key):
+            return
+        try:
+            outgoing = await self._save(chat_key, then_next=True)
+            while outgoing is not None:
+                outgoing = await self._deliver(outgoing)
+        finally:
+            if claims.shared:
+                await claims.give_back(SENDS, chat_key)
 
     async def _save(
         self, chat_key: str, outcome: PartOutcome | None = None, *, then_next: bool = False
