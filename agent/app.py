@@ -110,6 +110,7 @@ class App:
             await self.memory.close()
         if self.mcp is not None:
             await self.mcp.close()
+        await self.store.claims.close()
         await self.store.db.close()
 
 
@@ -323,7 +324,10 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
     workspace = settings.workspace_dir
     ensure_workspace(workspace)
     store = await open_store(
-        settings.state_db, url=settings.state_url, legacy_scope=LegacyScope(settings.people)
+        settings.state_db,
+        url=settings.state_url,
+        workspace=workspace,
+        legacy_scope=LegacyScope(settings.people),
     )
     if model is None:
         try:
@@ -333,7 +337,7 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
             raise
     policy = SecurityPolicy.from_settings(settings.security, workspace, home=settings.home)
     sandbox = choose_sandbox(settings.security.sandbox)  # a probe run: once per App
-    boards = make_boards(settings, StateRecords(store.db))
+    boards = make_boards(settings, StateRecords(store.db), shared=store.claims.shared)
     skills = SkillCatalog.from_settings(settings)
     schedules = ChatSchedules(Schedules(store.db), settings)
     watches = ChatWatches(Schedules(store.db), settings)

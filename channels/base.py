@@ -237,6 +237,17 @@ class TakesWebhooks(Protocol):
 
 
 @runtime_checkable
+class SharesIntake(Protocol):
+    """A chat platform's bot that several pinclaw processes run at once, one of them taking
+    its messages: the others start on `standby` (connected, sending, taking nothing) and the
+    one that takes the intake over calls `start_intake`."""
+
+    standby: bool  # set before start(): connect for sending only
+
+    async def start_intake(self) -> None: ...  # take messages (again); a no-op when it does
+
+
+@runtime_checkable
 class Reacting(Protocol):
     """A channel that can mark a person's message with an emoji reaction (pinclaw's 👀 taken,
     ✍️ working, ✅ answered, ❌ failed); one without it says so in a line instead."""

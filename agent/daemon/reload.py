@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from agent.app import App, build_channels, make_scrubber, start_scheduler, start_watcher
 from agent.config import ConfigError, Settings, load_settings
-from agent.daemon.channel_start import start_channel, stop_channel
+from agent.daemon.channel_start import IntakeRoles, start_channel, stop_channel
 from agent.daemon.config_watch import ConfigWatch
 from agent.daemon.local_server import Connection, Request
 from agent.daemon.one_shot_op import OneShots
@@ -86,6 +86,7 @@ class Reloader:
         self.one_shots: OneShots | None = None  # the socket's runtime, set with its ops
         self.scheduler: Scheduler | None = None
         self.watcher: PinWatcher | None = None
+        self.roles: IntakeRoles | None = None  # the channels' intake, when processes share
         self._tell = tell
         self._explicit = app.settings.config_file  # --config, PINCLAW_CONFIG or the default
         config = self._explicit or find_config_file(None, os.environ)
@@ -237,13 +238,13 @@ class Reloader:
         for name, keys in changes.channels.items():
             old = self.runtimes.pop(name, None)
             if old is not None:
-                await stop_channel(old, grace_s)
+                await stop_channel(old, grace_s, self.roles)
             if not getattr(app.settings.channels, name).enabled:
                 lines.append(f"{name} stopped" if old is not None else f"{name}: off")
                 continue
             started = None
             for channel, access in build_channels(app, only=(name,)):
-                started = await start_channel(app, channel, access, self._tell)
+                started = await start_channel(app, channel, access, self._tell, self.roles)
             if started is None:
                 lines.append(f"{name} did not start (see the log)")
                 continue

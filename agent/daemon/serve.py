@@ -32,7 +32,7 @@ from pathlib import Path
 from agent import collector
 from agent.app import App, build_app, build_channels, start_scheduler, start_watcher
 from agent.config import Settings
-from agent.daemon.channel_start import start_channel, stop_quietly
+from agent.daemon.channel_start import IntakeRoles, start_channel, stop_quietly
 from agent.daemon.local_server import Handler, LocalServer
 from agent.daemon.one_shot_op import OneShots, SocketChannel
 from agent.daemon.reload import Reloader
@@ -60,6 +60,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         loop.add_signal_handler(sig, stop.set)
     chat_runtimes: dict[str, ChannelRuntime] = {}
     live = Reloader(app, chat_runtimes, budget_teller(app, chat_runtimes))  # agent reload
+    live.roles = roles = IntakeRoles(app.store.claims)  # one process takes each bot's messages
     local = local_server(app, chat_runtimes, live)
     app.store.db.health.listen(tell_owner(app, chat_runtimes))  # the disk fills, or has room
     stopped, http = False, None
@@ -68,7 +69,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         await _connect_board(app)
         for name, state in app.mcp.lines() if app.mcp is not None else ():
             say(f"MCP server {name}: {state}")
-        runtimes = await start_channels(app)
+        runtimes = await start_channels(app, roles)
         chat_runtimes.update((runtime.channel.name, runtime) for runtime in runtimes)
         for runtime in runtimes:
             runtime.controls.budget.tell = budget_teller(app, chat_runtimes)
@@ -102,7 +103,9 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
             await scheduler.stop()
         if watcher is not None:
             await watcher.stop()
-        await shutdown([*chat_runtimes.values()], app.settings.agent.shutdown_grace_s, local, http)
+        await roles.stop()
+        grace_s = app.settings.agent.shutdown_grace_s
+        await shutdown([*chat_runtimes.values()], grace_s, local, http, roles)
         stopped = True
         return 0
     finally:
@@ -235,10 +238,10 @@ async def keep_backups(
         log.info("state.db backed up to %s (%d bytes)", made.path, made.size)
 
 
-async def start_channels(app: App) -> list[ChannelRuntime]:
+async def start_channels(app: App, roles: IntakeRoles | None = None) -> list[ChannelRuntime]:
     runtimes: list[ChannelRuntime] = []
     for channel, access in build_channels(app):
-        runtime = await start_channel(app, channel, access)
+        runtime = await start_channel(app, channel, access, roles=roles)
         if runtime is not None:
             runtimes.append(runtime)
     return runtimes
@@ -249,6 +252,7 @@ async def shutdown(
     grace_s: float,
     local: LocalServer | None = None,
     http: HttpIn | None = None,
+    roles: IntakeRoles | None = None,
 ) -> None:
     if http is not None:  # no new requests; its silent turns drain with the channels
         await http.server.stop()
@@ -262,4 +266,4 @@ async def shutdown(
         *([local.drain(grace_s)] if local is not None else []),
     )
     for runtime in runtimes:
-        await stop_quietly(runtime)
+        await stop_quietly(runtime, roles)

@@ -79,20 +79,34 @@ class Store:
 
 
 async def open_store(
-    path: Path, *, url: str | None = None, legacy_scope: LegacyScope = chat_scope
+    path: Path,
+    *,
+    url: str | None = None,
+    workspace: Path | None = None,
+    legacy_scope: LegacyScope = chat_scope,
 ) -> Store:
     """state.db with its tables at this pinclaw's schema version (agent/durable/file/migrations.py):
     sessions, inbox, outbox, schedules, memories, the tool journal; or, with `url`, the same
-    tables in PostgreSQL (agent/durable/postgres/), `path`'s folder still the home.
-    StateDBUnusable when it cannot be used (one line to show). `legacy_scope`: where memories
-    from before scopes go when an old file is brought up to date."""
-    db: StateDB
-    if url is not None:
-        from agent.durable.postgres.pg_state import PostgresState
-
-        db = await PostgresState(url, path.parent).open()
-    else:
+    tables in PostgreSQL (agent/durable/postgres/), `path`'s folder still the home, with the
+    claims of a process among several — and `workspace` (the daemon's) checked to be the one
+    they share. StateDBUnusable when it cannot be used (one line to show). `legacy_scope`:
+    where memories from before scopes go when an old file is brought up to date."""
+    if url is None:
         db = await StateDB(path).open(
             migrate=partial(migrate, path=path, legacy_scope=legacy_scope)
         )
-    return Store(db, await SessionStore.open(db), await Inbox.open(db), Outbox(db))
+        return Store(db, await SessionStore.open(db), await Inbox.open(db), Outbox(db))
+    from agent.durable.postgres.pg_claims import SharedClaims
+    from agent.durable.postgres.pg_state import PostgresState
+    from agent.durable.postgres.shared_home import check_workspace
+
+    shared = await PostgresState(url, path.parent).open()
+    try:
+        if workspace is not None:
+            await check_workspace(shared, workspace, shared.where)
+        claims = await SharedClaims(url).open()
+    except BaseException:
+        await shared.close()
+        raise
+    sessions, inbox = await SessionStore.open(shared), await Inbox.open(shared)
+    return Store(shared, sessions, inbox, Outbox(shared), claims)

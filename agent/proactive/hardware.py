@@ -31,12 +31,21 @@ if TYPE_CHECKING:  # the board modules load only where a board is configured
 log = logging.getLogger(__name__)
 
 
-def make_boards(settings: Settings, records: HardwareRecords | None = None) -> Keeper | None:
+def make_boards(
+    settings: Settings, records: HardwareRecords | None = None, *, shared: bool = False
+) -> Keeper | None:
     """Every enabled board, when there is one; each connects on first use, not here.
-    Closing them lets finite patterns end within the tool timeout."""
+    Closing them lets finite patterns end within the tool timeout. `shared`: processes share
+    the store, so a board on a serial device of this machine is refused (StateDBUnusable)."""
     configured = configured_boards(settings.hardware, settings.boards)
     if not configured:
         return None
+    if shared:
+        from agent.durable.postgres.pg_state import shown_url
+        from agent.durable.postgres.shared_home import check_boards
+
+        where = shown_url(settings.state_url or "")
+        check_boards(((name, board.port) for name, board in configured.items()), where)
     from tools.board.board import Board
     from tools.board.fleet import Boards
     from tools.board.oversight.keeper import Keeper

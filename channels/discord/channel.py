@@ -95,6 +95,7 @@ class DiscordChannel:
         self._submit: Submit | None = None
         self._allowed: MayAnswer = lambda _id, _name: False  # until start() is given it
         self._accepting = False
+        self.standby = False  # another process takes the messages (SharesIntake)
         # pinclaw never joins voice: no warnings about voice libraries it does not need.
         discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
         intents = discord.Intents.none()
@@ -114,7 +115,9 @@ class DiscordChannel:
     async def start(self, submit: Submit, allowed: MayAnswer) -> None:
         self._submit = submit
         self._allowed = allowed
-        self._accepting = True  # from the first gateway event: Discord does not send it again
+        # From the first gateway event (Discord does not send it again), unless another
+        # process takes the messages: every process's gateway hears them (SharesIntake).
+        self._accepting = not self.standby
         self._saved_urls = (Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
         Route.BASE = self._settings.api_base.rstrip("/")
         DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self._settings.gateway_url)
@@ -146,6 +149,9 @@ class DiscordChannel:
         """The bot's user name, as the gateway's ready event gave it ("" before)."""
         user = self._client.user
         return f"@{user.name}" if user is not None else ""
+
+    async def start_intake(self) -> None:
+        self._accepting = True
 
     async def stop_intake(self) -> None:
         self._accepting = False

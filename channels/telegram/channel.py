@@ -106,6 +106,7 @@ class TelegramChannel:
         self._webhook = WebhookIntake(self.bot, self._on_update)  # mode = "webhook"
         self._polling: asyncio.Task[None] | None = None
         self._initialized = False
+        self.standby = False  # another process polls: start for sending only (SharesIntake)
 
     async def start(self, submit: Submit, allowed: MayAnswer) -> None:
         self._submit = submit
@@ -117,6 +118,13 @@ class TelegramChannel:
                 [BotCommand(name, text) for name, text in CHAT_COMMANDS]
             )
         )
+        if not self.standby:
+            await self.start_intake()
+
+    async def start_intake(self) -> None:
+        """Poll (or set the webhook), unless this process does already."""
+        if self._polling is not None or self._webhook.open:
+            return
         if self._settings.mode == "webhook":
             url = self._settings.webhook_url
             await with_retries(lambda: self._webhook.start(url, UPDATES))

@@ -34,8 +34,8 @@ def _fail(message: str) -> NoReturn:
 def _with_pairings(settings: Settings, job: Callable[[Pairings], Awaitable[T]]) -> T:
     """Open state.db (checked and brought to this version, as every command does), do `job`,
     close it."""
-    from agent.durable.store import open_store
     from agent.durable.owner.pairings import Pairings
+    from agent.durable.store import open_store
 
     async def run() -> T:
         db = (await open_store(settings.state_db, url=settings.state_url)).db

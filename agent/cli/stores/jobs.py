@@ -22,10 +22,10 @@ if TYPE_CHECKING:
 async def _with_jobs(settings: Settings, job: str, job_id: int = 0) -> list[Job]:
     """Open state.db (checked and brought to this version), do `job` ("list", "show" or
     "cancel"), close it."""
-    from agent.durable.store import open_store
     from agent.durable.jobs import Jobs
+    from agent.durable.store import open_store
 
-    if not settings.state_db.exists():
+    if settings.state_url is None and not settings.state_db.exists():
         return []
     db = (await open_store(settings.state_db, url=settings.state_url)).db
     try:

@@ -31,10 +31,10 @@ def _zone(settings: Settings) -> ZoneInfo:
 async def _with_schedules(settings: Settings, job: str, schedule_id: int = 0) -> list[Schedule]:
     """Open state.db (checked and brought to this version, as every command does), do `job`
     ("list", "list-all" or "cancel"), close it."""
-    from agent.durable.store import open_store
     from agent.durable.schedules import Schedules
+    from agent.durable.store import open_store
 
-    if not settings.state_db.exists():
+    if settings.state_url is None and not settings.state_db.exists():
         return []
     db = (await open_store(settings.state_db, url=settings.state_url)).db
     try:

@@ -7,7 +7,8 @@ and mechanical, so it is rewritten here rather than written twice:
 - statements: `?` placeholders become `$1, $2, …` (psycopg's raw cursor sends them to the
   server as they are, so a `%` in a LIKE pattern needs no escaping); `json_extract(col,
   '$.a.b')` becomes `col::jsonb #>> '{a,b}'` (a JSON false compared with 0 keeps its meaning);
-  `PRAGMA table_info(t)` asks information_schema for the same two first columns;
+  `PRAGMA table_info(t)` asks information_schema for the same two first columns; `IS ?`
+  (SQLite's null-safe equality) is `IS NOT DISTINCT FROM`;
 - tables: `INTEGER PRIMARY KEY` (SQLite's row id) becomes an identity column, INTEGER is 64
   bits, REAL double precision and BLOB bytea; a trigger is left out (pg_schema.py has its own).
 
@@ -21,6 +22,7 @@ import re
 
 _JSON_FALSE = re.compile(r"json_extract\((\w+), '\$\.([\w.]+)'\) = 0")
 _JSON = re.compile(r"json_extract\((\w+), '\$\.([\w.]+)'\)")
+_IS_VALUE = re.compile(r"\bIS \?")
 _TABLE_INFO = re.compile(r"^\s*PRAGMA table_info\((\w+)\)\s*$", re.IGNORECASE)
 _ROW_ID = re.compile(r"\bINTEGER PRIMARY KEY( AUTOINCREMENT)?", re.IGNORECASE)
 _TYPES = (
@@ -45,7 +47,7 @@ def statement(sql: str) -> str:
         lambda m: f"(({m.group(1)})::jsonb #>> '{{{_path(m.group(2))}}}') IN ('false', '0')", sql
     )
     sql = _JSON.sub(lambda m: f"(({m.group(1)})::jsonb #>> '{{{_path(m.group(2))}}}')", sql)
-    return placeholders(sql)
+    return placeholders(_IS_VALUE.sub("IS NOT DISTINCT FROM ?", sql))
 
 
 def placeholders(sql: str) -> str:

@@ -1,0 +1,156 @@
+"""Several `agent run` processes, one bot, one PostgreSQL store (issue 42): each in a home of
+its own (as on machines of their own), with the same settings, state URL and a shared
+workspace, against the Telegram and model doubles and a real PostgreSQL 15.
+
+The scale test: 1,000 messages in 50 chats over three processes; the process holding
+Telegram's intake is killed -9 at a random moment, then a second one in the middle of its
+turns. Every message is answered exactly once, each chat's replies come in order, the
+schedules set beforehand fire once each, and the intake is taken over within 10 s. A kill
+lands while every send in flight is held at the double after Telegram took it (a gate): a
+send killed before it reached Telegram cannot be told from one that did, and pinclaw never
+sends such a part twice — that is the at-most-once contract, not what this test is about.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from daemon_process import DaemonProcess, env_of, rows, wait_until
+from fakes.llm_server import FakeLLM
+from fakes.telegram_server import FakeTelegram
+from postgres_cluster import PostgresCluster
+
+from agent.durable.schedules import NewSchedule, Schedules
+from agent.durable.store import open_store
+from channels.base import ChatRef
+
+OWNER = 42
+ASKED = re.compile(r"chat (\d+) message (\d+)")
+TAKEN_OVER = "took the intake over"
+STANDBY = "on standby"
+
+
+@pytest.fixture
+def processes() -> Iterator[list[DaemonProcess]]:
+    started: list[DaemonProcess] = []
+    yield started
+    for daemon in started:
+        daemon.ensure_stopped()
+
+
+def start(
+    started: list[DaemonProcess], tmp_path: Path, url: str, n: int, **env: str
+) -> DaemonProcess:
+    settings = {
+        "PINCLAW_HOME": str(tmp_path / f"home-{n}"),
+        "PINCLAW_STATE__URL": url,
+        "PINCLAW_WORKSPACE__PATH": str(tmp_path / "shared-workspace"),
+        "PINCLAW_LLM__NUM_RETRIES": "0",
+        **env,
+    }
+    daemon = DaemonProcess(env_of(**settings), tmp_path / f"daemon-{n}.log").start()
+    started.append(daemon)
+    return daemon
+
+
+def answered(fake: FakeTelegram) -> list[tuple[int, int, int]]:
+    """(chat id, chat number, message number) of each answer Telegram took."""
+    found = []
+    for sent in fake.sent:
+        asked = ASKED.search(sent.plain or "") if sent.method == "sendMessage" else None
+        if asked:
+            found.append((int(sent.chat_id), int(asked.group(1)), int(asked.group(2))))
+    return found
+
+
+def holder(daemons: list[DaemonProcess]) -> DaemonProcess:
+    """The living process taking Telegram's messages."""
+    alive = [d for d in daemons if d.proc is not None and d.proc.poll() is None]
+    taking = [d for d in alive if STANDBY not in d.log or TAKEN_OVER in d.log]
+    assert len(taking) == 1, [d.log[-2000:] for d in taking]
+    return taking[0]
+
+
+def kill_between_sends(fake: FakeTelegram, daemon: DaemonProcess) -> None:
+    """kill -9 while every send that began is held after Telegram took it."""
+    gate = fake.gate("sendMessage", 1.0, times=1_000_000)
+    time.sleep(0.3)  # a send that began has reached the double by now
+    daemon.kill9()
+    gate.times = gate.held  # no more holds
+
+
+async def set_schedules(home: Path, url: str, due: list[float]) -> None:
+    store = await open_store(home / "state.db", url=url)
+    chat = ChatRef("telegram", str(OWNER))
+    try:
+        for n, at in enumerate(due):
+            new = NewSchedule("once", "once", f"scheduled task {n}", chat, str(OWNER), at)
+            await Schedules(store.db).add(new)
+    finally:
+        await store.db.close()
+
+
+def test_three_processes_answer_1000_messages_once_each_in_order_through_two_kills(
+    processes: list[DaemonProcess],
+    telegram_env: dict[str, str],
+    fake_telegram: FakeTelegram,
+    fake_llm: FakeLLM,
+    postgres: PostgresCluster,
+    tmp_path: Path,
+) -> None:
+    chats, per_chat = 50, 20
+    url = postgres.new_database()
+    fake_llm.latency_s = 0.05
+    due = [time.time() + s for s in (8, 12, 16)]
+    asyncio.run(set_schedules(tmp_path / "setup", url, due))
+    first = start(processes, tmp_path, url, 0)
+    wait_until(lambda: "telegram started" in first.log, 60, "the first process", first)
+    for n in (1, 2):
+        start(processes, tmp_path, url, n)
+    for daemon in processes[1:]:
+        wait_until(lambda d=daemon: STANDBY in d.log, 60, "standby", daemon)  # type: ignore[misc]
+    rng = random.Random(42)
+    order = [(chat, n) for n in range(per_chat) for chat in range(chats)]
+    for count, (chat, n) in enumerate(order):
+        fake_telegram.inject_message(1000 + chat, OWNER, f"chat {chat} message {n}")
+        if count == 300:  # the intake's holder, at a moment the seed picks
+            time.sleep(rng.uniform(0.0, 1.0))
+            victim = holder(processes)
+            kill_between_sends(fake_telegram, victim)
+            killed_at = time.monotonic()
+            wait_until(
+                lambda: any(TAKEN_OVER in d.log for d in processes if d is not victim),
+                10,
+                "the intake taken over within 10 s",
+            )
+            took_s = time.monotonic() - killed_at
+        if count == 600:  # a second process, in the middle of its turns
+            busy = [d for d in processes if d.proc is not None and d.proc.poll() is None]
+            kill_between_sends(fake_telegram, busy[0])
+    total = chats * per_chat
+    last = processes[-1]
+    wait_until(lambda: len(answered(fake_telegram)) >= total, 240, "every answer", last)
+    time.sleep(2.0)  # nothing more comes
+
+    got = answered(fake_telegram)
+    assert len(got) == total, f"{len(got) - len(set(got))} duplicates"
+    for chat in range(chats):
+        numbers = [n for chat_id, c, n in got if chat_id == 1000 + chat and c == chat]
+        assert numbers == list(range(per_chat)), (chat, numbers)
+    assert took_s <= 10
+    db = tmp_path / "unused.db"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PINCLAW_STATE__URL", url)
+        fired = rows(db, "SELECT message_id FROM inbox WHERE message_id LIKE 'schedule:%'")
+        runs = rows(db, "SELECT runs, status FROM schedules ORDER BY id")
+    assert len(fired) == 3 and len(set(fired)) == 3
+    assert runs == [(1, "done")] * 3
+    told = [m.plain or "" for m in fake_telegram.sent if m.chat_id == OWNER]
+    for n in range(3):  # each scheduled turn's reply reached the owner once
+        assert sum(f"scheduled task {n}" in text for text in told) == 1, told
