@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from daemon_process import DaemonProcess, env_of, rows, wait_until
+from daemon_process import DaemonProcess, agent, env_of, rows, wait_until
 from fakes.llm_server import FakeLLM
 from fakes.telegram_server import FakeTelegram
 from postgres_cluster import PostgresCluster
@@ -154,3 +154,63 @@ def test_three_processes_answer_1000_messages_once_each_in_order_through_two_kil
     told = [m.plain or "" for m in fake_telegram.sent if m.chat_id == OWNER]
     for n in range(3):  # each scheduled turn's reply reached the owner once
         assert sum(f"scheduled task {n}" in text for text in told) == 1, told
+
+
+def test_doctor_lists_the_processes_and_the_intake_moves_when_its_holder_dies(
+    processes: list[DaemonProcess],
+    telegram_env: dict[str, str],
+    fake_telegram: FakeTelegram,
+    fake_llm: FakeLLM,
+    postgres: PostgresCluster,
+    tmp_path: Path,
+) -> None:
+    url = postgres.new_database().replace("pinclaw@", "pinclaw:hunter2@")  # trust: any works
+    first = start(processes, tmp_path, url, 0)
+    wait_until(lambda: "telegram started" in first.log, 60, "the first process", first)
+    second = start(processes, tmp_path, url, 1)
+    wait_until(lambda: STANDBY in second.log, 60, "standby", second)
+    env = {"PINCLAW_HOME": str(tmp_path / "home-1"), "PINCLAW_STATE__URL": url}
+    said = agent("doctor", env=env).stdout
+    line = next(x for x in said.splitlines() if "processes:" in x)
+    assert "2 share the store" in line
+    assert f":{first.proc.pid} (intake:telegram)" in line  # type: ignore[union-attr]
+    assert f":{second.proc.pid} (no role)" in line  # type: ignore[union-attr]
+    assert "hunter2" not in said + first.log + second.log  # the password is never shown
+
+    first.kill9()
+    wait_until(lambda: TAKEN_OVER in second.log, 10, "the takeover", second)
+    fake_telegram.inject_message(1000, OWNER, "chat 0 message 0")
+    wait_until(lambda: len(answered(fake_telegram)) == 1, 20, "the answer", second)
+    line = next(x for x in agent("doctor", env=env).stdout.splitlines() if "processes:" in x)
+    assert "1 share the store" in line and f":{second.proc.pid} (intake:telegram)" in line  # type: ignore[union-attr]
+
+
+def test_a_process_with_a_workspace_of_its_own_or_a_local_board_is_refused(
+    telegram_env: dict[str, str], postgres: PostgresCluster, tmp_path: Path
+) -> None:
+    url = postgres.new_database()
+    shared = tmp_path / "shared-workspace"
+    shared.mkdir()
+
+    async def first_start() -> None:  # as the first process did
+        store = await open_store(tmp_path / "home-0" / "state.db", url=url, workspace=shared)
+        await store.claims.close()
+        await store.db.close()
+
+    asyncio.run(first_start())
+    base = {"PINCLAW_STATE__URL": url, "PINCLAW_HOME": str(tmp_path / "home-1")}
+    apart = agent("run", env={**base, "PINCLAW_WORKSPACE__PATH": str(tmp_path / "own")})
+    assert apart.returncode == 2
+    assert "is not the one the other processes on this store use" in apart.stderr
+    assert len(apart.stderr.strip().splitlines()) == 1, apart.stderr
+
+    local_board = {
+        **base,
+        "PINCLAW_WORKSPACE__PATH": str(shared),
+        "PINCLAW_HARDWARE__ENABLED": "true",
+        "PINCLAW_HARDWARE__PORT": "/dev/ttyACM0",
+    }
+    refused = agent("run", env=local_board)
+    assert refused.returncode == 2
+    assert "is a serial device of this machine" in refused.stderr
+    assert "rfc2217://" in refused.stderr

@@ -85,6 +85,8 @@ async def _checks(settings: Settings, check_model: bool) -> int:
     state_problem = _report_state(settings.state_db, report) or report_home(settings.home, report)
     _report_sandbox(settings, report, approvals=state_problem is None)
     print(_daemon_line(settings.home))
+    if state_problem is None and settings.state_url is not None:
+        _report_processes(settings.state_url, report)
     if state_problem is None:
         _note_queues(settings.state_db)
         for line in LearnedModelFacts.read(settings.state_db).lines():
@@ -232,6 +234,25 @@ def _report_state(state_db: Path, report: Callable[[bool, str, str], None]) -> s
     kept = f"{len(backups)} backup(s), newest {backups[-1].name}" if backups else "no backups"
     report(True, "state.db", f"{state_db}, schema version {describe(version)}; {kept}")
     return None
+
+
+def _report_processes(url: str, report: Callable[[bool, str, str], None]) -> None:
+    """The pinclaw processes sharing the PostgreSQL store, and what each holds."""
+    from agent.durable.postgres.pg_claims import sharing_processes
+
+    try:
+        found = sharing_processes(url)
+    except Exception as exc:  # the store's own line says why it cannot be reached
+        report(False, "processes", f"cannot be listed ({type(exc).__name__})")
+        return
+    lines = [f"{who} ({roles or 'no role'})" for who, roles in found]
+    report(
+        True,
+        "processes",
+        f"{len(found)} share the store: " + ", ".join(lines)
+        if found
+        else "none runs on the store now",
+    )
 
 
 def _report_sandbox(

@@ -142,3 +142,18 @@ class SharedClaims:
             except psycopg.Error as exc:
                 log.warning("claims: not hearing the other processes (%s); again in 1 s", exc)
                 await asyncio.sleep(1.0)
+
+
+def sharing_processes(url: str) -> list[tuple[str, str]]:
+    """(host:pid, the roles it holds) of each pinclaw process on the store now, the oldest
+    first: read from pg_stat_activity, where a dead process is gone by itself."""
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+        names = conn.execute(
+            "SELECT application_name FROM pg_stat_activity"
+            " WHERE application_name LIKE 'pinclaw %' ORDER BY backend_start"
+        ).fetchall()
+    found = []
+    for (name,) in names:
+        _, who, roles = f"{name}  ".split(" ", 2)
+        found.append((who, roles.strip()))
+    return found
