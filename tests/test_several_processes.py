@@ -214,3 +214,28 @@ def test_a_process_with_a_workspace_of_its_own_or_a_local_board_is_refused(
     assert refused.returncode == 2
     assert "is a serial device of this machine" in refused.stderr
     assert "rfc2217://" in refused.stderr
+
+
+def test_a_process_that_loses_its_claims_connection_stands_by_then_takes_the_intake_again(
+    processes: list[DaemonProcess],
+    telegram_env: dict[str, str],
+    fake_telegram: FakeTelegram,
+    fake_llm: FakeLLM,
+    postgres: PostgresCluster,
+    tmp_path: Path,
+) -> None:
+    import psycopg
+
+    url = postgres.new_database()
+    only = start(processes, tmp_path, url, 0)
+    wait_until(lambda: "telegram started" in only.log, 60, "the process", only)
+    with psycopg.connect(url, autocommit=True) as conn:  # the server drops its claims
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE application_name LIKE 'pinclaw %'"
+        )
+    wait_until(lambda: "lost the intake" in only.log, 10, "standby", only)
+    wait_until(lambda: TAKEN_OVER in only.log, 10, "the intake again", only)
+    fake_telegram.inject_message(1000, OWNER, "chat 0 message 0")
+    wait_until(lambda: len(answered(fake_telegram)) == 1, 20, "the answer", only)
+    assert "Conflict" not in only.log  # never two getUpdates at once

@@ -39,7 +39,10 @@ class IntakeRoles:
     def __init__(self, claims: Claims) -> None:
         self._claims = claims
         self._waiting: dict[str, ChannelRuntime] = {}
+        self._holding: dict[str, ChannelRuntime] = {}
         self._task: asyncio.Task[None] | None = None
+        self._stopping: set[asyncio.Task[None]] = set()
+        claims.on_lost(self._lost)
 
     async def first_try(self, channel: Channel) -> None:
         """Before the channel starts: its intake, if no other process holds it."""
@@ -47,16 +50,22 @@ class IntakeRoles:
             channel.standby = not await self._claims.take("role", _role(channel.name))
 
     def wait_for(self, runtime: ChannelRuntime) -> None:
+        """After the channel started: hold its intake, or try for it from now on."""
         channel = runtime.channel
-        if isinstance(channel, SharesIntake) and channel.standby:
+        if not (self._claims.shared and isinstance(channel, SharesIntake)):
+            return
+        if channel.standby:
             say(f"{channel.name}: on standby; another process takes its messages")
             self._waiting[channel.name] = runtime
-            if self._task is None:
-                self._task = asyncio.create_task(self._take_over(), name="intake roles")
+        else:
+            self._holding[channel.name] = runtime
+        if self._task is None:
+            self._task = asyncio.create_task(self._take_over(), name="intake roles")
 
     async def let_go(self, name: str) -> None:
         """The channel stops here: its role (held or tried for) is let go."""
         self._waiting.pop(name, None)
+        self._holding.pop(name, None)
         await self._claims.give_back("role", _role(name))
 
     async def stop(self) -> None:
@@ -65,9 +74,25 @@ class IntakeRoles:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    def _lost(self) -> None:
+        """The claims' connection broke: every intake held here may be another's by now, so
+        each goes back to standby (two processes polling one bot would fight) and tries."""
+        for name, runtime in self._holding.items():
+            say(f"{name}: lost the intake with the store's connection; on standby")
+            self._waiting[name] = runtime
+            task = asyncio.create_task(runtime.channel.stop_intake(), name=f"{name} standby")
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
+        self._holding.clear()
+
     async def _take_over(self) -> None:
         while True:
             await asyncio.sleep(TAKE_OVER_EVERY_S)
+            try:
+                await self._claims.check()  # a broken connection found out: _lost
+            except Exception as exc:
+                log.warning("intake roles: the store cannot be reached: %s", exc)
+                continue
             for name, runtime in list(self._waiting.items()):
                 try:
                     if not await self._claims.take("role", _role(name)):
@@ -76,7 +101,7 @@ class IntakeRoles:
                 except Exception as exc:  # the store or the platform: next time
                     log.warning("%s: could not take the intake over: %s", name, exc)
                     continue
-                del self._waiting[name]
+                self._holding[name] = self._waiting.pop(name)
                 say(f"{name}: took the intake over; taking its messages here now")
 
 

@@ -40,6 +40,10 @@ class Claims(Protocol):
 
     def holds(self) -> list[str]: ...  # "kind key" of each claim held, for `agent doctor`
 
+    def on_lost(self, listener: Callable[[], None]) -> None: ...  # every claim was let go
+
+    async def check(self) -> None: ...  # a round trip: finds a broken connection out
+
     async def close(self) -> None: ...
 
 
@@ -62,6 +66,12 @@ class OneProcess:
 
     def holds(self) -> list[str]:
         return []
+
+    def on_lost(self, listener: Callable[[], None]) -> None:
+        return None
+
+    async def check(self) -> None:
+        return None
 
     async def close(self) -> None:
         return None

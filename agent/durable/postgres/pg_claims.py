@@ -24,6 +24,7 @@ import contextlib
 import logging
 import os
 import socket
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -51,6 +52,7 @@ class SharedClaims:
         self._lock = asyncio.Lock()  # one statement at a time on the locks' connection
         self._held: set[tuple[str, str]] = set()
         self._listeners: list[News] = []
+        self._lost: list[Callable[[], None]] = []
         self._hearing: asyncio.Task[None] | None = None
 
     async def open(self) -> SharedClaims:
@@ -87,6 +89,12 @@ class SharedClaims:
     def holds(self) -> list[str]:
         return sorted(f"{kind} {key}" for kind, key in self._held)
 
+    def on_lost(self, listener: Callable[[], None]) -> None:
+        self._lost.append(listener)
+
+    async def check(self) -> None:
+        await self._ask("SELECT 1")
+
     async def close(self) -> None:
         if self._hearing is not None:
             self._hearing.cancel()
@@ -102,8 +110,7 @@ class SharedClaims:
     async def _connection(self) -> psycopg.AsyncConnection[Any]:
         if self._locks is None or self._locks.closed or self._locks.broken:
             if self._locks is not None:
-                log.warning("claims: the connection to PostgreSQL broke; every claim is let go")
-                self._held.clear()
+                self._let_go()
             self._locks = await psycopg.AsyncConnection.connect(
                 self._url, autocommit=True, application_name=self._roles_line()
             )
@@ -116,9 +123,16 @@ class SharedClaims:
             try:
                 row = await (await conn.execute(sql, params)).fetchone()
             except psycopg.OperationalError:
-                self._held.clear()  # the locks went with the connection
+                self._let_go()  # the locks went with the connection
                 raise
         return row[0] if row else None
+
+    def _let_go(self) -> None:
+        if self._held:
+            log.warning("claims: the connection to PostgreSQL broke; every claim is let go")
+        self._held.clear()
+        for listener in self._lost:
+            listener()
 
     async def _show_roles(self) -> None:
         await self._ask("SELECT set_config('application_name', $1, false)", self._roles_line())
