@@ -45,15 +45,14 @@ from channels.discord import reactions
 from channels.discord.approvals import DiscordApprovals
 from channels.discord.kind import DISCORD
 from channels.discord.send_errors import send_failed
+from channels.discord.stream import DiscordStream, reference_to
 from channels.discord.voice_message import send_voice_message
-from channels.stream import PacedStream
 from channels.text import split_message
 
 log = logging.getLogger(__name__)
 
 MAX_CHARS = 2000
 DEFAULT_UPLOAD_LIMIT = 10 * 1024 * 1024
-STREAM_EDIT_EVERY_S = 1.5
 READY_TIMEOUT_S = 30.0
 # Discord drops a message sent again with the same nonce (enforce_nonce, which discord.py
 # sets with every nonce) "in the past few minutes"; within this much a resend is safe.
@@ -115,9 +114,7 @@ class DiscordChannel:
     async def start(self, submit: Submit, allowed: MayAnswer) -> None:
         self._submit = submit
         self._allowed = allowed
-        # From the first gateway event (Discord does not send it again), unless another
-        # process takes the messages: every process's gateway hears them (SharesIntake).
-        self._accepting = not self.standby
+        self._accepting = not self.standby  # from the first event (Discord sends none again)
         self._saved_urls = (Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
         Route.BASE = self._settings.api_base.rstrip("/")
         DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self._settings.gateway_url)
@@ -284,7 +281,7 @@ class DiscordChannel:
     def open_stream(self, chat: ChatRef, reply_to: str) -> ReplyStream | None:
         if not self._settings.stream_replies:
             return None
-        return DiscordStream(self, chat, reply_to)
+        return DiscordStream(self.target, chat, reply_to, max_chars=MAX_CHARS)
 
     def parts(self, reply: Reply) -> list[OutgoingPart]:
         return reply_parts(reply, MAX_CHARS, split_message)
@@ -306,7 +303,7 @@ class DiscordChannel:
                 followup = interaction.followup
                 sent = await followup.send(part.text, wait=True, suppress_embeds=suppress)
                 return _id(sent)
-            reference = _reference(part.reply_to, channel)
+            reference = reference_to(part.reply_to, channel)
             sent = await channel.send(
                 part.text,
                 reference=reference,
@@ -365,41 +362,5 @@ class DiscordChannel:
             )
 
 
-class DiscordStream(PacedStream[discord.Message]):
-    """One message edited as the reply is written, at most once every 1.5 s. The draft
-    always has its embeds suppressed: it is shown before anyone knows whether the turn will
-    read untrusted content. discord.py's edit clears the flag unless told."""
-
-    def __init__(self, channel: DiscordChannel, chat: ChatRef, reply_to: str) -> None:
-        super().__init__(chat, reply_to, interval_s=STREAM_EDIT_EVERY_S, max_chars=MAX_CHARS)
-        self._channel = channel
-
-    async def send(self, text: str) -> discord.Message:
-        target = await self._channel.target(self._chat)
-        reference = _reference(self._reply_to, target)
-        sent: discord.Message = await target.send(
-            text, reference=reference, mention_author=False, suppress_embeds=True
-        )
-        return sent
-
-    async def edit(self, message: discord.Message, text: str) -> discord.Message:
-        return await message.edit(content=text, suppress=True)
-
-    async def delete(self, message: discord.Message) -> None:
-        await message.delete()
-
-    async def replace(self, message: discord.Message, first: OutgoingPart) -> None:
-        """The reply in place of the draft: its embeds shown only if the reply allows them."""
-        await message.edit(content=first.text, suppress=not first.previews)
-
-
 def _id(message: Any) -> str | None:
     return str(message.id) if message is not None else None
-
-
-def _reference(message_id: str, channel: Messageable) -> discord.MessageReference | None:
-    if not message_id.isdigit():  # none, or an interaction (answered through its followup)
-        return None
-    return discord.MessageReference(
-        message_id=int(message_id), channel_id=channel.id, fail_if_not_exists=False
-    )

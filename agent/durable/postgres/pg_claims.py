@@ -29,8 +29,6 @@ from typing import Any
 
 import psycopg
 
-from agent.durable.store import News
-
 log = logging.getLogger(__name__)
 
 CHANNEL = "pinclaw"
@@ -51,7 +49,7 @@ class SharedClaims:
         self._locks: psycopg.AsyncConnection[Any] | None = None
         self._lock = asyncio.Lock()  # one statement at a time on the locks' connection
         self._held: set[tuple[str, str]] = set()
-        self._listeners: list[News] = []
+        self._listeners: list[Callable[[str, str], None]] = []
         self._lost: list[Callable[[], None]] = []
         self._hearing: asyncio.Task[None] | None = None
 
@@ -83,7 +81,7 @@ class SharedClaims:
     async def announce(self, kind: str, key: str) -> None:
         await self._ask("SELECT pg_notify($1, $2)", CHANNEL, f"{kind}\t{key}")
 
-    def hear(self, listener: News) -> None:
+    def hear(self, listener: Callable[[str, str], None]) -> None:
         self._listeners.append(listener)
 
     def holds(self) -> list[str]:
