@@ -35,6 +35,7 @@ LONGEST = (
     "test_install_pythons.py::",
     "test_newcomer_walkthrough.py::",
     "test_delivery_faults.py::test_kill_9_at_each_point",
+    "test_several_processes.py::test_three_processes",
 )
 
 

@@ -124,8 +124,9 @@ def test_three_processes_answer_1000_messages_once_each_in_order_through_two_kil
             victim = holder(processes)
             kill_between_sends(fake_telegram, victim)
             killed_at = time.monotonic()
+            others = [d for d in processes if d is not victim]
             wait_until(
-                lambda: any(TAKEN_OVER in d.log for d in processes if d is not victim),
+                lambda: any(TAKEN_OVER in d.log for d in others),  # noqa: B023
                 10,
                 "the intake taken over within 10 s",
             )
@@ -239,3 +240,32 @@ def test_a_process_that_loses_its_claims_connection_stands_by_then_takes_the_int
     fake_telegram.inject_message(1000, OWNER, "chat 0 message 0")
     wait_until(lambda: len(answered(fake_telegram)) == 1, 20, "the answer", only)
     assert "Conflict" not in only.log  # never two getUpdates at once
+
+
+def test_stop_reaches_a_turn_running_in_another_process(
+    processes: list[DaemonProcess],
+    telegram_env: dict[str, str],
+    fake_telegram: FakeTelegram,
+    fake_llm: FakeLLM,
+    postgres: PostgresCluster,
+    tmp_path: Path,
+) -> None:
+    url = postgres.new_database()
+    one_slot = {"PINCLAW_AGENT__MAX_CONCURRENT_TURNS": "1"}  # two chats: one on each process
+    first = start(processes, tmp_path, url, 0, **one_slot)
+    wait_until(lambda: "telegram started" in first.log, 60, "the first process", first)
+    second = start(processes, tmp_path, url, 1, **one_slot)
+    wait_until(lambda: STANDBY in second.log, 60, "standby", second)
+    fake_llm.latency_s = 8.0
+    for chat in (0, 1):
+        fake_telegram.inject_message(1000 + chat, OWNER, f"chat {chat} message 0")
+    # one slot each and both turns running: one in each process
+    wait_until(lambda: len(fake_llm.requests) == 2, 20, "both turns running", second)
+    for chat in (0, 1):  # the intake's holder runs one of them; the other runs elsewhere
+        fake_telegram.inject_message(1000 + chat, OWNER, "/stop")
+    said = lambda chat: [m.plain for m in fake_telegram.sent if m.chat_id == 1000 + chat]  # noqa: E731
+    for chat in (0, 1):
+        wait_until(lambda c=chat: "Stopped." in said(c), 6, f"chat {chat} stopped", second)  # type: ignore[misc]
+        assert said(chat)[0] == "Stopping."
+    time.sleep(1.0)
+    assert answered(fake_telegram) == []  # neither turn's answer went out

@@ -36,6 +36,8 @@ class Claims(Protocol):
 
     async def announce(self, kind: str, key: str) -> None: ...
 
+    async def held_elsewhere(self, kind: str, key: str) -> bool: ...  # by another process
+
     def hear(self, listener: News) -> None: ...
 
     def holds(self) -> list[str]: ...  # "kind key" of each claim held, for `agent doctor`
@@ -60,6 +62,9 @@ class OneProcess:
 
     async def announce(self, kind: str, key: str) -> None:
         return None
+
+    async def held_elsewhere(self, kind: str, key: str) -> bool:
+        return False
 
     def hear(self, listener: News) -> None:
         return None

@@ -87,7 +87,9 @@ class ChannelRuntime:
             scrub,
         )
         self.turns = RunningTurns()
-        self.busy = BusyModes(channel.name, setup, store.inbox, ChatBusy(store.db), self.turns)
+        store.claims.hear(self.turns.heard)  # a /stop or an interruption taken elsewhere
+        chosen = ChatBusy(store.db)
+        self.busy = BusyModes(channel.name, setup, store.inbox, chosen, self.turns, store.claims)
         self.reactions = Reactions(channel, setup)
         always = AlwaysAllowed(store.db, setup.source.workspace.resolve())
         self.jobs: JobRunner | None = None
@@ -139,7 +141,7 @@ class ChannelRuntime:
             self.courier,
             self.answerer.answer_pending,
             claims=store.claims,
-            room=lambda: not slots.semaphore.locked(),
+            slots=slots,
         )
         self.intake = MessageIntake(
             setup,

@@ -5,7 +5,7 @@ running turn): /new, /stop, /status, /busy, /voice, /help, /pair
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from agent.conversation.scopes import audience_of
@@ -21,7 +21,7 @@ from agent.runtime.owner.doorkeeper import Doorkeeper
 from agent.runtime.owner.metering import OwnerControls
 from agent.runtime.owner.pair_command import pair_command
 from agent.runtime.queues.busy import BusyModes, busy_command
-from agent.runtime.running_turns import RunningTurns
+from agent.runtime.running_turns import STOP, TURNS, RunningTurns
 from agent.runtime.turn_setup import TurnSetup
 from agent.turns.turn_record import TurnRecord
 from channels.base import IncomingMessage
@@ -57,7 +57,7 @@ class CommandContext:
     sessions: SessionStore
     model: str
     last_turn: TurnRecord | None
-    cancel: Callable[[], bool]  # stops the chat's running turn; False when none runs
+    cancel: Callable[[], Awaitable[bool]]  # stops the chat's running turn; False: none runs
     inbox: Inbox
     health: ProviderHealth
     history_budget: int  # tokens of earlier turns a turn may send
@@ -135,20 +135,27 @@ class ChatCommands:
             voice_default=setup.settings.voice.reply,
         )
 
-    def _stop(self, key: str) -> bool:
-        """Stop the chat's running turn and its jobs; False when nothing ran."""
+    async def _stop(self, key: str) -> bool:
+        """Stop the chat's running turn and its jobs; False when nothing ran. A turn another
+        process runs (the store shared) is told to stop there."""
         stopped_jobs = self._jobs.stop_chat(key) if self._jobs is not None else 0
-        return self._turns.cancel(key) or stopped_jobs > 0
+        if self._turns.cancel(key) or stopped_jobs > 0:
+            return True
+        claims = self._store.claims
+        if claims.shared and await claims.held_elsewhere(TURNS, key):
+            await claims.announce(STOP, key)
+            return True
+        return False
 
 
 async def run_command(name: str, text: str, ctx: CommandContext) -> str:
     """Command `name` (parse_command's), typed as `text`, answered."""
     if name == "new":
-        ctx.cancel()
+        await ctx.cancel()
         await ctx.sessions.new_session(ctx.chat_key)
         return "Started a fresh conversation."
     if name == "stop":
-        return "Stopping." if ctx.cancel() else "Nothing is running."
+        return "Stopping." if await ctx.cancel() else "Nothing is running."
     if name == "status":
         return await _status(ctx)
     if name == "jobs":

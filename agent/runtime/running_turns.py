@@ -1,6 +1,8 @@
 """The turns a channel is running, by chat, and each chat's last finished turn: what /stop
 cancels (and a newer message interrupts) and /status reports, kept apart so commands need
-not reach into turn answering."""
+not reach into turn answering. When processes share the store, a /stop or an interrupting
+message taken by one process reaches the turn running in another as an announcement
+(`heard`: STOP, INTERRUPT)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,10 @@ import asyncio
 from agent.turns.turn import TurnOutcome
 from agent.turns.turn_record import TurnRecord
 
+TURNS = "turns"  # the claim on a chat's turns (agent/runtime/queues/chat_queues.py)
+STOP = "stop"  # announced: stop the chat's turn, wherever it runs
+INTERRUPT = "interrupt"  # announced: a newer message interrupts it
+
 
 class RunningTurns:
     def __init__(self) -> None:
@@ -16,6 +22,13 @@ class RunningTurns:
         self.last: dict[str, TurnRecord] = {}  # by chat key
         self.interrupted: set[str] = set()  # stopped by a newer message: run again with it
         self.typed: set[str] = set()  # chats whose running turn answers a person (no trigger)
+
+    def heard(self, kind: str, chat_key: str) -> None:
+        """Another process's announcement about a chat whose turn may run here."""
+        if kind == STOP:
+            self.cancel(chat_key)
+        elif kind == INTERRUPT:
+            self.interrupt(chat_key)
 
     def cancel(self, chat_key: str) -> bool:
         """Stop the chat's running turn; False when none runs."""

@@ -33,6 +33,12 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "pinclaw"
 NAME_LIMIT = 63  # PostgreSQL keeps this many bytes of an application_name
+# pg_locks shows a lock of two int4 keys as classid, objid (unsigned) and objsubid 2.
+HELD_ELSEWHERE = (
+    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
+    " AND objsubid = 2 AND classid = (hashtext($1)::int8 & 4294967295)::oid"
+    " AND objid = (hashtext($2)::int8 & 4294967295)::oid AND pid <> pg_backend_pid())"
+)
 
 
 def process_name() -> str:
@@ -80,6 +86,10 @@ class SharedClaims:
 
     async def announce(self, kind: str, key: str) -> None:
         await self._ask("SELECT pg_notify($1, $2)", CHANNEL, f"{kind}\t{key}")
+
+    async def held_elsewhere(self, kind: str, key: str) -> bool:
+        """Another process holds the claim now (a turn of the chat runs there)."""
+        return bool(await self._ask(HELD_ELSEWHERE, kind, key))
 
     def hear(self, listener: Callable[[str, str], None]) -> None:
         self._listeners.append(listener)

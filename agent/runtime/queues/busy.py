@@ -24,8 +24,9 @@ from collections.abc import Callable
 
 from agent.durable.inbox import Inbox, Pending
 from agent.durable.owner.chat_busy import ChatBusy
+from agent.durable.store import Claims, OneProcess
 from agent.model.responses import Message
-from agent.runtime.running_turns import RunningTurns
+from agent.runtime.running_turns import INTERRUPT, TURNS, RunningTurns
 from agent.runtime.turn_setup import TurnSetup
 from agent.turns.turn import Steer
 from channels.base import IncomingMessage
@@ -36,9 +37,16 @@ MAX_FOLDED = 20  # rows one turn answers at most; the rest are the next turn's
 
 class BusyModes:
     def __init__(
-        self, channel: str, setup: TurnSetup, inbox: Inbox, chosen: ChatBusy, turns: RunningTurns
+        self,
+        channel: str,
+        setup: TurnSetup,
+        inbox: Inbox,
+        chosen: ChatBusy,
+        turns: RunningTurns,
+        claims: Claims | None = None,
     ) -> None:
         self._channel = channel
+        self._claims = claims or OneProcess()  # the store's, when processes share it
         self._setup = setup
         self._inbox = inbox
         self.chosen = chosen
@@ -84,12 +92,18 @@ class BusyModes:
 
     async def arrived(self, chat_key: str) -> str | None:
         """A person's message is in the inbox: the chat's mode when a turn runs there (in
-        "interrupt", that turn stops), else None."""
-        if chat_key not in self._turns.running:
+        "interrupt", that turn stops — also in another process sharing the store), else
+        None."""
+        claims = self._claims
+        here = chat_key in self._turns.running
+        if not here and not (claims.shared and await claims.held_elsewhere(TURNS, chat_key)):
             return None
         mode = await self.mode(chat_key)
         if mode == "interrupt":
-            self._turns.interrupt(chat_key)
+            if here:
+                self._turns.interrupt(chat_key)
+            else:
+                await claims.announce(INTERRUPT, chat_key)
         return mode
 
     def steer(

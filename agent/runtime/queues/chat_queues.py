@@ -30,13 +30,14 @@ from agent.durable.store import Claims, OneProcess
 from agent.runtime.queues.busy import BusyModes
 from agent.runtime.queues.courier import Courier
 from agent.runtime.queues.keyed_worker import KeyedWorker
+from agent.runtime.queues.turn_slots import TurnSlots
+from agent.runtime.running_turns import TURNS
 from channels.base import ChatRef, ReplyStream
 
 log = logging.getLogger(__name__)
 
 SWEEP_EVERY_S = 30.0  # every chat with pending work is woken at least this often
 SHARED_SWEEP_EVERY_S = 1.0  # the same, when other processes share the store
-TURNS = "turns"  # the claim on a chat's turns
 
 
 @dataclass(frozen=True)
@@ -60,15 +61,16 @@ class ChatQueues:
         answer: Callable[[Pending], Awaitable[Finished | None]],
         *,
         claims: Claims | None = None,
-        room: Callable[[], bool] = lambda: True,
+        slots: TurnSlots | None = None,
     ) -> None:
-        """`claims`: the store's, when other processes share it; `room`: whether a turn
-        slot is free now (only then is a chat claimed)."""
+        """`claims`: the store's, when other processes share it; `slots`: the turn slots,
+        which say whether this process has room for one more chat."""
         self._channel = channel
         self._claims = claims or OneProcess()
-        self._room = room
+        self._slots = slots or TurnSlots(1)
         self._claims.hear(self._heard)
         self._telling: set[asyncio.Task[None]] = set()  # announcements under way
+        self._no_room: set[str] = set()  # chats not taken for want of a turn slot
         self._db = db
         self._inbox = inbox
         self._busy = busy
@@ -125,14 +127,25 @@ class ChatQueues:
     async def _work(self, chat_key: str) -> None:
         """The chat's pending messages, oldest first, until none is left — when this process
         may answer the chat (always, alone on the store)."""
-        claims = self._claims
-        if claims.shared and not (self._room() and await claims.take(TURNS, chat_key)):
-            return  # another process answers it, or will: the sweep looks again
-        try:
+        claims, slots = self._claims, self._slots
+        if not claims.shared:
             await self._answer_all(chat_key)
-        finally:
-            if claims.shared:
+            return
+        if not slots.room():
+            self._no_room.add(chat_key)  # the others have room, or one is let go here
+            return
+        slots.claimed += 1  # counted before the claim's round trip: a burst takes no more
+        try:
+            if not await claims.take(TURNS, chat_key):
+                return  # another process answers it
+            try:
+                await self._answer_all(chat_key)
+            finally:
                 await claims.give_back(TURNS, chat_key)
+        finally:
+            slots.claimed -= 1
+            if self._no_room and not self.closing:  # room again: one that found none
+                self._workers.wake(self._no_room.pop())
 
     async def _answer_all(self, chat_key: str) -> None:
         unsaved = self._unsaved.get(chat_key)

@@ -49,12 +49,19 @@ class Slot:
 
 class TurnSlots:
     def __init__(self, count: int) -> None:
+        self.count = count
         self.semaphore = asyncio.Semaphore(count)
         self.asking = 0  # approval questions waiting for a person, on every channel
+        self.claimed = 0  # chats this process took from the shared store, answered or about to
         self._admitted = 0  # turns between hold()'s start and end, parked ones too
         self._open = asyncio.Event()
         self._open.set()
         self._idle = asyncio.Condition()
+
+    def room(self) -> bool:
+        """Whether to take one more chat from a store shared with other processes: fewer
+        taken than slots, a chat whose turn waits for a person not counted."""
+        return self.claimed - self.asking < self.count
 
     @contextlib.asynccontextmanager
     async def hold(self) -> AsyncIterator[Slot]:
