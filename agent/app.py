@@ -337,7 +337,7 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
             raise
     policy = SecurityPolicy.from_settings(settings.security, workspace, home=settings.home)
     sandbox = choose_sandbox(settings.security.sandbox)  # a probe run: once per App
-    boards = make_boards(settings, StateRecords(store.db), shared=store.claims.shared)
+    boards = make_boards(settings, StateRecords(store.db), claims=store.claims)
     skills = SkillCatalog.from_settings(settings)
     schedules = ChatSchedules(Schedules(store.db), settings)
     watches = ChatWatches(Schedules(store.db), settings)

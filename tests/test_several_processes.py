@@ -14,6 +14,7 @@ sends such a part twice — that is the at-most-once contract, not what this tes
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import re
 import time
@@ -22,18 +23,25 @@ from pathlib import Path
 
 import pytest
 from daemon_process import DaemonProcess, agent, env_of, rows, wait_until
+from fakes.firmata_board import FirmataBoard
 from fakes.llm_server import FakeLLM
+from fakes.tcp_serial import TcpSerial
 from fakes.telegram_server import FakeTelegram
+from hardware_calls import call
 from postgres_cluster import PostgresCluster
 
+from agent.durable.postgres.pg_claims import SharedClaims
 from agent.durable.schedules import NewSchedule, Schedules
 from agent.durable.store import open_store
 from channels.base import ChatRef
+from tools.board.board import Board
+from tools.config import HardwareSettings
 
 OWNER = 42
 ASKED = re.compile(r"chat (\d+) message (\d+)")
 TAKEN_OVER = "took the intake over"
 STANDBY = "on standby"
+PINS = {"led": {"pin": 13, "mode": "output"}}
 
 
 @pytest.fixture
@@ -269,3 +277,34 @@ def test_stop_reaches_a_turn_running_in_another_process(
         assert said(chat)[0] == "Stopping."
     time.sleep(1.0)
     assert answered(fake_telegram) == []  # neither turn's answer went out
+
+
+async def test_one_process_at_a_time_drives_a_board_and_another_takes_it_when_it_stops(
+    emulator: FirmataBoard, postgres: PostgresCluster
+) -> None:
+    """Two processes' boards (and claims) on one network board: the first to connect drives
+    it; the other's calls are refused with a line that says so, and succeed once the first
+    process is gone (its claims' connection closed, as at its death)."""
+    url = postgres.new_database()
+    values = {"enabled": True, "port": "", "connect_timeout_s": 2.0, "pins": PINS}
+    with TcpSerial(emulator.path) as served:
+        settings = HardwareSettings.model_validate(values | {"port": served.url})
+        first_claims, second_claims = SharedClaims(url), SharedClaims(url)
+        await first_claims.open()
+        await second_claims.open()
+        first, second = Board(settings, name="board"), Board(settings, name="board")
+        first.claim = functools.partial(first_claims.take, "role", "board:board")
+        second.claim = functools.partial(second_claims.take, "role", "board:board")
+        try:
+            assert (await call(first, "gpio_write", pin="led", value=1)).ok
+            refused = await call(second, "gpio_write", pin="led", value=0)
+            assert not refused.ok and "driven by another pinclaw process" in refused.output
+            assert emulator.level(13) == 1  # the refused call changed nothing
+            await first.close()
+            await first_claims.close()  # the first process is gone
+            assert (await call(second, "gpio_write", pin="led", value=0)).ok
+            assert emulator.level(13) == 0
+            assert second_claims.holds() == ["role board:board"]
+        finally:
+            await second.close()
+            await second_claims.close()

@@ -61,7 +61,8 @@ async def next_generation(
     new = changes.settings
     db = app.store.db
     if changes.touches(*BOARDS):
-        app.boards = make_boards(new, StateRecords(db))  # connect when used, or when started
+        # connect when used, or when started
+        app.boards = make_boards(new, StateRecords(db), claims=app.store.claims)
     skills = SkillCatalog.from_settings(new)
     app.schedules = ChatSchedules(Schedules(db), new)
     app.watches = ChatWatches(Schedules(db), new)

@@ -10,12 +10,14 @@ states and arms the deadlines a previous run left (`start_boards`).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from agent.config import Settings
 from agent.durable.file.state_db import StateDB
+from agent.durable.store import Claims
 from agent.proactive.schedule_book import owner_chat
 from agent.runtime.enqueue import Enqueue
 from channels.base import ChatRef, Reply
@@ -32,14 +34,16 @@ log = logging.getLogger(__name__)
 
 
 def make_boards(
-    settings: Settings, records: HardwareRecords | None = None, *, shared: bool = False
+    settings: Settings, records: HardwareRecords | None = None, *, claims: Claims | None = None
 ) -> Keeper | None:
     """Every enabled board, when there is one; each connects on first use, not here.
-    Closing them lets finite patterns end within the tool timeout. `shared`: processes share
-    the store, so a board on a serial device of this machine is refused (StateDBUnusable)."""
+    Closing them lets finite patterns end within the tool timeout. `claims`: the store's;
+    when processes share it, a board on a serial device of this machine is refused
+    (StateDBUnusable) and each board is driven by the one process holding its claim."""
     configured = configured_boards(settings.hardware, settings.boards)
     if not configured:
         return None
+    shared = claims is not None and claims.shared
     if shared:
         from agent.durable.postgres.pg_state import shown_url
         from agent.durable.postgres.shared_home import check_boards
@@ -54,6 +58,9 @@ def make_boards(
     boards = {
         name: Board(board, pattern_grace_s=grace_s, name=name) for name, board in configured.items()
     }
+    if claims is not None and claims.shared:
+        for name, board in boards.items():
+            board.claim = functools.partial(claims.take, "role", f"board:{name}")
     return Keeper(Boards(boards), records)
 
 

@@ -9,6 +9,12 @@ silent is probed, so a half-open connection is noticed within `heartbeat_s` plus
 `connect_timeout_s`. Each new link and each reset first puts the safe pins in their safe
 state (tools/board/safe_states.py), then gives back what pinclaw had set
 (tools/board/restore.py); the next tool result says so.
+
+When several pinclaw processes share a store, `claim` is this board's claim among them: a link
+is opened only by the process that holds it (what pinclaw set is each process's own, so two
+processes must not drive one board), and it is never let go while the process runs. The
+others' calls are refused with a line saying so, and their background reconnects take the
+board over once its holder has died.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from tools.board.link.firmata_link import FirmataLink
@@ -35,6 +41,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 REVIVE_FIRST_S, REVIVE_MAX_S = 0.5, 30.0  # background reconnects: doubling between these
 OnApplied = Callable[[str, list[Applied]], None]  # (why, what pinclaw set by itself)
+Claim = Callable[[], Awaitable[bool]]  # this board's claim among processes: held now?
 
 
 class Connection:
@@ -62,6 +69,7 @@ class Connection:
         self.on_applied: OnApplied | None = None
         self.on_reading: Callable[[PinToken, float], None] | None = None
         self.stay_connected = False  # a daemon holds the board: reconnect in the background
+        self.claim: Claim | None = None  # processes share the store: only its holder connects
         self.last_error: str | None = None
         self.last_reset = ""  # what the last reset did to pinclaw's settings
 
@@ -123,6 +131,13 @@ class Connection:
         if link is not None:
             await self._drop(link)
         settings = self._settings
+        if self.claim is not None and not await self.claim():
+            self.last_error = (
+                f"board {self.name} is driven by another pinclaw process sharing this store "
+                "(`agent doctor` names it); its calls run there, and this process takes the "
+                "board over if that one stops"
+            )
+            raise BoardError(self.last_error)
         opener = functools.partial(
             FirmataLink.open,
             settings.port,
