@@ -13,9 +13,9 @@ from agent.conversation.scopes import LegacyScope
 from agent.durable.file_sources import FileSources
 from agent.durable.hardware_records import StateRecords
 from agent.durable.jobs import Jobs
-from agent.durable.learned_model_facts import LearnedModelFacts
+from agent.durable.learned_model_facts import LearnedModelFacts, learned_rows
 from agent.durable.schedules import Schedules
-from agent.durable.store import Store, open_store
+from agent.durable.store import Store, open_store, read_state
 from agent.home import ENV_FILE_NAME
 from agent.model.client import LLMClient
 from agent.model.keys import check_model
@@ -269,7 +269,9 @@ def prompt_source(
         count_tokens=token_counter(settings.llm),
         budget_tokens=budget,
         skills=skills,
-        learned=LearnedModelFacts.read(settings.state_db).about(settings.llm.model),
+        learned=LearnedModelFacts(read_state(settings, learned_rows) or []).about(
+            settings.llm.model
+        ),
     )
 
 

@@ -110,7 +110,10 @@ class _Commands(click.Group):
         "send": "Send TEXT (or standard input) to a chat as the bot, through the running daemon.",
         "service": "Run `agent run` as a login service (systemd user unit, launchd agent).",
         "skills": "List, inspect and create skills (folders with a SKILL.md).",
-        "state": "Back up state.db and check it (also while `agent run` is running).",
+        "state": (
+            "Back up state.db and check it (also while `agent run` is running); move it to "
+            "PostgreSQL."
+        ),
         "usage": "Show what the model calls used and cost: a table with totals and a bar per day.",
     }
 

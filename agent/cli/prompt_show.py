@@ -9,7 +9,8 @@ from typing import Any, cast
 
 from agent.app import build_tools, prompt_source
 from agent.config import LLMSettings, Settings
-from agent.durable.learned_model_facts import LearnedModelFacts
+from agent.durable.learned_model_facts import LearnedModelFacts, learned_rows
+from agent.durable.store import read_state
 from agent.model.profiles.builtin import LOCAL_WINDOW, ModelProfile
 from agent.proactive.hardware import make_boards
 from agent.prompt.context import Dispatch, PromptMode, SectionText
@@ -51,7 +52,7 @@ def dispatcher_for(settings: Settings) -> Dispatch:
     """The way tools travel, as a turn picks it: a lesson or a profile without native calls
     first (agent/durable/learned_model_facts.py), then agent.tool_dispatcher."""
     model = settings.llm.model
-    if model in LearnedModelFacts.read(settings.state_db).xml_tools:
+    if model in LearnedModelFacts(read_state(settings, learned_rows) or []).xml_tools:
         return "xml"
     return configured_dispatcher(settings, model)
 

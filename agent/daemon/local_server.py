@@ -51,6 +51,19 @@ class DaemonRunning(Exception):
         self.pid = pid
 
 
+def lock_home(home: Path) -> int:
+    """The home's daemon lock, taken (closing the returned fd lets it go): no daemon can
+    start on the home meanwhile. DaemonRunning when one holds it."""
+    fd = os.open(home / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = os.read(fd, 128).decode(errors="replace").split(" ")[0]
+        os.close(fd)
+        raise DaemonRunning(int(pid) if pid.isdigit() else None) from None
+    return fd
+
+
 class Connection:
     """One client: events are written back as they happen; lines it sends after its request
     (answers) wait in a queue until a handler asks for them."""
@@ -146,13 +159,7 @@ class LocalServer:
         log.info("local socket ready on %s", self.path)
 
     def _lock(self) -> None:
-        fd = os.open(self.home / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pid = os.read(fd, 128).decode(errors="replace").split(" ")[0]
-            os.close(fd)
-            raise DaemonRunning(int(pid) if pid.isdigit() else None) from None
+        fd = lock_home(self.home)
         os.fchmod(fd, 0o600)  # the token in it is what a client proves itself with
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()} {self._token}\n".encode())

@@ -14,9 +14,10 @@ What it starts and its stop are said in a line each (`agent/daemon/status.py`). 
 and agent.env are read again while it runs: on a change, SIGHUP or `agent reload`
 (agent/daemon/reload.py).
 
-Beside the channels: a daily backup of state.db (`[state] backups_kept`, agent/cli/stores/state.py)
-and, when the disk fills, one message to the owner's private chat, sent directly (the outbox
-needs disk), and one when space is back (agent/durable/file/storage_health.py). The budget's
+Beside the channels: a daily backup of state.db (`[state] backups_kept`,
+agent/cli/stores/state.py; on PostgreSQL a snapshot of its rows in state.db's format) and,
+when the disk fills, one message to the owner's private chat, sent directly (the outbox needs
+disk), and one when space is back (agent/durable/file/storage_health.py). The budget's
 notices (agent/runtime/owner/budget.py) reach the same chat through its outbox.
 """
 
@@ -26,7 +27,8 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 
 from agent import collector
@@ -214,22 +216,35 @@ def start_backups(settings: Settings, health: StorageHealth) -> asyncio.Task[Non
     kept = settings.state.backups_kept
     if kept <= 0:
         return None
-    return asyncio.create_task(keep_backups(settings.state_db, kept, health), name="backups")
+    backups = keep_backups(settings.state_db, kept, health, url=settings.state_url)
+    return asyncio.create_task(backups, name="backups")
 
 
 async def keep_backups(
-    state_db: Path, kept: int, health: StorageHealth, *, first_after_s: float = 60.0
+    state_db: Path,
+    kept: int,
+    health: StorageHealth,
+    *,
+    first_after_s: float = 60.0,
+    url: str | None = None,
 ) -> None:
     """Once a day (the first a minute after start, not to slow it): a backup, the oldest
-    removed past `kept`. Not while the disk is full; a failure is said and tried in an hour."""
-    from agent.durable.file.backups import daily_backup, next_backup_in
+    removed past `kept`. Not while the disk is full; a failure is said and tried in an hour.
+    On PostgreSQL (`url`): a state.db-format snapshot of the server's rows, in the same place."""
+    from agent.durable.file.backups import Backup, daily_backup, next_backup_in
+
+    copy: Callable[[Path], Backup] | None = None
+    if url is not None:
+        from agent.durable.postgres.pg_copy import backup
+
+        copy = partial(backup, url)
 
     await asyncio.sleep(first_after_s)
     while True:
         await asyncio.sleep(next_backup_in(state_db))
         await health.writable()
         try:
-            made = await asyncio.to_thread(daily_backup, state_db, kept)
+            made = await asyncio.to_thread(daily_backup, state_db, kept, copy)
         except Exception as exc:  # a full disk, a damaged copy: said, tried again later
             health.failed(exc)
             log.warning("state.db: the daily backup failed: %s", exc)

@@ -2,12 +2,12 @@
 workspace, so no command can grant itself one; `agent doctor` lists them.
 
 The daemon reads and writes them through StateDB (its one connection, off the event loop);
-a command that only reads them (`agent doctor`) reads them through `read_rules`.
+a command that only reads them (`agent doctor`) runs `read_rules` through agent/durable/store.py's
+read_state.
 """
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 import time
 from pathlib import Path
@@ -44,14 +44,5 @@ class AlwaysAllowed:
         )
 
 
-def read_rules(state_db: Path, workspace: Path) -> list[str]:
-    """The rules as a command that does not run the daemon reads them: read-only, and
-    nothing when there is no state.db yet."""
-    if not state_db.is_file():
-        return []
-    uri = f"{state_db.resolve().as_uri()}?mode=ro"
-    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5)) as conn:
-        try:
-            return [rule for (rule,) in conn.execute(_RULES, (str(workspace),))]
-        except sqlite3.OperationalError:  # no such table: nothing remembered yet
-            return []
+def read_rules(conn: sqlite3.Connection, workspace: Path) -> list[str]:
+    return [rule for (rule,) in conn.execute(_RULES, (str(workspace),)).fetchall()]

@@ -1,17 +1,16 @@
 """The boards' tables in state.db: the actuation log, the outputs' max_on_s deadlines and
 the kept readings of watched pins (tools/board/oversight/records.py says what each row is).
 
-`StateRecords` is the `HardwareRecords` the tools are handed (agent/app.py); `read_log`
-opens the file read-only for `agent hardware log`, beside a running daemon. The log keeps
-its newest LOG_KEPT rows; readings are bounded by the Keeper (a week by default) and by
-READINGS_KEPT per pin.
+`StateRecords` is the `HardwareRecords` the tools are handed (agent/app.py); `agent hardware
+log` runs `select_log` through agent/durable/store.py's read_state, beside a running
+daemon. The log keeps its newest LOG_KEPT rows; readings are bounded by the Keeper (a week
+by default) and by READINGS_KEPT per pin.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from pathlib import Path
 
 from agent.durable.file.state_db import StateDB
 from tools.board.oversight.records import Actuation, Deadline
@@ -164,7 +163,7 @@ def select_log(
 ) -> list[Actuation]:
     """The newest `limit` rows, newest first, of `board` (None: every board) and `pin` (its
     label) since `since`."""
-    where: list[str] = ["1"]
+    where: list[str] = ["1 = 1"]  # PostgreSQL wants a boolean
     params: list[object] = []
     if board is not None:
         where.append("board = ?")
@@ -181,18 +180,3 @@ def select_log(
         (*params, limit),
     ).fetchall()
     return [Actuation(*row) for row in rows]
-
-
-def read_log(path: Path, *, board: str | None, since: float | None, limit: int) -> list[Actuation]:
-    """The log as `agent hardware log` shows it, read-only (the daemon may be writing); an
-    older file without the table has an empty log."""
-    if not path.exists():
-        return []
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
-    try:
-        found = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'actuations'"
-        ).fetchone()
-        return select_log(conn, board, since, limit) if found else []
-    finally:
-        conn.close()

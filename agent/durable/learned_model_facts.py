@@ -11,17 +11,15 @@ tool calls starts (agent/model/profiles/builtin.py). Each lesson is logged once,
 across restarts and listed by `agent doctor`; the prompt is built with them: `about(model)`
 hands them to the profile lookup (agent/model/profiles/lookup.py) as plain data. The daemon
 reads and writes them through StateDB (`load`); a command that only reads them (`agent
-prompt show`, `agent doctor`) uses `read`.
+prompt show`, `agent doctor`) reads `learned_rows` through agent/durable/store.py's read_state.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sqlite3
 import time
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Literal
 
 from agent.durable.file.state_db import StateDB
@@ -42,6 +40,11 @@ CREATE TABLE IF NOT EXISTS provider_quirks (
 );
 """
 _ROWS = "SELECT model, quirk, value FROM provider_quirks"
+
+
+def learned_rows(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    """(model, quirk, value) as stored, for `LearnedModelFacts(rows)`."""
+    return [tuple(row) for row in conn.execute(_ROWS).fetchall()]
 
 
 class TextProtocolModels(set[str]):
@@ -76,19 +79,6 @@ class LearnedModelFacts:
     @classmethod
     async def load(cls, db: StateDB) -> LearnedModelFacts:
         return cls(await db.fetchall(_ROWS), db)
-
-    @classmethod
-    def read(cls, state_db: Path) -> LearnedModelFacts:
-        """What was learned, read-only, for a command that does not run the daemon."""
-        if not state_db.is_file():
-            return cls()
-        uri = f"{state_db.resolve().as_uri()}?mode=ro"
-        try:
-            with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5)) as conn:
-                return cls(conn.execute(_ROWS).fetchall())
-        except sqlite3.Error as exc:  # no table yet, or a file doctor reports by itself
-            log.debug("provider quirks not read: %s", exc)
-            return cls()
 
     def about(self, model: str) -> dict[str, str]:
         """Everything learned about `model` (quirk -> value, as stored), for the profile

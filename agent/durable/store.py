@@ -7,23 +7,32 @@ there is one process, so every claim is its own (`OneProcess`); on PostgreSQL th
 server's advisory locks (agent/durable/postgres/pg_claims.py), let go when their process dies.
 `announce` tells the other processes there is news for a key (a message stored for a chat),
 and `hear` is how a process listens for it.
+
+`read_state` is how a command that does not run the daemon reads the store beside it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agent.durable.file.migrations import LegacyScope, migrate
 from agent.durable.file.state_db import StateDB
+from agent.durable.file.state_errors import StateError
 from agent.durable.inbox import Inbox
 from agent.durable.outbox import Outbox
 from agent.durable.sessions import SessionStore
 from tools.memory.store import chat_scope
 
+if TYPE_CHECKING:
+    from agent.config import Settings
+
+T = TypeVar("T")
 News = Callable[[str, str], None]  # (kind, key): another process stored something for it
 
 
@@ -125,3 +134,38 @@ async def open_store(
         raise
     sessions, inbox = await SessionStore.open(shared), await Inbox.open(shared)
     return Store(shared, sessions, inbox, Outbox(shared), claims)
+
+
+def read_state(settings: Settings, fn: Callable[[Any], T]) -> T | None:
+    """`fn(connection)` on the home's store — state.db, or the PostgreSQL database of
+    `[state] url` — through a connection of its own that writes nothing, so it is safe beside
+    a running daemon; None when there is no state.db yet or `fn`'s table is not there yet
+    (an older file, a database no pinclaw has started on). A server that cannot be reached
+    is StateDBUnusable: its one line names the server, never the password."""
+    try:
+        return _read(settings, fn)
+    except sqlite3.OperationalError as exc:  # PostgreSQL's missing table is said so too
+        if "no such table" not in str(exc):
+            raise
+        return None
+
+
+def _read(settings: Settings, fn: Callable[[Any], T]) -> T | None:
+    url = settings.state_url
+    if url is None:
+        if not settings.state_db.is_file():
+            return None
+        uri = f"{settings.state_db.resolve().as_uri()}?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5)) as conn:
+            return fn(conn)
+    from agent.durable.postgres.pg_connection import PgConnection
+    from agent.durable.postgres.pg_state import PostgresState
+
+    try:
+        server = PgConnection.connect(url)
+    except StateError as exc:
+        raise PostgresState(url, settings.home).unusable(exc) from exc
+    try:
+        return fn(server)
+    finally:
+        server.close()

@@ -21,7 +21,8 @@ from agent.cli.doctor.setup_checks import report_channels, report_home, report_m
 from agent.cli.owner.pairing import doctor_lines
 from agent.cli.user_errors import missing_package_line
 from agent.config import Settings
-from agent.durable.learned_model_facts import LearnedModelFacts
+from agent.durable.learned_model_facts import LearnedModelFacts, learned_rows
+from agent.durable.store import read_state
 from agent.model.profiles.lookup import FACT_FIRST_TOKEN, FACT_SERVER, FACT_TOOLS, FACT_WINDOW
 from agent.security import Scrubber
 from agent.workspace import BOOTSTRAP_FILES
@@ -82,14 +83,14 @@ async def _checks(settings: Settings, check_model: bool) -> int:
     model = settings.llm.model
     await report_model(settings, report)
     report_channels(settings, report)
-    state_problem = _report_state(settings.state_db, report) or report_home(settings.home, report)
+    state_problem = _report_state(settings, report) or report_home(settings.home, report)
     _report_sandbox(settings, report, approvals=state_problem is None)
     print(_daemon_line(settings.home))
     if state_problem is None and settings.state_url is not None:
         _report_processes(settings.state_url, report)
     if state_problem is None:
-        _note_queues(settings.state_db)
-        for line in LearnedModelFacts.read(settings.state_db).lines():
+        _note_queues(settings)
+        for line in LearnedModelFacts(read_state(settings, learned_rows) or []).lines():
             print(f"note provider: {line}")
         for line in doctor_lines(settings):  # who was let in by pairing, the open codes
             print(f"note pairing: {line}")
@@ -211,14 +212,17 @@ def _timer_line(info: BoardInfo) -> str:
     return f"{info.model}, PWM timers {info.timer_groups}"
 
 
-def _report_state(state_db: Path, report: Callable[[bool, str, str], None]) -> str | None:
+def _report_state(settings: Settings, report: Callable[[bool, str, str], None]) -> str | None:
     """state.db: usable by this pinclaw (its schema version, its backups) or the one line
     that says why not — then nothing else reads it, and doctor exits 2; and whether the
-    disk has the room the daemon needs to take messages."""
+    disk has the room the daemon needs to take messages. Or the PostgreSQL store's line."""
     from agent.durable.file.migrations import describe, diagnose
     from agent.durable.file.state_check import schema_version
     from agent.durable.file.storage_health import space_line
 
+    if settings.state_url is not None:
+        return _report_postgres(settings, report)
+    state_db = settings.state_db
     unusable = diagnose(state_db)
     if unusable is not None:
         report(False, "state.db", str(unusable).removeprefix("state.db error: "))
@@ -255,6 +259,33 @@ def _report_processes(url: str, report: Callable[[bool, str, str], None]) -> Non
     )
 
 
+def _report_postgres(settings: Settings, report: Callable[[bool, str, str], None]) -> str | None:
+    """[state] url: the server (its password left out), the schema version, the messages
+    waiting; or the one line that says why it cannot be used (doctor exits 2)."""
+    from agent.durable.file.migrations import LATEST, describe
+    from agent.durable.file.state_errors import StateError
+    from agent.durable.postgres.pg_check import check
+    from agent.durable.postgres.pg_state import PostgresState
+
+    store = PostgresState(str(settings.state_url), settings.home)
+    try:
+        found = check(store.url)
+    except StateError as exc:
+        unusable = store.unusable(exc)
+        report(False, "state", str(unusable).removeprefix("PostgreSQL state error: "))
+        return unusable.problem
+    if found.version == 0:
+        print(f"note state: {store.where} has no tables yet (the first `agent run` makes them)")
+        return None
+    waiting = f"{found.waiting} message(s) waiting for an answer"
+    report(
+        found.version <= LATEST,
+        "state",
+        f"{store.where}, schema version {describe(found.version)}; {waiting}",
+    )
+    return None if found.version <= LATEST else "newer schema"
+
+
 def _report_sandbox(
     settings: Settings, report: Callable[[bool, str, str], None], *, approvals: bool = True
 ) -> None:
@@ -282,7 +313,8 @@ def _report_sandbox(
         report(not line.startswith("cannot"), f"mcp {name}", line)
     if not approvals:
         return
-    rules = read_rules(settings.state_db, settings.workspace_dir.resolve())
+    workspace = settings.workspace_dir.resolve()
+    rules = read_state(settings, lambda conn: read_rules(conn, workspace)) or []
     print(f"note approvals: always allowed: {', '.join(rules) if rules else 'none'}")
 
 
@@ -300,11 +332,16 @@ def _daemon_line(home: Path) -> str:
     return f"note daemon: running (pid {pid}) on {socket_path(home)}{waiting}"
 
 
-def _note_queues(state_db: Path) -> None:
+def _note_queues(settings: Settings) -> None:
     """What a stopped daemon left for its next start (read-only; the daemon may be running)."""
+    import sqlite3
+
     from agent.durable.file.state_check import queued
 
-    found = queued(state_db)
+    try:
+        found = read_state(settings, queued)
+    except sqlite3.Error:  # locked just now: the state line above said what matters
+        return
     if found is None:
         return  # none yet, or an older state.db without the queues
     print(

@@ -51,6 +51,7 @@ def doctor_lines(settings: Settings) -> list[str]:
     """For `agent doctor`: who was let in and the open codes (read-only), and a channel
     whose pairing has no owner to ask."""
     from agent.durable.owner.pairings import paired_lines
+    from agent.durable.store import read_state
 
     lines = []
     for channel in channel_names():
@@ -61,7 +62,7 @@ def doctor_lines(settings: Settings) -> list[str]:
                 f"{channel}: no [people] entry with owner = true and a {channel} id, so "
                 "strangers' codes are not shown to you there: see `agent pairing list`"
             )
-    return lines + paired_lines(settings.state_db)
+    return lines + (read_state(settings, paired_lines) or [])
 
 
 @click.group()
@@ -75,9 +76,10 @@ def pairing() -> None:
 def list_pairing(ctx: click.Context) -> None:
     """Show the open codes and who is let in."""
     from agent.durable.owner.pairings import paired_lines
+    from agent.durable.store import read_state
 
     settings = ctx.obj["load"](ctx)
-    lines = paired_lines(settings.state_db)
+    lines = read_state(settings, paired_lines) or []
     for line in lines:
         click.echo(line)
     if not lines:

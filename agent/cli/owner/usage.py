@@ -141,11 +141,12 @@ def render(calls: list[Call], by: str, start: float, zone: ZoneInfo) -> None:
 @click.pass_context
 def usage(ctx: click.Context, since: str, by: str) -> None:
     """Show what the model calls used and cost: a table with totals and a bar per day."""
-    from agent.durable.owner.usage import read_calls
+    from agent.durable.owner.usage import calls_since
+    from agent.durable.store import read_state
     from agent.prompt.source import host_timezone
     from tools.proactive.schedule_times import zone_named
 
     settings = ctx.obj["load"](ctx)
     zone = zone_named(settings.agent.timezone or host_timezone())
     start = since_epoch(since, zone)
-    render(read_calls(settings.state_db, start), by, start, zone)
+    render(read_state(settings, lambda conn: calls_since(conn, start)) or [], by, start, zone)

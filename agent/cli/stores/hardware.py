@@ -69,7 +69,8 @@ def log(ctx: click.Context, board: str | None, since: str, limit: int) -> None:
     and the state the board confirmed, the tool or rule, who asked and in which chat."""
     from zoneinfo import ZoneInfo
 
-    from agent.durable.hardware_records import read_log
+    from agent.durable.hardware_records import select_log
+    from agent.durable.store import read_state
     from tools.config import DEFAULT_BOARD, configured_boards
 
     settings = ctx.obj["load"](ctx)
@@ -79,7 +80,7 @@ def log(ctx: click.Context, board: str | None, since: str, limit: int) -> None:
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--since") from None
     name = board.strip().lower() if board else None
-    found = read_log(settings.state_db, board=name, since=start, limit=limit)
+    found = read_state(settings, lambda conn: select_log(conn, name, start, limit)) or []
     several = len(configured_boards(settings.hardware, settings.boards)) > 1
     for entry in reversed(found):
         click.echo(entry.line(ZoneInfo(zone), with_board=several or entry.board != DEFAULT_BOARD))

@@ -1,12 +1,15 @@
 """Copies of state.db through SQLite's online backup API: consistent however the daemon writes
 meanwhile, one file (journal mode DELETE), 0600 in a 0700 folder, checked (quick_check)
-before it is kept. The daemon keeps a daily one (`[state] backups_kept`, the oldest removed).
+before it is kept. The daemon keeps a daily one (`[state] backups_kept`, the oldest removed);
+on PostgreSQL (`[state] url`) the same file is made from the server's rows
+(agent/durable/postgres/pg_copy.py's backup).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,10 +89,12 @@ class open_connection:
         self._conn.close()
 
 
-def daily_backup(state_db: Path, kept: int) -> Backup:
-    """The daemon's backup of the day, then only the newest `kept` of them are left."""
+def daily_backup(state_db: Path, kept: int, copy: Callable[[Path], Backup] | None = None) -> Backup:
+    """The daemon's backup of the day, then only the newest `kept` of them are left. `copy`
+    makes the file it is given (default: `backup` of `state_db`)."""
     folder = backups_dir(state_db)
-    made = backup(state_db, folder / backup_name(time.time(), daily=True))
+    dest = folder / backup_name(time.time(), daily=True)
+    made = copy(dest) if copy is not None else backup(state_db, dest)
     for old in sorted(folder.glob(f"state-*{DAILY}"))[:-kept]:
         old.unlink(missing_ok=True)
     return made

@@ -1,8 +1,8 @@
 """What `agent state check` and `agent doctor` read of state.db, each with a connection of its
 own that writes nothing, so both are safe beside a running daemon: SQLite's integrity check,
 the file's marks (application id, schema version), the rows of each table, and what a stopped
-daemon left queued for its next start. SQLite's failures come out as StateError
-(agent/durable/file/state_errors.py): the commands need no sqlite3.
+daemon left queued for its next start (`queued`, on either store's connection). SQLite's
+failures come out as StateError (agent/durable/file/state_errors.py).
 """
 
 from __future__ import annotations
@@ -82,16 +82,9 @@ class Queued:
     fates: dict[str, int] = field(default_factory=dict)  # parts "refused", "unknown"
 
 
-def queued(path: Path, wait_s: float = 2.0) -> Queued | None:
-    """Read-only (the daemon may be running); None when there is no state.db, or one from
-    before the queues, or SQLite cannot read it now."""
-    if not path.exists():
-        return None
-    try:
-        uri = f"file:{path}?mode=ro"
-        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=wait_s)) as db:
-            waiting = count_waiting(db)
-            replies, expired = count_replies(db, "pending"), count_replies(db, "expired")
-            return Queued(waiting, replies, expired, part_fates(db))
-    except sqlite3.Error:
-        return None
+def queued(conn: sqlite3.Connection) -> Queued:
+    """On a connection of the caller's (`agent doctor` reads through read_state, beside a
+    running daemon, on either store)."""
+    waiting = count_waiting(conn)
+    replies, expired = count_replies(conn, "pending"), count_replies(conn, "expired")
+    return Queued(waiting, replies, expired, part_fates(conn))

@@ -12,16 +12,15 @@ config.toml is never rewritten.
 The daemon uses them through StateDB; `agent pairing` opens state.db itself, as `agent
 schedules` does (the daemon reads `paired` again on a stranger's message and every 30 s, and
 its courier sweeps the outbox, where a decision's line to the stranger waits); `agent doctor`
-reads them read-only (`paired_lines`). What a code looks like: agent/durable/owner/pairing_codes.py.
+reads them read-only (`paired_lines`, through agent/durable/store.py's read_state). What a
+code looks like: agent/durable/owner/pairing_codes.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 import time
 from dataclasses import astuple, dataclass
-from pathlib import Path
 
 from agent.durable.file.state_db import StateDB
 from agent.durable.outbox import Outbox
@@ -299,17 +298,10 @@ def open_codes(
     return [Code(*row) for row in rows]
 
 
-def paired_lines(state_db: Path) -> list[str]:
-    """Who was let in, and the codes still open, as `agent doctor` shows them: read-only,
-    nothing when there is no state.db (or no pairing tables) yet."""
-    if not state_db.is_file():
-        return []
-    uri = f"{state_db.resolve().as_uri()}?mode=ro"
-    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5)) as conn:
-        try:
-            members, codes = read_members(conn), open_codes(conn, wall_clock())
-        except sqlite3.OperationalError:  # no such table: an older state.db
-            return []
+def paired_lines(conn: sqlite3.Connection) -> list[str]:
+    """Who was let in, and the codes still open, as `agent pairing list` and `agent doctor`
+    show them."""
+    members, codes = read_members(conn), open_codes(conn, wall_clock())
     lines = [f"let in: {member.line()}" for member in members]
     return lines + [f"open code {shown(c.code)} ({c.channel}): {c.who}" for c in codes]
 

@@ -9,13 +9,11 @@ has none.
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo
 
@@ -125,21 +123,6 @@ def insert(conn: sqlite3.Connection, call: Call) -> None:
 def calls_since(conn: sqlite3.Connection, since: float) -> list[Call]:
     rows = conn.execute(f"SELECT {_COLUMNS} FROM usage WHERE at >= ? ORDER BY at, id", (since,))
     return [Call(*row) for row in rows]
-
-
-def read_calls(state_db: Path, since: float) -> list[Call]:
-    """The calls as a command that does not run the daemon reads them (`agent usage`):
-    read-only, beside a running daemon; none when there is no state.db or no table yet."""
-    if not state_db.is_file():
-        return []
-    uri = f"{state_db.resolve().as_uri()}?mode=ro"
-    with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5)) as conn:
-        try:
-            return calls_since(conn, since)
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):  # a state.db from before usage was kept
-                return []
-            raise
 
 
 def spent(

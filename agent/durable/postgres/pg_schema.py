@@ -83,7 +83,7 @@ def ensure(conn: psycopg.Connection[Any]) -> int:
     parameters as `$1`: psycopg's raw cursor, as pg_connection.py sets it.)"""
     with conn.transaction():
         conn.execute(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})")
-        version = _version(conn)
+        version = found_version(conn)
         if version > LATEST:
             raise SchemaRefused(
                 f"it was written by a newer pinclaw (schema version {version}; this one knows "
@@ -105,7 +105,8 @@ def tables(conn: psycopg.Connection[Any]) -> list[str]:
     return [str(name) for (name,) in rows]
 
 
-def _version(conn: psycopg.Connection[Any]) -> int:
+def found_version(conn: psycopg.Connection[Any]) -> int:
+    """The schema version the database was made at (0: no pinclaw tables yet)."""
     if "pinclaw_meta" not in tables(conn):
         return 0
     row = conn.execute("SELECT value FROM pinclaw_meta WHERE key = 'schema_version'").fetchone()
