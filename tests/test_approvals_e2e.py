@@ -12,6 +12,7 @@ import contextlib
 import os
 import pty
 import select
+import sqlite3
 import subprocess
 import sys
 import time
@@ -236,7 +237,8 @@ async def test_telegram_always_allow_is_remembered_listed_and_not_asked_again(
         await telegram_reply(fake_telegram)
     assert content(keep) is None
     workspace = (home / "workspace").resolve()
-    assert read_rules(home / "state.db", workspace) == ["shell:rm"]
+    with contextlib.closing(sqlite3.connect(home / "state.db")) as conn:
+        assert read_rules(conn, workspace) == ["shell:rm"]
 
     model.script(tool_calls(("shell", {"command": "rm other.txt"})), text("gone too"))
     async with daemon():  # a restart: the rule lives in state.db, not in memory

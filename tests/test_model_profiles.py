@@ -5,8 +5,10 @@ entries, and the compact first request — system prompt and tool schemas — th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from test_prompt_kit import fresh_workspace
 
 from agent.app import build_tools, open_store, prompt_source
 from agent.config import AgentSettings, LLMSettings, Settings, WorkspaceSettings, served_locally
-from agent.durable.learned_model_facts import LearnedModelFacts
+from agent.durable.learned_model_facts import LearnedModelFacts, learned_rows
 from agent.model.profiles import builtin
 from agent.model.profiles.builtin import ModelProfile, builtin_profile
 from agent.model.profiles.litellm_facts import count_tokens
@@ -109,7 +111,15 @@ def test_the_mode_is_chosen_from_the_profile_unless_the_owner_set_it(
 def looked_up(db: Path, model: str, api_base: str = "") -> ModelProfile:
     """The lookup as a prompt source makes it: what state.db holds, read by the durable
     layer and handed in as data."""
-    return profile_for(model, api_base, LearnedModelFacts.read(db).about(model))
+    return profile_for(model, api_base, learned_facts(db).about(model))
+
+
+def learned_facts(db: Path) -> LearnedModelFacts:
+    """What a command reads of state.db (nothing before the file is made)."""
+    if not db.exists():
+        return LearnedModelFacts()
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return LearnedModelFacts(learned_rows(conn))
 
 
 async def test_a_local_model_is_assumed_a_4096_window_until_its_server_says_more(
@@ -131,7 +141,7 @@ async def test_a_local_model_is_assumed_a_4096_window_until_its_server_says_more
         73.5,
     )
     assert choose_mode(local, learned).window == 16384
-    assert LearnedModelFacts.read(db).lines() == [
+    assert learned_facts(db).lines() == [
         f"{model}: served by llama-server, a window of 16,384 tokens, first token after 73.5 s"
     ]
     # a hosted model whose server says its window is small gets compact too
@@ -150,7 +160,7 @@ async def test_a_model_without_native_tools_starts_on_the_text_protocol(tmp_path
     assert quirks.lines() == []  # a built-in fact, not a lesson
     await quirks.learn_fact("openai/m", "tools", "xml")  # its server said: no tools in its template
     await store.db.close()
-    assert "openai/m" in LearnedModelFacts.read(tmp_path / "state.db").xml_tools
+    assert "openai/m" in learned_facts(tmp_path / "state.db").xml_tools
 
 
 def test_a_new_family_is_one_entry_in_the_table(monkeypatch: pytest.MonkeyPatch) -> None:

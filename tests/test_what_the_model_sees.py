@@ -131,11 +131,11 @@ async def test_a_refusal_that_names_functions_moves_the_model_to_the_text_protoc
         await fake_telegram.await_for(lambda m: m.method == "sendMessage")
     assert "tools" not in model.requests[-1]
     assert "<tool_call>" in model.requests[-1]["messages"][0]["content"]
-    from agent.durable.learned_model_facts import LearnedModelFacts
+    from agent.durable.learned_model_facts import LearnedModelFacts, learned_rows
 
-    assert LearnedModelFacts.read(home / "state.db").lines() == [
-        "openai/test-model: tools through the <tool_call> text protocol"
-    ]
+    with sqlite3.connect(home / "state.db") as conn:
+        facts = LearnedModelFacts(learned_rows(conn))
+    assert facts.lines() == ["openai/test-model: tools through the <tool_call> text protocol"]
 
 
 async def test_a_silent_reply_in_a_group_sends_nothing_and_the_group_goes_on(

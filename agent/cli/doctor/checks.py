@@ -334,14 +334,9 @@ def _daemon_line(home: Path) -> str:
 
 def _note_queues(settings: Settings) -> None:
     """What a stopped daemon left for its next start (read-only; the daemon may be running)."""
-    import sqlite3
-
     from agent.durable.file.state_check import queued
 
-    try:
-        found = read_state(settings, queued)
-    except sqlite3.Error:  # locked just now: the state line above said what matters
-        return
+    found = read_state(settings, queued)
     if found is None:
         return  # none yet, or an older state.db without the queues
     print(
