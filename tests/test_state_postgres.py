@@ -239,6 +239,6 @@ def socket_free_port() -> Any:
 
 
 async def _made(path: Path) -> None:
-    from agent.app import open_store
+    from agent.durable.store import open_store
 
     await (await open_store(path)).db.close()

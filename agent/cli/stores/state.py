@@ -144,7 +144,7 @@ def migrate_command(ctx: click.Context, url: str) -> None:
 
 async def _up_to_date(path: Path) -> None:
     """state.db at this pinclaw's schema version, as `agent run` would bring it."""
-    from agent.app import open_store
+    from agent.durable.store import open_store
 
     await (await open_store(path)).db.close()
 
