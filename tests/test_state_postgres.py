@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import sqlite3
@@ -21,14 +22,19 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import TEST_MODEL, Daemon
+from click.testing import CliRunner, Result
+from conftest import TEST_MODEL, Daemon, eventually
 from daemon_process import agent
 from fakes.llm_server import FakeLLM
 from fakes.telegram_server import FakeTelegram
 from postgres_cluster import PostgresCluster
 
+from agent.cli.main import cli
 from agent.daemon.local_server import lock_home
+from agent.daemon.serve import keep_backups
+from agent.durable.file.backups import DAILY
 from agent.durable.file.migrations import LATEST
+from agent.durable.file.storage_health import StorageHealth
 from agent.durable.postgres import pg_copy
 
 PASSWORD = "pw-never-shown-7f3"
@@ -40,6 +46,7 @@ MEANINGFUL: dict[str, dict[str, Any]] = {
     "schedules": {"status": "cancelled"},
     "pairing_codes": {"status": "denied"},
     "paired": {"channel": "telegram", "kind": "person", "id": "777", "name": "Mallory"},
+    "actuations": {"at": 1.7e9, "pin": "pump", "board": "garage", "value": "high"},
 }
 VALUES: dict[str, Any] = {
     "INTEGER": 7,
@@ -84,6 +91,21 @@ def both(path: Path, url: str, table: str) -> tuple[list[Any], list[Any]]:
     with psycopg.connect(url) as server:
         theirs = [tuple(r) for r in server.execute(f"SELECT {names} FROM {table}")]  # type: ignore[call-overload]
     return sorted(mine, key=pg_copy._order), sorted(theirs, key=pg_copy._order)
+
+
+def in_process(*commands: tuple[str, ...]) -> list[Result]:
+    """Each `agent COMMAND` through click in this process, one after the other (the logging
+    each sets up put back after)."""
+    root = logging.getLogger()
+    level, handlers = root.level, root.handlers[:]
+    try:
+        return [
+            CliRunner().invoke(cli, list(args), prog_name="agent", obj={}, catch_exceptions=False)
+            for args in commands
+        ]
+    finally:
+        root.setLevel(level)
+        root.handlers[:] = handlers
 
 
 async def chat(fake: FakeTelegram, text: str) -> None:
@@ -135,33 +157,34 @@ async def test_a_home_moved_to_postgres_keeps_its_history_and_comes_back_from_a_
         await chat(fake_telegram, "what is my name?")
     assert "my name is Ada" in said(fake_llm)
 
-    checked, made, usage, pairing, doctor = await asyncio.gather(
-        *(
-            asyncio.to_thread(agent, *command)
-            for command in (
-                ("state", "check"),
-                ("state", "backup"),
-                ("usage", "--by", "model"),
-                ("pairing", "list"),
-                ("doctor",),
-            )
-        )
+    readers = asyncio.to_thread(
+        in_process,
+        ("state", "check"),
+        ("state", "backup"),
+        ("usage", "--by", "model"),
+        ("pairing", "list"),
+        ("hardware", "log", "--since", "2020-01-01"),
+    )  # doctor asks for a daemon on the home's socket: pytest-socket allows that only outside
+    (checked, made, usage, pairing, hardware), doctor = await asyncio.gather(
+        readers, asyncio.to_thread(agent, "doctor")
     )
     server = f"postgresql://pinclaw@127.0.0.1:{postgres.port}/"
-    for ran in (checked, made, usage, pairing, doctor):
-        assert PASSWORD not in ran.stdout + ran.stderr
-    assert checked.returncode == 0, checked.stdout
-    assert checked.stdout.splitlines()[0].startswith(f"server: {server}")
-    assert f"schema version: {LATEST} (" in checked.stdout
-    assert "messages 4" in checked.stdout  # two turns, each a question and its answer
-    assert made.returncode == 0, made.stderr
+    for ran in (checked, made, usage, pairing, hardware):
+        assert PASSWORD not in ran.output
+    assert PASSWORD not in doctor.stdout + doctor.stderr
+    assert checked.exit_code == 0, checked.output
+    assert checked.output.splitlines()[0].startswith(f"server: {server}")
+    assert f"schema version: {LATEST} (" in checked.output
+    assert "messages 4" in checked.output  # two turns, each a question and its answer
+    assert made.exit_code == 0, made.output
     [copy] = (home / "backups").glob("state-*.db")
-    assert made.stdout.startswith(f"backed up {server}")
+    assert made.output.startswith(f"backed up {server}")
     assert stat.S_IMODE(copy.stat().st_mode) == 0o600
-    assert usage.returncode == 0 and TEST_MODEL in usage.stdout
-    assert "let in: telegram person 777 Mallory" in pairing.stdout
+    assert usage.exit_code == 0 and TEST_MODEL in usage.output
+    assert "let in: telegram person 777 Mallory" in pairing.output
     assert f"ok  state: {server}" in doctor.stdout
     assert "0 message(s) waiting for an answer" in doctor.stdout
+    assert " pump on garage: high, confirmed " in hardware.output
 
     restored = tmp_path / "restored"
     restored.mkdir(mode=0o700)
@@ -198,6 +221,33 @@ def test_a_copy_that_differs_is_rolled_back(
             "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public'"
         ).fetchone()
     assert tables == (0,)  # not even the tables: one transaction
+
+
+def test_the_daemons_daily_backup_on_postgres_is_a_state_db_of_the_servers_rows(
+    home: Path, postgres: PostgresCluster
+) -> None:
+    home.mkdir(mode=0o700)
+    state_db = home / "state.db"
+    asyncio.run(_made(state_db))
+    fill_every_table(state_db)
+    url = postgres.new_database()
+    pg_copy.migrate_to(state_db, url)
+    state_db.unlink()  # the store is the server's now
+    asyncio.run(_one_daily_backup(state_db, url))
+    [daily] = (home / "backups").glob(f"state-*{DAILY}")
+    for table in ("messages", "memories", "pin_readings"):
+        mine, theirs = both(daily, url, table)
+        assert mine and mine == theirs, table
+
+
+async def _one_daily_backup(state_db: Path, url: str) -> None:
+    folder = state_db.parent / "backups"
+    health = StorageHealth(state_db.parent)
+    backups = asyncio.create_task(keep_backups(state_db, 7, health, first_after_s=0, url=url))
+    try:
+        await eventually(lambda: any(folder.glob(f"state-*{DAILY}")), within=10)
+    finally:
+        backups.cancel()
 
 
 def test_migrate_refuses_a_home_whose_daemon_runs_and_a_url_that_is_not_postgres(

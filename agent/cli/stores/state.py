@@ -67,7 +67,9 @@ def backup_command(ctx: click.Context, file: Path | None) -> None:
 @state.command("check")
 @click.pass_context
 def check_command(ctx: click.Context) -> None:
-    """Check state.db: integrity, schema version, rows per table."""
+    """Check state.db: integrity, schema version, rows per table.
+
+    With [state] url: the PostgreSQL server, its schema version and rows per table."""
     from agent.durable.file.migrations import diagnose
 
     settings = ctx.obj["load"](ctx)
