@@ -26,6 +26,7 @@ from psycopg import sql
 
 from agent.durable.file.backups import Backup
 from agent.durable.file.migrations import LATEST, migrate
+from agent.durable.file.state_errors import StateError
 from agent.durable.postgres import pg_schema
 from agent.durable.postgres.pg_connection import PgConnection
 from agent.home import PRIVATE_DIR_MODE, create_private_file
@@ -213,6 +214,8 @@ def migrate_to(state_db: Path, url: str) -> list[Copied]:
             return copied
     except pg_schema.SchemaRefused as exc:
         raise CopyRefused(str(exc)) from exc
+    except psycopg.Error as exc:  # not ours to write, or gone: rolled back, nothing copied
+        raise CopyRefused(f"PostgreSQL: {_first_line(exc)}") from exc
     finally:
         target.close()
 
@@ -239,6 +242,9 @@ def backup(url: str, dest: Path) -> Backup:
             verdict = copy.execute("PRAGMA quick_check").fetchone()[0]
             if verdict != "ok":
                 raise CopyDiffers(f"the copy is damaged: {verdict}")
+    except psycopg.Error as exc:
+        dest.unlink(missing_ok=True)
+        raise StateError(f"PostgreSQL: {_first_line(exc)}") from exc
     except BaseException:
         dest.unlink(missing_ok=True)
         raise
@@ -251,7 +257,7 @@ def _copy(source: Side, target: Side) -> list[Copied]:
     try:
         return copy_tables(source, target)
     except (psycopg.DataError, psycopg.IntegrityError, sqlite3.IntegrityError) as exc:
-        raise CopyDiffers(f"a row could not be written: {str(exc).splitlines()[0]}") from exc
+        raise CopyDiffers(f"a row could not be written: {_first_line(exc)}") from exc
 
 
 def _reindex_postgres(conn: psycopg.Connection[Any]) -> None:
@@ -294,6 +300,11 @@ def _order(row: Row) -> tuple[tuple[int, Any], ...]:
         else (3, bytes(value))
         for value in row
     )
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def _names(columns: Sequence[str]) -> str:
