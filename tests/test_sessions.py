@@ -17,6 +17,8 @@ from agent.durable.sessions import SessionStore
 from agent.durable.store import Store
 from channels.base import ChatRef, OutgoingPart
 
+pytestmark = pytest.mark.both_stores
+
 
 def turn(n: int, tools: int = 0) -> list[dict[str, object]]:
     messages: list[dict[str, object]] = [{"role": "user", "content": f"question {n}"}]
@@ -44,8 +46,8 @@ async def stored(sessions: SessionStore, chat_key: str) -> list[object]:
     return [m["content"] for t in recent.turns for m in t.messages]
 
 
-async def test_history_is_cut_at_a_turn_boundary(tmp_path: Path) -> None:
-    store = await open_store(tmp_path / "state.db")
+async def test_history_is_cut_at_a_turn_boundary(tmp_path: Path, state_store: str | None) -> None:
+    store = await open_store(tmp_path / "state.db", url=state_store)
     sessions = store.sessions
     await sessions.append_turn("t:1:", turn(1, tools=2))
     await sessions.append_turn("t:1:", turn(2, tools=1))
@@ -66,8 +68,9 @@ async def test_history_is_cut_at_a_turn_boundary(tmp_path: Path) -> None:
 
 async def test_one_huge_turn_cannot_push_the_history_past_the_token_budget(
     tmp_path: Path,
+    state_store: str | None,
 ) -> None:
-    store = await open_store(tmp_path / "state.db")
+    store = await open_store(tmp_path / "state.db", url=state_store)
     sessions = store.sessions
     await sessions.append_turn("t:1:", turn(1))
     huge = [{"role": "user", "content": "x" * 1_000_000}, {"role": "assistant", "content": "ok"}]
@@ -82,8 +85,10 @@ async def test_one_huge_turn_cannot_push_the_history_past_the_token_budget(
     await store.db.close()
 
 
-async def test_an_answer_that_was_never_delivered_leaves_the_history(tmp_path: Path) -> None:
-    store = await open_store(tmp_path / "state.db")
+async def test_an_answer_that_was_never_delivered_leaves_the_history(
+    tmp_path: Path, state_store: str | None
+) -> None:
+    store = await open_store(tmp_path / "state.db", url=state_store)
     await answered(store, 1, expired=False)
     await answered(store, 2, expired=True)
     # the question stays (the user asked it); the answer they never saw does not
@@ -111,42 +116,55 @@ async def answered(store: Store, n: int, *, expired: bool) -> None:
         await store.outbox.record([given_up])
 
 
-async def test_a_message_is_stored_once_even_when_delivered_twice(tmp_path: Path) -> None:
+async def test_a_message_is_stored_once_even_when_delivered_twice(
+    tmp_path: Path, state_store: str | None
+) -> None:
     from channels.base import IncomingMessage
 
-    store = await open_store(tmp_path / "state.db")
+    store = await open_store(tmp_path / "state.db", url=state_store)
     msg = IncomingMessage(ChatRef("t", "1"), "42", "Ann", "hello there", message_id="7")
     first = await store.inbox.add(msg)
     assert first is not None and await store.inbox.add(msg) is None
     pending = await store.inbox.oldest("t:1:")
     assert pending is not None and pending.message == msg
+    assert await store.db.fetchall("SELECT COUNT(*) FROM inbox") == [(1,)]
     await store.db.close()
-    with sqlite3.connect(tmp_path / "state.db") as db:
-        assert db.execute("SELECT COUNT(*) FROM inbox").fetchone()[0] == 1
-        assert db.execute("PRAGMA synchronous").fetchone()[0] in (2, 3)  # FULL (per connection)
+    if state_store is None:
+        with sqlite3.connect(tmp_path / "state.db") as db:
+            assert db.execute("PRAGMA synchronous").fetchone()[0] in (2, 3)  # FULL
 
 
-async def test_chats_are_separate_and_survive_reopening(tmp_path: Path) -> None:
+async def test_chats_are_separate_and_survive_reopening(
+    tmp_path: Path, state_store: str | None
+) -> None:
     path = tmp_path / "state.db"
-    opened = await open_store(path)
+    opened = await open_store(path, url=state_store)
     await opened.sessions.append_turn("telegram:1:", turn(1))
     await opened.sessions.append_turn("telegram:2:", turn(2))
     await opened.db.close()
-    again = await open_store(path)
+    again = await open_store(path, url=state_store)
     reopened = again.sessions
     assert await stored(reopened, "telegram:1:") == ["question 1", "answer 1"]
     await reopened.new_session("telegram:1:")
     assert await stored(reopened, "telegram:1:") == []
     assert await reopened.count("telegram:2:") == 2
+    rows = await again.db.fetchall("SELECT role, created_at > 0 FROM messages ORDER BY id")
+    assert [(role, bool(later)) for role, later in rows] == [
+        ("user", True),
+        ("assistant", True),
+        ("user", True),
+        ("assistant", True),
+    ]
     await again.db.close()
-    with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        rows = db.execute("SELECT role, created_at > 0 FROM messages ORDER BY id").fetchall()
-    assert rows == [("user", 1), ("assistant", 1), ("user", 1), ("assistant", 1)]
+    if state_store is None:
+        with sqlite3.connect(path) as db:
+            assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-async def test_a_write_that_fails_leaves_nothing_and_the_store_goes_on(tmp_path: Path) -> None:
-    store = await open_store(tmp_path / "state.db")
+async def test_a_write_that_fails_leaves_nothing_and_the_store_goes_on(
+    tmp_path: Path, state_store: str | None
+) -> None:
+    store = await open_store(tmp_path / "state.db", url=state_store)
 
     def half_a_turn(conn: sqlite3.Connection) -> None:
         store.sessions.add_turn(conn, "t:1:", turn(1))
@@ -160,8 +178,10 @@ async def test_a_write_that_fails_leaves_nothing_and_the_store_goes_on(tmp_path:
     await store.db.close()
 
 
-async def test_a_write_whose_caller_is_cancelled_still_commits_whole(tmp_path: Path) -> None:
-    store = await open_store(tmp_path / "state.db")
+async def test_a_write_whose_caller_is_cancelled_still_commits_whole(
+    tmp_path: Path, state_store: str | None
+) -> None:
+    store = await open_store(tmp_path / "state.db", url=state_store)
     started = threading.Event()
 
     def slow_turn(conn: sqlite3.Connection) -> None:
@@ -181,6 +201,7 @@ async def test_a_write_whose_caller_is_cancelled_still_commits_whole(tmp_path: P
 
 async def test_the_courier_sends_every_reply_in_order_also_one_queued_while_it_marks(
     tmp_path: Path,
+    state_store: str | None,
 ) -> None:
     """The courier reads a chat's next reply in the same trip as the last mark of the one
     before: a reply queued meanwhile (here: while the first one's parts go out) is still
@@ -188,7 +209,7 @@ async def test_the_courier_sends_every_reply_in_order_also_one_queued_while_it_m
     from agent.runtime.queues.courier import Courier
     from channels.terminal import TerminalChannel
 
-    store = await open_store(tmp_path / "state.db")
+    store = await open_store(tmp_path / "state.db", url=state_store)
     chat = ChatRef("t", "1")
     sent: list[str] = []
 
