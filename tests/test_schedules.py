@@ -14,6 +14,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ def schedule(when: str, task: str = TASK) -> Any:
     return tool_calls(("schedule_task", {"when": when, "task": task}))
 
 
+@pytest.mark.both_stores
 async def test_in_2_seconds_runs_in_the_chat_without_a_message_and_the_reply_arrives(
     telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
     daemon: Callable[[], Daemon],
@@ -106,11 +108,13 @@ async def test_a_schedule_survives_sigterm_and_runs_after_the_restart(
     assert rows(db, "SELECT status, runs FROM schedules") == [("done", 1)]
 
 
-def plant(home: Path, chat: int, kind: str, spec: str, due: float, sender: int = OWNER) -> None:
-    """A schedule left in state.db by an earlier run of the daemon."""
+def plant(
+    home: Path, url: str | None, chat: int, kind: str, spec: str, due: float, sender: int = OWNER
+) -> None:
+    """A schedule left in the store (state.db, or PostgreSQL at `url`) by an earlier run."""
 
     async def add() -> None:
-        store = await open_store(home / "state.db")
+        store = await open_store(home / "state.db", url=url)
         try:
             await Schedules(store.db).add(
                 NewSchedule(kind, spec, f"task of chat {chat}", ChatRef("telegram", str(chat)),
@@ -126,20 +130,22 @@ def utc_fields(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
 
 
+@pytest.mark.both_stores
 def test_runs_missed_while_down_run_once_when_recent_else_are_skipped_and_the_chat_told(
     telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, state_store: str | None,
 ) -> None:  # fmt: skip
     monkeypatch.setenv("PINCLAW_AGENT__TIMEZONE", "UTC")
     now = time.time()
     two_hours_ago, ten_minutes_ago = utc_fields(now - 7200), utc_fields(now - 600)
-    plant(home, 101, "once", "a minute ago", now - 60)  # within catch_up_s: runs
-    plant(home, 102, "once", "two hours ago", now - 7200)  # beyond it: skipped, chat told
+    put = partial(plant, home, state_store)
+    put(101, "once", "a minute ago", now - 60)  # within catch_up_s: runs
+    put(102, "once", "two hours ago", now - 7200)  # beyond it: skipped, chat told
     daily = f"{two_hours_ago.minute} {two_hours_ago.hour} * * *"
-    plant(home, 103, "cron", daily, now - 7200)  # its run two hours ago: skipped, stays on
-    plant(home, 104, "once", "just now", now - 5, sender=777)  # 777 is not allowed: skipped
+    put(103, "cron", daily, now - 7200)  # its run two hours ago: skipped, stays on
+    put(104, "once", "just now", now - 5, sender=777)  # 777 is not allowed: skipped
     hourly = f"{ten_minutes_ago.minute} * * * *"
-    plant(home, 105, "cron", hourly, now - 5 * 3600)  # missed five times: runs once
+    put(105, "cron", hourly, now - 5 * 3600)  # missed five times: runs once
 
     async def serve() -> None:
         async with Daemon():
