@@ -214,8 +214,10 @@ class Clocks:
         self.wall += seconds + wall_step
 
 
-async def scheduler_on(tmp_path: Path, clocks: Clocks) -> tuple[Scheduler, Schedules]:
-    store = await open_store(tmp_path / "state.db")
+async def scheduler_on(
+    tmp_path: Path, url: str | None, clocks: Clocks
+) -> tuple[Scheduler, Schedules]:
+    store = await open_store(tmp_path / "state.db", url=url)
     schedules = Schedules(store.db)
     runtimes = cast(dict[str, ChannelRuntime], {"telegram": None})  # nothing comes due here
     settings = Settings(heartbeat={"enabled": True, "interval_minutes": 30})  # type: ignore[arg-type]
@@ -230,11 +232,12 @@ async def scheduler_on(tmp_path: Path, clocks: Clocks) -> tuple[Scheduler, Sched
     return scheduler, schedules
 
 
+@pytest.mark.both_stores
 async def test_a_step_back_moves_cron_and_heartbeat_rows_to_their_next_time(
-    tmp_path: Path, home: Path
+    tmp_path: Path, home: Path, state_store: str | None
 ) -> None:
     clocks = Clocks()
-    scheduler, schedules = await scheduler_on(tmp_path, clocks)
+    scheduler, schedules = await scheduler_on(tmp_path, state_store, clocks)
     chat = ChatRef("telegram", "42")
     hourly = await schedules.add(
         NewSchedule("cron", "0 * * * *", "t", chat, "42", clocks.wall + 3570)
@@ -259,11 +262,12 @@ async def test_a_step_back_moves_cron_and_heartbeat_rows_to_their_next_time(
     await schedules.db.close()
 
 
+@pytest.mark.both_stores
 async def test_a_jump_while_running_is_not_downtime_but_a_long_gap_is(
-    tmp_path: Path, home: Path
+    tmp_path: Path, home: Path, state_store: str | None
 ) -> None:
     clocks = Clocks()
-    scheduler, schedules = await scheduler_on(tmp_path, clocks)
+    scheduler, schedules = await scheduler_on(tmp_path, state_store, clocks)
     started = clocks.wall
     await scheduler.run_due()
     clocks.advance(30, wall_step=7200)  # stepped forward while running
@@ -291,11 +295,12 @@ class Fired:
         self.at.append(self._clocks.steady)
 
 
+@pytest.mark.both_stores
 async def test_an_every_minute_schedule_never_runs_twice_within_a_minute_across_steps(
-    tmp_path: Path, home: Path
+    tmp_path: Path, home: Path, state_store: str | None
 ) -> None:
     clocks = Clocks()  # 12:00:30
-    store = await open_store(tmp_path / "state.db")
+    store = await open_store(tmp_path / "state.db", url=state_store)
     schedules = Schedules(store.db)
     fired = Fired(schedules, clocks)
     settings = Settings()
