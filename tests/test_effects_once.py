@@ -352,9 +352,11 @@ def message(message_id: str) -> IncomingMessage:
     return IncomingMessage(ChatRef("telegram", "7"), "42", "A", "feed", message_id=message_id)
 
 
-async def test_the_journal_keeps_intent_and_outcome_until_the_turn_commits(tmp_path: Path) -> None:
-    path = tmp_path / "state.db"
-    store = await open_store(path)
+@pytest.mark.both_stores
+async def test_the_journal_keeps_intent_and_outcome_until_the_turn_commits(
+    tmp_path: Path, state_store: str | None
+) -> None:
+    store = await open_store(tmp_path / "state.db", url=state_store)
     msg = message("m1")
     inbox_id = await store.inbox.add(msg)
     journal = ToolJournal(store.db, msg)
@@ -363,8 +365,8 @@ async def test_the_journal_keeps_intent_and_outcome_until_the_turn_commits(tmp_p
     assert appended is not None and pinned is not None
     await journal.finish(appended, ToolResult.success("exit code: 0 (no output)"))
     sql = "SELECT inbox_id, call_id, tool, ok, result, started_at > 0, finished_at > 0"
-    sql += " FROM tool_journal"
-    assert rows(path, sql) == [
+    sql += " FROM tool_journal ORDER BY id"
+    assert await store.db.fetchall(sql) == [
         (inbox_id, "call_1", "shell", 1, "exit code: 0 (no output)", 1, 1),
         (inbox_id, "call_2", "gpio_write", None, None, 1, None),
     ]
@@ -383,14 +385,17 @@ async def test_the_journal_keeps_intent_and_outcome_until_the_turn_commits(tmp_p
     with pytest.raises(RuntimeError):
         await store.db.write(commit_that_fails)
     await store.inbox.defer(inbox_id, retry_at=0.0, failing_since=0.0, notified=True)
-    assert rows(path, count) == [(2,)]  # still pending: kept for the next run
+    assert await store.db.fetchall(count) == [(2,)]  # still pending: kept for the next run
     await store.db.write(lambda conn: store.inbox.finish(conn, inbox_id, "done"))
-    assert rows(path, count) == [(0,)]  # gone in the transaction that finished the message
+    assert await store.db.fetchall(count) == [(0,)]  # gone as the message was finished
     await store.db.close()
 
 
-async def test_nothing_is_journalled_without_a_pending_inbox_row(tmp_path: Path) -> None:
-    store = await open_store(tmp_path / "state.db")
+@pytest.mark.both_stores
+async def test_nothing_is_journalled_without_a_pending_inbox_row(
+    tmp_path: Path, state_store: str | None
+) -> None:
+    store = await open_store(tmp_path / "state.db", url=state_store)
     one_shot, done = message(""), message("m2")  # `agent run -m` has no inbox row
     await store.inbox.add(done, status="done")
     for msg in (one_shot, done):
@@ -453,11 +458,12 @@ def _key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key-not-real-0000")
 
 
+@pytest.mark.both_stores
 @pytest.mark.usefixtures("_key")
 async def test_a_replayed_turn_gets_recorded_results_and_runs_only_what_is_new(
-    tmp_path: Path, fake_llm: FakeLLM
+    tmp_path: Path, fake_llm: FakeLLM, state_store: str | None
 ) -> None:
-    store = await open_store(tmp_path / "state.db")
+    store = await open_store(tmp_path / "state.db", url=state_store)
     msg = message("m3")
     await store.inbox.add(msg)
     before = ToolJournal(store.db, msg)  # what the run cut off by the crash left
