@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import sqlite3
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import Daemon, eventually
+from daemon_process import rows
 from fakes.llm_requests import last_user_content, tool_results
 from fakes.model_double import ScriptedModel, delay, text, tool_calls
 from toy_channel.channel import ToyChannel
@@ -66,8 +66,7 @@ def job_task(request: Request) -> str | None:
 
 
 def jobs_rows(home: Path) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(home / "state.db") as conn:
-        return conn.execute("SELECT id, state, delivered, result FROM jobs ORDER BY id").fetchall()
+    return rows(home / "state.db", "SELECT id, state, delivered, result FROM jobs ORDER BY id")
 
 
 def the_job(said: list[str]) -> str:
@@ -80,6 +79,7 @@ def delegate(task: str, **more: Any) -> tuple[str, dict[str, Any]]:
     return ("delegate", {"task": task, **more})
 
 
+@pytest.mark.both_stores
 async def test_a_parent_delegates_two_jobs_and_joins_them(
     model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
 ) -> None:
@@ -116,6 +116,7 @@ async def test_a_parent_delegates_two_jobs_and_joins_them(
     assert "delegate" in [t["function"]["name"] for t in parent["tools"]]
 
 
+@pytest.mark.both_stores
 async def test_a_job_not_waited_for_comes_as_one_message_the_chat_remembers(
     model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
 ) -> None:
@@ -203,6 +204,7 @@ async def test_a_job_past_its_token_limit_is_stopped_and_says_so(
     assert state == "stopped"
 
 
+@pytest.mark.both_stores
 async def test_stop_cancels_the_chats_jobs(
     model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
 ) -> None:
@@ -226,6 +228,7 @@ async def test_stop_cancels_the_chats_jobs(
     assert jobs_rows(home) == [(1, "cancelled", "message", "cancelled (/stop)")]
 
 
+@pytest.mark.both_stores
 async def test_twenty_jobs_run_three_at_a_time_and_each_result_comes_once(
     model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
 ) -> None:
@@ -355,6 +358,7 @@ async def test_a_non_owners_job_cannot_read_what_they_cannot(
     assert memory.read_text() == "the owner's safe code is 4711\n"
 
 
+@pytest.mark.both_stores
 async def test_a_spent_jobs_budget_stops_a_job_before_its_model_is_called(
     model: ScriptedModel, home: Path, daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -362,12 +366,12 @@ async def test_a_spent_jobs_budget_stops_a_job_before_its_model_is_called(
     model.script(tool_calls(delegate("an expensive search")), text("on it"))
     async with daemon():
         toy = the_toy()
-        with sqlite3.connect(home / "state.db") as conn:  # jobs spent $0.75 today already
-            conn.execute(
-                "INSERT INTO usage (at, chat_key, person, started_by, model, input_tokens, "
-                "cached_tokens, output_tokens, cost_usd) VALUES (?, ?, ?, 'job', ?, 1, 0, 1, .75)",
-                (time.time(), f"toy:{OWNER}:", "alice", "openai/test-model"),
-            )
+        rows(  # jobs spent $0.75 today already
+            home / "state.db",
+            "INSERT INTO usage (at, chat_key, person, started_by, model, input_tokens, "
+            "cached_tokens, output_tokens, cost_usd) VALUES (?, ?, ?, 'job', ?, 1, 0, 1, .75)",
+            (time.time(), f"toy:{OWNER}:", "alice", "openai/test-model"),
+        )
         assert await toy.say(OWNER, OWNER, "search")
         said = await shown_in(toy, OWNER, 2)
     (stopped,) = [line for line in said if line != "on it"]  # either may come first
@@ -377,6 +381,7 @@ async def test_a_spent_jobs_budget_stops_a_job_before_its_model_is_called(
     assert len(model.requests) == 2  # the parent's two calls; the job called no model
 
 
+@pytest.mark.both_stores
 async def test_a_schedule_starts_a_job_whose_result_comes_to_the_chat(
     model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
 ) -> None:
