@@ -146,6 +146,7 @@ async def test_a_stranger_gets_a_code_the_owner_approves_by_button_and_the_model
     assert "777" in reply and "valid for an hour" in reply and "asked the owner" in reply
 
 
+@pytest.mark.both_stores
 async def test_one_code_an_hour_and_a_code_past_its_hour_cannot_be_approved(
     env: dict[str, str],
     model: ScriptedModel,
@@ -233,6 +234,7 @@ async def test_a_denied_stranger_is_told_once_and_then_hears_nothing(
     assert len([text for text in sent_to(fake_telegram, OWNER) if "wants to talk" in text]) == 1
 
 
+@pytest.mark.both_stores
 async def test_wrong_codes_lock_a_sender_out_for_an_hour_then_an_invite_lets_them_in(
     env: dict[str, str],
     model: ScriptedModel,
@@ -276,6 +278,7 @@ async def test_wrong_codes_lock_a_sender_out_for_an_hour_then_an_invite_lets_the
         await answered_by_model(fake_telegram, model, "hello at last")
 
 
+@pytest.mark.both_stores
 async def test_the_owner_adds_a_group_with_pair_here(
     env: dict[str, str],
     model: ScriptedModel,
@@ -329,11 +332,13 @@ async def test_pairing_off_keeps_the_allow_list_alone(
     assert model.requests == []
 
 
+@pytest.mark.both_stores
 async def test_people_let_in_are_still_in_after_a_restart_and_doctor_lists_them(
     env: dict[str, str],
     model: ScriptedModel,
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
+    state_store: str | None,
 ) -> None:
     async with daemon():
         code = await code_of_stranger(fake_telegram)
@@ -342,6 +347,8 @@ async def test_people_let_in_are_still_in_after_a_restart_and_doctor_lists_them(
         await reply_to(fake_telegram, STRANGER, pairings.WELCOME)
     async with daemon():
         await answered_by_model(fake_telegram, model, "are you still there?")
+    if state_store is not None:
+        pytest.skip("agent doctor's pairing notes read state.db only (a doctor reader to port)")
     doctor = await agent("doctor")
     notes = [line for line in doctor.stdout.splitlines() if line.startswith("note pairing:")]
     today = time.strftime("%Y-%m-%d")
