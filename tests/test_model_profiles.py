@@ -151,8 +151,11 @@ async def test_a_local_model_is_assumed_a_4096_window_until_its_server_says_more
     assert choose_mode(settings("openai/small"), small).mode == "compact"
 
 
-async def test_a_model_without_native_tools_starts_on_the_text_protocol(tmp_path: Path) -> None:
-    store = await open_store(tmp_path / "state.db")
+@pytest.mark.both_stores
+async def test_a_model_without_native_tools_starts_on_the_text_protocol(
+    tmp_path: Path, state_store: str | None
+) -> None:
+    store = await open_store(tmp_path / "state.db", url=state_store)
     quirks = await LearnedModelFacts.load(store.db)
     assert "ollama_chat/gemma3:4b" in quirks.xml_tools
     assert "ollama_chat/deepseek-r1:1.5b" in quirks.xml_tools
@@ -160,7 +163,9 @@ async def test_a_model_without_native_tools_starts_on_the_text_protocol(tmp_path
     assert quirks.lines() == []  # a built-in fact, not a lesson
     await quirks.learn_fact("openai/m", "tools", "xml")  # its server said: no tools in its template
     await store.db.close()
-    assert "openai/m" in learned_facts(tmp_path / "state.db").xml_tools
+    again = await open_store(tmp_path / "state.db", url=state_store)  # kept: a restart
+    assert "openai/m" in (await LearnedModelFacts.load(again.db)).xml_tools
+    await again.db.close()
 
 
 def test_a_new_family_is_one_entry_in_the_table(monkeypatch: pytest.MonkeyPatch) -> None:

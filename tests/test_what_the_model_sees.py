@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import Daemon, eventually
+from daemon_process import rows
 from fakes.llm_server import FakeLLM, last_user_content
 from fakes.model_double import ScriptedModel, echo, error, text
 from fakes.telegram_server import FakeTelegram
@@ -116,6 +117,7 @@ async def test_a_strict_template_is_answered_after_one_refusal_and_remembered(
         ]
 
 
+@pytest.mark.both_stores
 async def test_a_refusal_that_names_functions_moves_the_model_to_the_text_protocol(
     telegram_model_env: dict[str, str], model: ScriptedModel, fake_telegram: FakeTelegram,
     home: Path, daemon: Callable[[], Daemon],
@@ -131,10 +133,11 @@ async def test_a_refusal_that_names_functions_moves_the_model_to_the_text_protoc
         await fake_telegram.await_for(lambda m: m.method == "sendMessage")
     assert "tools" not in model.requests[-1]
     assert "<tool_call>" in model.requests[-1]["messages"][0]["content"]
-    from agent.durable.learned_model_facts import LearnedModelFacts, learned_rows
+    learned = rows(home / "state.db", "SELECT model, quirk, value FROM provider_quirks")
+    assert learned == [("openai/test-model", "tools", "xml")]
+    from agent.durable.learned_model_facts import LearnedModelFacts
 
-    with sqlite3.connect(home / "state.db") as conn:
-        facts = LearnedModelFacts(learned_rows(conn))
+    facts = LearnedModelFacts(learned)
     assert facts.lines() == ["openai/test-model: tools through the <tool_call> text protocol"]
 
 
