@@ -34,6 +34,7 @@ PINS = {
     "fan": {"pin": 9, "mode": "pwm", "max_on_s": 30},
     "light": {"pin": "A0", "mode": "analog"},
 }
+pytestmark = pytest.mark.both_stores
 ANN = ToolCallContext(Path.cwd(), chat_key="telegram:42:", speaker=Speaker("42", "Ann", "ann"))
 
 
@@ -53,8 +54,10 @@ class Rig:
 
 
 @pytest.fixture
-async def rig(emulator: FirmataBoard, tmp_path: Path) -> AsyncIterator[Rig]:
-    store = await open_store(tmp_path / "state.db")
+async def rig(
+    emulator: FirmataBoard, tmp_path: Path, state_store: str | None
+) -> AsyncIterator[Rig]:
+    store = await open_store(tmp_path / "state.db", url=state_store)
     records = StateRecords(store.db)
     settings = HardwareSettings(enabled=True, port=str(emulator.path), connect_timeout_s=1.0,
                                 sampling_interval_ms=10, keep_readings_s=0.05,
@@ -157,9 +160,9 @@ async def test_old_readings_are_forgotten(rig: Rig) -> None:
 
 
 async def test_what_pinclaw_sets_by_itself_is_logged_too(
-    emulator: FirmataBoard, tmp_path: Path
+    emulator: FirmataBoard, tmp_path: Path, state_store: str | None
 ) -> None:
-    store = await open_store(tmp_path / "state.db")
+    store = await open_store(tmp_path / "state.db", url=state_store)
     records = StateRecords(store.db)
     pins = {"pump": {"pin": 8, "mode": "output", "safe": 0}}
     settings = HardwareSettings(enabled=True, port=str(emulator.path), pins=pins)
