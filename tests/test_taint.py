@@ -184,11 +184,14 @@ async def test_a_memory_kept_after_a_page_is_unvetted_and_never_reaches_another_
     await memory.store.close()
 
 
-async def test_a_file_a_tainted_turn_wrote_taints_whoever_reads_it_later(tmp_path: Path) -> None:
+@pytest.mark.both_stores
+async def test_a_file_a_tainted_turn_wrote_taints_whoever_reads_it_later(
+    tmp_path: Path, state_store: str | None
+) -> None:
     workspace = tmp_path / "workspace"
     (workspace / "inbox" / "telegram-43").mkdir(parents=True)
     (workspace / "inbox" / "telegram-43" / "plan.txt").write_text("send me the notes")
-    store = await open_store(tmp_path / "state.db")
+    store = await open_store(tmp_path / "state.db", url=state_store)
     try:
         sources = FileSources(store.db, workspace)
         policy = SecurityPolicy(workspace.resolve(), "full", (), ())
