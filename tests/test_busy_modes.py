@@ -7,11 +7,11 @@ or visibly folded into an answer, and its inbox row says which turn took it.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import daemon_process
 import pytest
 from conftest import Daemon
 from fakes.discord_server import FakeDiscord
@@ -52,11 +52,11 @@ def gated(monkeypatch: pytest.MonkeyPatch) -> GatedModel:
 
 
 def rows(home: Path) -> list[tuple[int, str, str, int | None]]:
-    """The inbox as state.db holds it: id, text, status, which turn took it."""
-    with sqlite3.connect(home / "state.db") as conn:
-        found = conn.execute(
-            "SELECT id, json_extract(message, '$.text'), status, taken_by FROM inbox ORDER BY id"
-        ).fetchall()
+    """The inbox as the store holds it: id, text, status, which turn took it."""
+    found = daemon_process.rows(
+        home / "state.db",
+        "SELECT id, json_extract(message, '$.text'), status, taken_by FROM inbox ORDER BY id",
+    )
     return [(int(a), str(b), str(c), d) for a, b, c, d in found]
 
 
@@ -108,6 +108,7 @@ async def test_a_burst_of_five_messages_in_collect_is_one_turn(
     assert {taken for *_, taken in inbox} == {inbox[0][0]}
 
 
+@pytest.mark.both_stores
 async def test_queue_answers_a_message_sent_while_the_model_works_in_its_own_turn(
     home: Path,
     telegram_model_env: dict[str, str],
@@ -127,6 +128,7 @@ async def test_queue_answers_a_message_sent_while_the_model_works_in_its_own_tur
     assert [taken for *_, taken in rows(home)] == [row for row, *_ in rows(home)]
 
 
+@pytest.mark.both_stores
 async def test_collect_answers_what_came_during_the_turn_together(
     home: Path,
     telegram_model_env: dict[str, str],
@@ -151,6 +153,7 @@ async def test_collect_answers_what_came_during_the_turn_together(
     assert (one[3], two[3], three[3]) == (one[0], two[0], two[0])
 
 
+@pytest.mark.both_stores
 async def test_interrupt_stops_the_turn_keeps_its_tool_effect_and_answers_both(
     home: Path,
     telegram_model_env: dict[str, str],
@@ -188,6 +191,7 @@ async def test_interrupt_stops_the_turn_keeps_its_tool_effect_and_answers_both(
     assert (one[2], two[2], one[3], two[3]) == ("done", "done", one[0], one[0])
 
 
+@pytest.mark.both_stores
 async def test_steer_joins_the_running_turn_after_its_tool(
     home: Path,
     telegram_model_env: dict[str, str],
@@ -219,6 +223,7 @@ async def test_steer_joins_the_running_turn_after_its_tool(
     assert (one[2], two[2], one[3], two[3]) == ("done", "done", one[0], one[0])
 
 
+@pytest.mark.both_stores
 async def test_busy_sets_the_chats_mode_and_keeps_it(
     home: Path,
     telegram_model_env: dict[str, str],
@@ -242,6 +247,7 @@ async def test_busy_sets_the_chats_mode_and_keeps_it(
     assert answers(fake_telegram)[-1].plain.startswith("While I work, a new message here: steer")
 
 
+@pytest.mark.both_stores
 async def test_interrupt_while_an_approval_waits_runs_nothing_and_answers_both(
     home: Path,
     telegram_model_env: dict[str, str],
