@@ -56,6 +56,7 @@ class Chat:
         return self.lines()[before]
 
 
+@pytest.mark.both_stores
 async def test_a_chat_switches_its_model_keeps_it_across_a_restart_and_goes_back(
     models_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
     daemon: Callable[[], Daemon],

@@ -122,6 +122,7 @@ async def test_when_spoken_to_a_voice_note_is_answered_aloud_a_typed_message_in_
     assert fake_llm.speech.read == ["Spoken back."]
 
 
+@pytest.mark.both_stores
 async def test_a_note_made_but_not_sent_when_pinclaw_stops_goes_once_at_the_next_start(
     voice_env: None, fake_llm: FakeLLM, fake_telegram: FakeTelegram, daemon: Callable[[], Daemon]
 ) -> None:
@@ -164,6 +165,7 @@ async def test_on_discord_the_note_is_a_voice_message_and_the_text_follows(
     assert words.content == "Twice a week."
 
 
+@pytest.mark.both_stores
 async def test_voice_sets_this_chats_replies_kept_across_a_restart_and_reset(
     voice_env: None,
     fake_llm: FakeLLM,
