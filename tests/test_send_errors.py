@@ -60,8 +60,8 @@ def telegram(fake: FakeTelegram, api_base: str = "", token: str = "") -> Any:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await open_store(tmp_path / "state.db")
+async def store(tmp_path: Path, state_store: str | None) -> AsyncIterator[Store]:
+    opened = await open_store(tmp_path / "state.db", url=state_store)
     yield opened
     await opened.db.close()
 
@@ -166,6 +166,7 @@ async def test_telegram_a_refusal_is_stored_refused_and_not_sent_again(
     assert f"telegram:{CHAT}:: the platform refused part 1: {reason}" in found.log
 
 
+@pytest.mark.both_stores
 async def test_telegram_a_refused_token_keeps_the_part_for_the_next_token(
     fake_telegram: FakeTelegram, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -192,6 +193,7 @@ async def test_telegram_a_refused_token_keeps_the_part_for_the_next_token(
     assert found.reply[0] == "sent" and found.parts == [("sent", "")]
 
 
+@pytest.mark.both_stores
 async def test_telegram_no_answer_after_the_request_was_written_is_possibly_lost(
     fake_telegram: FakeTelegram, store: Store, caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
