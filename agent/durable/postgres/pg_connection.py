@@ -8,6 +8,8 @@ PostgreSQL: each statement goes through pg_sql.statement, Python's booleans go a
 a number, not a Decimal, and the server's errors come back as what the callers already
 catch — a unique key as sqlite3.IntegrityError; a lost connection, a lock or serialization
 conflict as StateBusy (retried with backoff, like SQLite's busy); a full disk as StateFull.
+A lock another session holds is waited for as long as state.db's busy timeout, not forever:
+then it is StateBusy, as on state.db, instead of a trip that blocks every later one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from psycopg import errors
 from psycopg.adapt import Loader
 from psycopg.pq import TransactionStatus
 
+from agent.durable.file.state_db import BUSY_TIMEOUT_MS
 from agent.durable.file.state_errors import StateBusy, StateError, StateFull
 from agent.durable.postgres.pg_sql import statement
 
@@ -73,6 +76,7 @@ class PgConnection:
                 autocommit=True,
                 connect_timeout=max(1, int(timeout_s)),
                 application_name="pinclaw",
+                options=f"-c lock_timeout={BUSY_TIMEOUT_MS}",
             )
         except psycopg.Error as exc:
             raise state_error(exc) from exc

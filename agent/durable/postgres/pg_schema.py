@@ -82,6 +82,7 @@ def ensure(conn: psycopg.Connection[Any]) -> int:
     SchemaRefused for another program's database or a newer pinclaw's. (`conn` sends its
     parameters as `$1`: psycopg's raw cursor, as pg_connection.py sets it.)"""
     with conn.transaction():
+        conn.execute("SET LOCAL lock_timeout = 0")  # the first process takes what it takes
         conn.execute(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})")
         version = found_version(conn)
         if version > LATEST:
