@@ -142,11 +142,12 @@ def settings_env(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PINCLAW_HARDWARE__ALLOWED_PINS", '["A0"]')
 
 
+@pytest.mark.both_stores
 async def test_a_one_shot_in_its_own_process_refuses_to_watch_and_keeps_nothing(
     settings_env: None, home: Path
 ) -> None:
     settings = load_settings()
-    store = await open_store(settings.state_db)
+    store = await open_store(settings.state_db, url=settings.state_url)
     try:
         book = ChatWatches(Schedules(store.db), settings)  # no watcher: nobody listens
         [watch_pin, _, _] = WatchTools(book, PinNames({"board": settings.hardware}), "UTC").tools()
@@ -171,11 +172,12 @@ def test_read_only_autonomy_refuses_setting_and_cancelling_watches(
         assert tool is not None and (type(tool).__name__ == "ReadOnlyRefusal") == writes
 
 
+@pytest.mark.both_stores
 async def test_a_watch_on_a_pin_the_config_no_longer_allows_is_cancelled_at_start(
     settings_env: None, home: Path
 ) -> None:
     settings = load_settings()
-    store = await open_store(settings.state_db)
+    store = await open_store(settings.state_db, url=settings.state_url)
     keeper = make_boards(settings)
     assert keeper is not None
     board = keeper.boards

@@ -4,13 +4,13 @@ end to end through the daemon with the fake Telegram and the in-process model do
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import Daemon
+from daemon_process import rows
 from fakes.model_double import ScriptedModel, echo, text
 from fakes.telegram_server import FakeTelegram
 
@@ -129,6 +129,7 @@ def summary_requests(llm: ScriptedModel) -> list[dict[str, Any]]:
     return [r for r in llm.requests if system_prompt(r) == SUMMARY_INSTRUCTIONS]
 
 
+@pytest.mark.both_stores
 async def test_a_long_chat_is_summarised_once_and_the_originals_stay(
     telegram_model_env: dict[str, str],
     model: ScriptedModel,
@@ -162,13 +163,13 @@ async def test_a_long_chat_is_summarised_once_and_the_originals_stay(
     assert "Wavecrest" in first_after[1]["content"]
     sent_history = sum(len(str(m["content"])) for m in first_after[1:-2])
     assert sent_history // 3 <= budget  # the history sent is within the budget again
-    with sqlite3.connect(home / "state.db") as db:
-        stored = db.execute("SELECT COUNT(*), SUM(compacted) FROM messages").fetchone()
-        [(up_to,)] = db.execute("SELECT up_to_turn FROM summaries").fetchall()
+    [stored] = rows(home / "state.db", "SELECT COUNT(*), SUM(compacted) FROM messages")
+    [(up_to,)] = rows(home / "state.db", "SELECT up_to_turn FROM summaries")
     assert stored[0] == 16 and 1 <= stored[1] < 16  # every original kept, the old ones marked
     assert up_to * 2 == stored[1]
 
 
+@pytest.mark.both_stores
 async def test_a_failed_summary_falls_back_to_dropping_the_oldest_turns(
     telegram_model_env: dict[str, str],
     model: ScriptedModel,
@@ -192,8 +193,7 @@ async def test_a_failed_summary_falls_back_to_dropping_the_oldest_turns(
     assert "note 5" in str(last["messages"][-2]) or "note 5" in str(last["messages"][-1])
     assert "note 0" not in str(last["messages"])  # dropped, not summarised
     assert sum(len(str(m["content"])) for m in last["messages"][1:-2]) // 3 <= budget
-    with sqlite3.connect(home / "state.db") as db:
-        assert db.execute("SELECT COUNT(*) FROM summaries").fetchone() == (0,)
+    assert rows(home / "state.db", "SELECT COUNT(*) FROM summaries") == [(0,)]
 
 
 async def test_auto_recall_adds_what_is_relevant_and_nothing_otherwise(tmp_path: Path) -> None:
