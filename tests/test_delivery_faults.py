@@ -101,13 +101,10 @@ def db_of(home: Path) -> Path:
 
 
 def finished(db: Path) -> int:
-    """Replies no longer pending (sent, refused or expired); 0 before the store has tables."""
-    if not (db.exists() or os.environ.get("PINCLAW_STATE__URL")):
+    """Replies no longer pending (sent, refused or expired)."""
+    if not db.exists():
         return 0
-    try:
-        return int(rows(db, "SELECT COUNT(*) FROM outbox WHERE status != 'pending'")[0][0])
-    except sqlite3.OperationalError:  # PostgreSQL: the daemon has not made the tables yet
-        return 0
+    return int(rows(db, "SELECT COUNT(*) FROM outbox WHERE status != 'pending'")[0][0])
 
 
 def reached(db: Path, n: int) -> Callable[[], bool]:
@@ -245,9 +242,8 @@ def test_telegram_answering_a_send_after_8_s_is_delivered_once(
     assert "got no answer" not in daemon.log
 
 
-@pytest.mark.both_stores
 def test_a_reply_the_user_blocked_is_stored_refused_not_retried_and_doctor_counts_it(
-    telegram_daemons: Daemons, fake_telegram: FakeTelegram, home: Path, state_store: str | None
+    telegram_daemons: Daemons, fake_telegram: FakeTelegram, home: Path
 ) -> None:
     daemon = telegram_daemons.start()
     blocked = "Forbidden: bot was blocked by the user"
@@ -261,8 +257,6 @@ def test_a_reply_the_user_blocked_is_stored_refused_not_retried_and_doctor_count
     assert rows(db, "SELECT status FROM outbox") == [("refused",)]
     (part,) = rows(db, "SELECT status, reason FROM outbox_parts")
     assert part[0] == "refused" and "blocked by the user" in part[1]
-    if state_store is not None:
-        pytest.skip("agent doctor's count of refused parts reads state.db only (a doctor reader)")
     doctor = subprocess.run(
         [sys.executable, "-m", "agent", "doctor"],
         env=env_of(),

@@ -42,7 +42,6 @@ def messages_of(request: dict[str, Any], role: str) -> list[str]:
     return [str(m["content"]) for m in request["messages"] if m["role"] == role]
 
 
-@pytest.mark.both_stores
 async def test_a_silent_heartbeat_sends_nothing_and_a_worrying_one_reaches_the_owner(
     heartbeat_env: dict[str, str], model: ScriptedModel, fake_telegram: FakeTelegram, home: Path,
     daemon: Callable[[], Daemon],

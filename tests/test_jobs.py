@@ -381,7 +381,6 @@ async def test_a_spent_jobs_budget_stops_a_job_before_its_model_is_called(
     assert len(model.requests) == 2  # the parent's two calls; the job called no model
 
 
-@pytest.mark.both_stores
 async def test_a_schedule_starts_a_job_whose_result_comes_to_the_chat(
     model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
 ) -> None:

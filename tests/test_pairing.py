@@ -146,7 +146,6 @@ async def test_a_stranger_gets_a_code_the_owner_approves_by_button_and_the_model
     assert "777" in reply and "valid for an hour" in reply and "asked the owner" in reply
 
 
-@pytest.mark.both_stores
 async def test_one_code_an_hour_and_a_code_past_its_hour_cannot_be_approved(
     env: dict[str, str],
     model: ScriptedModel,

@@ -49,7 +49,6 @@ def schedule(when: str, task: str = TASK) -> Any:
     return tool_calls(("schedule_task", {"when": when, "task": task}))
 
 
-@pytest.mark.both_stores
 async def test_in_2_seconds_runs_in_the_chat_without_a_message_and_the_reply_arrives(
     telegram_env: dict[str, str], fake_llm: FakeLLM, fake_telegram: FakeTelegram, home: Path,
     daemon: Callable[[], Daemon],

@@ -165,7 +165,6 @@ async def test_on_discord_the_note_is_a_voice_message_and_the_text_follows(
     assert words.content == "Twice a week."
 
 
-@pytest.mark.both_stores
 async def test_voice_sets_this_chats_replies_kept_across_a_restart_and_reset(
     voice_env: None,
     fake_llm: FakeLLM,
