@@ -172,7 +172,8 @@ def sharing_processes(url: str) -> list[tuple[str, str]]:
     with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
         names = conn.execute(
             "SELECT application_name FROM pg_stat_activity"
-            " WHERE application_name LIKE 'pinclaw %' ORDER BY backend_start"
+            " WHERE application_name LIKE 'pinclaw %' AND datname = current_database()"
+            " ORDER BY backend_start"
         ).fetchall()
     found = []
     for (name,) in names:
