@@ -110,8 +110,7 @@ class App:
             await self.memory.close()
         if self.mcp is not None:
             await self.mcp.close()
-        await self.store.claims.close()
-        await self.store.db.close()
+        await self.store.close()
 
 
 def timezone_of(settings: Settings) -> str:
@@ -335,7 +334,7 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
         try:
             check_model(settings.llm, str(settings.home / ENV_FILE_NAME))
         except BaseException:
-            await store.db.close()
+            await store.close()
             raise
     policy = SecurityPolicy.from_settings(settings.security, workspace, home=settings.home)
     sandbox = choose_sandbox(settings.security.sandbox)  # a probe run: once per App

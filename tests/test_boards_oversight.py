@@ -72,7 +72,7 @@ async def rig(
     keeper.tell = tell
     yield made
     await keeper.close()
-    await store.db.close()
+    await store.close()
 
 
 async def test_max_on_s_switches_the_pump_off_on_time_and_tells_the_chat(
@@ -179,4 +179,4 @@ async def test_what_pinclaw_sets_by_itself_is_logged_too(
             ("low", "low", "safe state at start", "pinclaw"),
         ]
     finally:
-        await store.db.close()
+        await store.close()

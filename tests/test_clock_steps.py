@@ -30,6 +30,7 @@ from fakes.telegram_server import FakeTelegram
 from agent.app import open_store
 from agent.config import Settings
 from agent.durable.schedules import NewSchedule, Schedules
+from agent.durable.store import Store
 from agent.proactive.scheduler import Scheduler
 from agent.runtime.channel_runtime import ChannelRuntime
 from channels.base import ChatRef
@@ -107,7 +108,7 @@ def plant(home: Path, kind: str, spec: str, task: str, due: float) -> None:
             new = NewSchedule(kind, spec, task, chat, str(OWNER), due, sender_name="owner")  # type: ignore[arg-type]
             await Schedules(store.db).add(new)
         finally:
-            await store.db.close()
+            await store.close()
 
     asyncio.run(add())
 
@@ -216,7 +217,7 @@ class Clocks:
 
 async def scheduler_on(
     tmp_path: Path, url: str | None, clocks: Clocks
-) -> tuple[Scheduler, Schedules]:
+) -> tuple[Scheduler, Schedules, Store]:
     store = await open_store(tmp_path / "state.db", url=url)
     schedules = Schedules(store.db)
     runtimes = cast(dict[str, ChannelRuntime], {"telegram": None})  # nothing comes due here
@@ -229,7 +230,7 @@ async def scheduler_on(
         clock=lambda: clocks.wall,
         steady=lambda: clocks.steady,
     )
-    return scheduler, schedules
+    return scheduler, schedules, store
 
 
 @pytest.mark.both_stores
@@ -237,7 +238,7 @@ async def test_a_step_back_moves_cron_and_heartbeat_rows_to_their_next_time(
     tmp_path: Path, home: Path, state_store: str | None
 ) -> None:
     clocks = Clocks()
-    scheduler, schedules = await scheduler_on(tmp_path, state_store, clocks)
+    scheduler, schedules, store = await scheduler_on(tmp_path, state_store, clocks)
     chat = ChatRef("telegram", "42")
     hourly = await schedules.add(
         NewSchedule("cron", "0 * * * *", "t", chat, "42", clocks.wall + 3570)
@@ -259,7 +260,7 @@ async def test_a_step_back_moves_cron_and_heartbeat_rows_to_their_next_time(
     assert moved[hourly.id] == hourly.next_due - 3600  # type: ignore[operator]
     assert moved[beat.id] == clocks.wall + 1800
     assert moved[once.id] == once.next_due  # a time of day: it stays
-    await schedules.db.close()
+    await store.close()
 
 
 @pytest.mark.both_stores
@@ -267,7 +268,7 @@ async def test_a_jump_while_running_is_not_downtime_but_a_long_gap_is(
     tmp_path: Path, home: Path, state_store: str | None
 ) -> None:
     clocks = Clocks()
-    scheduler, schedules = await scheduler_on(tmp_path, state_store, clocks)
+    scheduler, _, store = await scheduler_on(tmp_path, state_store, clocks)
     started = clocks.wall
     await scheduler.run_due()
     clocks.advance(30, wall_step=7200)  # stepped forward while running
@@ -276,7 +277,7 @@ async def test_a_jump_while_running_is_not_downtime_but_a_long_gap_is(
     clocks.advance(8 * 3600)  # steady time passed with no look: asleep, or stopped
     await scheduler.run_due()
     assert scheduler._running_since == clocks.wall  # what came due meanwhile was missed
-    await schedules.db.close()
+    await store.close()
 
 
 class Fired:
@@ -331,4 +332,4 @@ async def test_an_every_minute_schedule_never_runs_twice_within_a_minute_across_
     assert min(gaps) >= 55, gaps
     current = await schedules.get(row.id)
     assert current is not None and current.status == "active" and current.runs == 3
-    await schedules.db.close()
+    await store.close()

@@ -388,7 +388,7 @@ async def test_the_journal_keeps_intent_and_outcome_until_the_turn_commits(
     assert await store.db.fetchall(count) == [(2,)]  # still pending: kept for the next run
     await store.db.write(lambda conn: store.inbox.finish(conn, inbox_id, "done"))
     assert await store.db.fetchall(count) == [(0,)]  # gone as the message was finished
-    await store.db.close()
+    await store.close()
 
 
 @pytest.mark.both_stores
@@ -402,7 +402,7 @@ async def test_nothing_is_journalled_without_a_pending_inbox_row(
         journal = ToolJournal(store.db, msg)
         assert await journal.start("shell", "call_1", "{}") is None
         assert await journal.entries() == []
-    await store.db.close()
+    await store.close()
 
 
 class World:
@@ -501,7 +501,7 @@ async def test_a_replayed_turn_gets_recorded_results_and_runs_only_what_is_new(
         ("remember", '{"fact": "x"}', True), ("switch", '{"on": true}', False),
         ("append", '{"line": "a"}', True), ("append", '{"line": "c"}', True),
     ]  # fmt: skip
-    await store.db.close()
+    await store.close()
 
 
 class FullDisk:

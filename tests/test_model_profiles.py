@@ -146,7 +146,7 @@ async def test_a_local_model_is_assumed_a_4096_window_until_its_server_says_more
     ]
     # a hosted model whose server says its window is small gets compact too
     await quirks.learn_fact("openai/small", "window", "4096")
-    await store.db.close()
+    await store.close()
     small = looked_up(db, "openai/small")
     assert choose_mode(settings("openai/small"), small).mode == "compact"
 
@@ -162,10 +162,10 @@ async def test_a_model_without_native_tools_starts_on_the_text_protocol(
     assert "ollama_chat/qwen2.5:1.5b" not in quirks.xml_tools
     assert quirks.lines() == []  # a built-in fact, not a lesson
     await quirks.learn_fact("openai/m", "tools", "xml")  # its server said: no tools in its template
-    await store.db.close()
+    await store.close()
     again = await open_store(tmp_path / "state.db", url=state_store)  # kept: a restart
     assert "openai/m" in (await LearnedModelFacts.load(again.db)).xml_tools
-    await again.db.close()
+    await again.close()
 
 
 def test_a_new_family_is_one_entry_in_the_table(monkeypatch: pytest.MonkeyPatch) -> None:

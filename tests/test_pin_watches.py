@@ -157,7 +157,7 @@ async def test_a_one_shot_in_its_own_process_refuses_to_watch_and_keeps_nothing(
         assert result.output.startswith("Not watching: pin watches run in the daemon")
         assert await store.db.fetchall("SELECT * FROM schedules") == []
     finally:
-        await store.db.close()
+        await store.close()
 
 
 def test_read_only_autonomy_refuses_setting_and_cancelling_watches(
@@ -195,4 +195,4 @@ async def test_a_watch_on_a_pin_the_config_no_longer_allows_is_cancelled_at_star
         assert board["board"].last_error is None  # the board was not even opened
     finally:
         await board.close()
-        await store.db.close()
+        await store.close()

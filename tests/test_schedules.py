@@ -120,7 +120,7 @@ def plant(
                             str(sender), due, sender_name=f"user {sender}")  # type: ignore[arg-type]
             )  # fmt: skip
         finally:
-            await store.db.close()
+            await store.close()
 
     asyncio.run(add())
 
@@ -220,7 +220,7 @@ def test_an_inbox_from_before_triggers_gains_the_column_and_keeps_its_messages(
         try:
             return await store.inbox.oldest("telegram:42:")
         finally:
-            await store.db.close()
+            await store.close()
 
     pending = asyncio.run(reopen())
     assert pending is not None and pending.message == message and pending.trigger is None

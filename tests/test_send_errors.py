@@ -63,7 +63,7 @@ def telegram(fake: FakeTelegram, api_base: str = "", token: str = "") -> Any:
 async def store(tmp_path: Path, state_store: str | None) -> AsyncIterator[Store]:
     opened = await open_store(tmp_path / "state.db", url=state_store)
     yield opened
-    await opened.db.close()
+    await opened.close()
 
 
 async def deliver(

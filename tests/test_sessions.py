@@ -63,7 +63,7 @@ async def test_history_is_cut_at_a_turn_boundary(tmp_path: Path, state_store: st
         sessions, "t:1:", max_messages=11, budget_tokens=100_000, summarise=None
     )
     assert [m["content"] for m in history] == ["question 3", "answer 3"]
-    await store.db.close()
+    await store.close()
 
 
 async def test_one_huge_turn_cannot_push_the_history_past_the_token_budget(
@@ -82,7 +82,7 @@ async def test_one_huge_turn_cannot_push_the_history_past_the_token_budget(
     )
     # whole turns, newest first, stopping at the first that does not fit
     assert [m["content"] for m in history] == ["question 3", "answer 3", "question 4", "answer 4"]
-    await store.db.close()
+    await store.close()
 
 
 async def test_an_answer_that_was_never_delivered_leaves_the_history(
@@ -93,7 +93,7 @@ async def test_an_answer_that_was_never_delivered_leaves_the_history(
     await answered(store, 2, expired=True)
     # the question stays (the user asked it); the answer they never saw does not
     assert await stored(store.sessions, "t:1:") == ["question 1", "answer 1", "question 2"]
-    await store.db.close()
+    await store.close()
 
 
 async def answered(store: Store, n: int, *, expired: bool) -> None:
@@ -128,7 +128,7 @@ async def test_a_message_is_stored_once_even_when_delivered_twice(
     pending = await store.inbox.oldest("t:1:")
     assert pending is not None and pending.message == msg
     assert await store.db.fetchall("SELECT COUNT(*) FROM inbox") == [(1,)]
-    await store.db.close()
+    await store.close()
     if state_store is None:
         with sqlite3.connect(tmp_path / "state.db") as db:
             assert db.execute("PRAGMA synchronous").fetchone()[0] in (2, 3)  # FULL
@@ -141,7 +141,7 @@ async def test_chats_are_separate_and_survive_reopening(
     opened = await open_store(path, url=state_store)
     await opened.sessions.append_turn("telegram:1:", turn(1))
     await opened.sessions.append_turn("telegram:2:", turn(2))
-    await opened.db.close()
+    await opened.close()
     again = await open_store(path, url=state_store)
     reopened = again.sessions
     assert await stored(reopened, "telegram:1:") == ["question 1", "answer 1"]
@@ -155,7 +155,7 @@ async def test_chats_are_separate_and_survive_reopening(
         ("user", True),
         ("assistant", True),
     ]
-    await again.db.close()
+    await again.close()
     if state_store is None:
         with sqlite3.connect(path) as db:
             assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -175,7 +175,7 @@ async def test_a_write_that_fails_leaves_nothing_and_the_store_goes_on(
     assert await store.sessions.count("t:1:") == 0
     await store.sessions.append_turn("t:1:", turn(2))
     assert await store.sessions.count("t:1:") == 2
-    await store.db.close()
+    await store.close()
 
 
 async def test_a_write_whose_caller_is_cancelled_still_commits_whole(
@@ -196,7 +196,7 @@ async def test_a_write_whose_caller_is_cancelled_still_commits_whole(
     with pytest.raises(asyncio.CancelledError):
         await writing
     assert await store.sessions.count("t:1:") == 4  # both turns: never half of it
-    await store.db.close()
+    await store.close()
 
 
 async def test_the_courier_sends_every_reply_in_order_also_one_queued_while_it_marks(
@@ -237,4 +237,4 @@ async def test_the_courier_sends_every_reply_in_order_also_one_queued_while_it_m
     assert await store.outbox.waiting() == 0
     rows = await store.db.fetchall("SELECT sent, status FROM outbox ORDER BY id")
     assert rows == [(3, "sent"), (1, "sent"), (1, "sent")]
-    await store.db.close()
+    await store.close()

@@ -90,7 +90,7 @@ async def test_on_postgresql_a_lock_held_by_another_session_is_state_busy(
     assert isinstance(raised.value.__cause__, psycopg.errors.LockNotAvailable)
     await db.write(lambda conn: conn.execute(rule))  # goes on
     assert await db.fetchall("SELECT rule FROM approvals") == [("shell:rm",)]
-    await db.close()
+    await store.close()
 
 
 async def test_on_postgresql_a_dropped_connection_is_state_busy_then_made_again(
@@ -106,7 +106,7 @@ async def test_on_postgresql_a_dropped_connection_is_state_busy_then_made_again(
     assert await store.sessions.count("t:1:") == 0  # connected afresh
     [(again,)] = await store.db.fetchall("SELECT pg_backend_pid()")
     assert again != pid
-    await store.db.close()
+    await store.close()
 
 
 async def test_on_postgresql_a_duplicate_key_is_integrity_error_and_nothing_of_it_stays(
@@ -124,4 +124,4 @@ async def test_on_postgresql_a_duplicate_key_is_integrity_error_and_nothing_of_i
     assert await store.db.fetchall("SELECT rule FROM approvals") == []  # the first went too
     await store.db.write(lambda conn: conn.execute(insert, ("shell:rm",)))
     assert await store.db.fetchall("SELECT rule FROM approvals") == [("shell:rm",)]
-    await store.db.close()
+    await store.close()

@@ -215,7 +215,7 @@ async def test_a_file_a_tainted_turn_wrote_taints_whoever_reads_it_later(
         await files["file_read"].run({"path": "scratch/todo.txt"}, again)
         assert not again.taint.tainted
     finally:
-        await store.db.close()
+        await store.close()
 
 
 async def test_a_turn_starts_tainted_in_a_group_or_after_a_tainted_turn_until_new(
@@ -239,7 +239,7 @@ async def test_a_turn_starts_tainted_in_a_group_or_after_a_tainted_turn_until_ne
         await store.sessions.new_session(chat.key)  # /new
         assert not (await starting_taint(owner, store.sessions)).tainted
     finally:
-        await store.db.close()
+        await store.close()
 
 
 async def test_a_forwarded_message_is_someone_elses_words(tmp_path: Path) -> None:
@@ -266,7 +266,7 @@ async def test_a_forwarded_message_is_someone_elses_words(tmp_path: Path) -> Non
         typed = to_incoming(Message(8, sent, chat, from_user=owner, text="hi"), "pinclaw_bot")
         assert typed.forwarded_from == ""
     finally:
-        await store.db.close()
+        await store.close()
 
 
 async def test_a_question_only_the_owner_may_answer_goes_to_the_owner_when_there_is_one() -> None:

@@ -101,6 +101,11 @@ class Store:
     outbox: Outbox
     claims: Claims = field(default_factory=OneProcess)
 
+    async def close(self) -> None:
+        """Let go of the claims, then the tables: on PostgreSQL each holds connections."""
+        await self.claims.close()
+        await self.db.close()
+
 
 async def open_store(
     path: Path,
