@@ -122,7 +122,6 @@ async def test_when_spoken_to_a_voice_note_is_answered_aloud_a_typed_message_in_
     assert fake_llm.speech.read == ["Spoken back."]
 
 
-@pytest.mark.both_stores
 async def test_a_note_made_but_not_sent_when_pinclaw_stops_goes_once_at_the_next_start(
     voice_env: None, fake_llm: FakeLLM, fake_telegram: FakeTelegram, daemon: Callable[[], Daemon]
 ) -> None:
