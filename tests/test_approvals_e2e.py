@@ -224,7 +224,6 @@ async def test_telegram_always_allow_is_remembered_listed_and_not_asked_again(
     home: Path,
     daemon: Callable[[], Daemon],
     monkeypatch: pytest.MonkeyPatch,
-    state_store: str | None,
 ) -> None:
     answer_timeout(monkeypatch, 30)
     other = plant(keep.with_name("other.txt"))
@@ -247,8 +246,6 @@ async def test_telegram_always_allow_is_remembered_listed_and_not_asked_again(
     assert len(questions(fake_telegram)) == 1
     assert tool_results(model.requests[-1])[-1] == "exit code: 0 (no output)"
 
-    if state_store is not None:
-        pytest.skip("agent doctor's approvals note reads state.db only (a doctor reader to port)")
     doctor = await agent("doctor", env=telegram_model_env)
     assert "note approvals: always allowed: shell:rm\n" in doctor.stdout, doctor.stdout
 

@@ -337,7 +337,6 @@ async def test_people_let_in_are_still_in_after_a_restart_and_doctor_lists_them(
     model: ScriptedModel,
     fake_telegram: FakeTelegram,
     daemon: Callable[[], Daemon],
-    state_store: str | None,
 ) -> None:
     async with daemon():
         code = await code_of_stranger(fake_telegram)
@@ -346,8 +345,6 @@ async def test_people_let_in_are_still_in_after_a_restart_and_doctor_lists_them(
         await reply_to(fake_telegram, STRANGER, pairings.WELCOME)
     async with daemon():
         await answered_by_model(fake_telegram, model, "are you still there?")
-    if state_store is not None:
-        pytest.skip("agent doctor's pairing notes read state.db only (a doctor reader to port)")
     doctor = await agent("doctor")
     notes = [line for line in doctor.stdout.splitlines() if line.startswith("note pairing:")]
     today = time.strftime("%Y-%m-%d")
