@@ -110,7 +110,7 @@ async def _check_model(settings: Settings, report: Callable[[bool, str, str], No
     try:
         await _ask_model(settings, report, await LearnedModelFacts.load(store.db))
     finally:
-        await store.db.close()
+        await store.close()
 
 
 async def _ask_model(

@@ -28,7 +28,8 @@ async def _with_budget(settings: Settings, job: str, name: str = "", amount: flo
     from agent.runtime.owner.owner_commands import limits_text
     from tools.proactive.schedule_times import zone_named
 
-    db = (await open_store(settings.state_db, url=settings.state_url)).db
+    store = await open_store(settings.state_db, url=settings.state_url)
+    db = store.db
     try:
         zone = zone_named(settings.agent.timezone or host_timezone())
         budget = Budget(lambda: settings.budget, db, zone)
@@ -38,7 +39,7 @@ async def _with_budget(settings: Settings, job: str, name: str = "", amount: flo
             return await budget.reset()
         return limits_text(await budget.standing(), "agent budget set NAME AMOUNT")
     finally:
-        await db.close()
+        await store.close()
 
 
 @click.group()

@@ -38,11 +38,12 @@ def _with_pairings(settings: Settings, job: Callable[[Pairings], Awaitable[T]]) 
     from agent.durable.store import open_store
 
     async def run() -> T:
-        db = (await open_store(settings.state_db, url=settings.state_url)).db
+        store = await open_store(settings.state_db, url=settings.state_url)
+        db = store.db
         try:
             return await job(Pairings(db))
         finally:
-            await db.close()
+            await store.close()
 
     return asyncio.run(run())
 

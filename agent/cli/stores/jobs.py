@@ -27,7 +27,8 @@ async def _with_jobs(settings: Settings, job: str, job_id: int = 0) -> list[Job]
 
     if settings.state_url is None and not settings.state_db.exists():
         return []
-    db = (await open_store(settings.state_db, url=settings.state_url)).db
+    store = await open_store(settings.state_db, url=settings.state_url)
+    db = store.db
     try:
         jobs = Jobs(db)
         if job == "list":
@@ -35,7 +36,7 @@ async def _with_jobs(settings: Settings, job: str, job_id: int = 0) -> list[Job]
         found = await (jobs.ask_cancel(job_id) if job == "cancel" else jobs.get(job_id))
         return [] if found is None else [found]
     finally:
-        await db.close()
+        await store.close()
 
 
 def _fail(message: str) -> NoReturn:

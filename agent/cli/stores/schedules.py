@@ -36,7 +36,8 @@ async def _with_schedules(settings: Settings, job: str, schedule_id: int = 0) ->
 
     if settings.state_url is None and not settings.state_db.exists():
         return []
-    db = (await open_store(settings.state_db, url=settings.state_url)).db
+    store = await open_store(settings.state_db, url=settings.state_url)
+    db = store.db
     try:
         schedules = Schedules(db)
         if job == "cancel":
@@ -44,7 +45,7 @@ async def _with_schedules(settings: Settings, job: str, schedule_id: int = 0) ->
         found = await schedules.listing()
         return found if job == "list-all" else [s for s in found if s.status == "active"]
     finally:
-        await db.close()
+        await store.close()
 
 
 async def _cancel(schedules: Schedules, schedule_id: int) -> list[Schedule]:
