@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from agent.config import Settings, secret_values
 from agent.conversation.scopes import LegacyScope
+from agent.durable.file.state_db import StateDB
 from agent.durable.file_sources import FileSources
 from agent.durable.hardware_records import StateRecords
 from agent.durable.jobs import Jobs
@@ -44,6 +45,7 @@ from tools.files import FileTools
 from tools.mcp.manager import McpManager, start_servers
 from tools.memory.memory_tools import MemoryTools
 from tools.memory.store import Embedder, MemoryStore
+from tools.memory.text_index import POSTGRES
 from tools.policy import SecurityPolicy
 from tools.proactive.schedule_times import zone_named
 from tools.proactive.schedule_tools import ScheduleBook, ScheduleTools
@@ -181,14 +183,15 @@ def memory_embedder(settings: Settings) -> Embedder | None:
     return embed_texts
 
 
-def memory_store(settings: Settings) -> MemoryStore:
-    """The memories in state.db, searched by meaning too when an embedding model is set;
-    memories from before scopes go to the person their chat can be traced to."""
-    return MemoryStore(
-        settings.state_db,
-        embed=memory_embedder(settings),
-        legacy_scope=LegacyScope(settings.people),
-    )
+def memory_store(settings: Settings, state: StateDB | None = None) -> MemoryStore:
+    """The memories, searched by meaning too when an embedding model is set: with [state] url
+    in PostgreSQL, on the process's `state`; else in state.db, where memories from before
+    scopes go to the person their chat can be traced to."""
+    if settings.state_url:
+        assert state is not None, "the memories on PostgreSQL are the opened state's"
+        return MemoryStore(state, text=POSTGRES, embed=memory_embedder(settings))
+    legacy = LegacyScope(settings.people)
+    return MemoryStore(settings.state_db, embed=memory_embedder(settings), legacy_scope=legacy)
 
 
 def make_scrubber(settings: Settings) -> Scrubber:
@@ -342,7 +345,7 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
     skills = SkillCatalog.from_settings(settings)
     schedules = ChatSchedules(Schedules(store.db), settings)
     watches = ChatWatches(Schedules(store.db), settings)
-    memories = memory_store(settings) if settings.memory.enabled else None
+    memories = memory_store(settings, store.db) if settings.memory.enabled else None
     scrub = make_scrubber(settings)  # one for the tools, the replies and the logs' lines
     jobs = JobDesk(Jobs(store.db), settings.agent.max_jobs) if settings.agent.sub_agents else None
     tools = build_tools(

@@ -1,7 +1,7 @@
 """The memory store at size: recall latency at 1k / 10k / 100k memories, by words (BM25) and
 hybrid (words + embeddings), and how fast memories are stored.
 
-    .venv/bin/python bench/memory.py [--sizes 1000 10000 100000] [--queries 300]
+    .venv/bin/python bench/memory.py [--sizes 1000 10000 100000] [--queries 300] [--postgres]
 
 The memories are generated personal facts (names, foods, places, times; a tenth in Korean
 or Japanese) spread over 20 scopes; a recall searches two of them (a person and a group),
@@ -9,6 +9,8 @@ as auto-recall does, with a question of one of three kinds: words of a stored fa
 chatty message mentioning one thing, or something unrelated. Hybrid uses the fake LLM's
 deterministic 256-dimension embedder in this process (no HTTP), and a 1,536-dimension one
 (the size of text-embedding-3-small) to show what a real model's vectors cost to scan.
+With --postgres the memories are in a throw-away PostgreSQL cluster (tests/postgres_cluster.py,
+a database per size) instead of state.db: the same recall, through tsvector and pg_trgm.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import argparse
 import asyncio
 import hashlib
 import random
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -30,6 +31,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from fakes.llm_embeddings import embed_text  # noqa: E402
+from memory_stores import MemoryStores  # noqa: E402
+from postgres_cluster import PostgresCluster, server_bin  # noqa: E402
 
 from tools.memory.store import RECALL_THRESHOLD, Embedder, MemoryStore  # noqa: E402
 from tools.memory.vectors import pack  # noqa: E402
@@ -116,25 +119,21 @@ def wide_embedder(dims: int = 1536) -> Embedder:
     return embed
 
 
-async def build(path: Path, size: int, rng: random.Random) -> tuple[list[str], float]:
+async def build(stores: MemoryStores, size: int, rng: random.Random) -> tuple[list[str], float]:
     """`size` memories through import_rows (one transaction); returns facts, rows/s."""
     facts = [fact(rng) for _ in range(size)]
     rows = [{"scope": scope(i), "content": text} for i, text in enumerate(facts)]
+    store = await stores.open()
     started = time.perf_counter()
-    await MemoryStore(path).import_rows(rows)
+    await store.import_rows(rows)
     return facts, size / (time.perf_counter() - started)
 
 
-def fill_embeddings(path: Path, embedder: Embedder) -> None:
-    db = sqlite3.connect(path)
-    rows = db.execute("SELECT id, content FROM memories").fetchall()
-    vectors = asyncio.run(embedder([content for _, content in rows]))
-    db.executemany(
-        "UPDATE memories SET embedding = ? WHERE id = ?",
-        [(pack(v), ident) for (ident, _), v in zip(rows, vectors, strict=True)],
-    )
-    db.commit()
-    db.close()
+async def fill_embeddings(stores: MemoryStores, embedder: Embedder) -> None:
+    rows = stores.rows("SELECT id, content FROM memories")
+    vectors = await embedder([content for _, content in rows])
+    filled = [(pack(v), ident) for (ident, _), v in zip(rows, vectors, strict=True)]
+    stores.write("UPDATE memories SET embedding = ? WHERE id = ?", filled)
 
 
 async def recall(store: MemoryStore, queries: list[str]) -> tuple[float, float, float]:
@@ -151,9 +150,11 @@ async def recall(store: MemoryStore, queries: list[str]) -> tuple[float, float, 
     return statistics.median(times), p99, hits / len(queries)
 
 
-async def throughput(path: Path, rng: random.Random, count: int = 300) -> tuple[float, float]:
+async def throughput(
+    stores: MemoryStores, rng: random.Random, count: int = 300
+) -> tuple[float, float]:
     """add() per second, one after another and 50 at a time (each add is one commit)."""
-    store = MemoryStore(path)
+    store = await stores.open()
     started = time.perf_counter()
     for _ in range(count):
         await store.add("person:bench", fact(rng))
@@ -165,31 +166,57 @@ async def throughput(path: Path, rng: random.Random, count: int = 300) -> tuple[
     return sequential, concurrent
 
 
+async def one_size(stores: MemoryStores, size: int, queries: int, hybrid_max: int) -> None:
+    rng = random.Random(size)
+    facts, rate = await build(stores, size, rng)
+    asked = [question(rng, facts) for _ in range(queries)]
+    p50, p99, found = await recall(await stores.open(), asked)
+    words = "words (BM25)" if stores.url is None else "words (ts_rank)"
+    print(f"{size:>9} {words:<16} {p50:>8.2f} {p99:>8.2f} {found:>6.0%}")
+    modes = [("hybrid, 256-d", fake_embedder()), ("hybrid, 1536-d", wide_embedder())]
+    for mode, embedder in modes if size <= hybrid_max else []:
+        await fill_embeddings(stores, embedder)
+        p50, p99, found = await recall(await stores.open(embed=embedder), asked)
+        print(f"{size:>9} {mode:<16} {p50:>8.2f} {p99:>8.2f} {found:>6.0%}")
+    print(f"{'':>9} import_rows: {rate:,.0f} memories/s")
+
+
+async def run(args: argparse.Namespace, folder: Path, cluster: PostgresCluster | None) -> None:
+    def place(name: str) -> MemoryStores:
+        url = cluster.new_database() if cluster is not None else None
+        return MemoryStores(folder / name, url)
+
+    print(f"{'memories':>9} {'mode':<16} {'p50 ms':>8} {'p99 ms':>8} {'found':>6}")
+    for size in args.sizes:
+        stores = place(f"size{size}")
+        await one_size(stores, size, args.queries, args.hybrid_max)
+        await stores.close()
+    stores = place("adds")
+    sequential, concurrent = await throughput(stores, random.Random(1))
+    await stores.close()
+    print(f"add(): {sequential:,.0f}/s one at a time, {concurrent:,.0f}/s 50 at once")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--hybrid-max", type=int, default=10000, help="largest hybrid size")
+    parser.add_argument("--postgres", action="store_true", help="in PostgreSQL, not state.db")
     args = parser.parse_args()
-    print(f"{'memories':>9} {'mode':<16} {'p50 ms':>8} {'p99 ms':>8} {'found':>6}")
-    for size in args.sizes:
-        rng = random.Random(size)
+    bindir = server_bin() if args.postgres else None
+    if args.postgres and bindir is None:
+        parser.error("--postgres needs PostgreSQL's server programs (initdb, pg_ctl)")
+    cluster = PostgresCluster(bindir).start() if bindir is not None else None
+    try:
         with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "state.db"
-            facts, rate = asyncio.run(build(path, size, rng))
-            queries = [question(rng, facts) for _ in range(args.queries)]
-            p50, p99, found = asyncio.run(recall(MemoryStore(path), queries))
-            print(f"{size:>9} {'words (BM25)':<16} {p50:>8.2f} {p99:>8.2f} {found:>6.0%}")
-            modes = [("hybrid, 256-d", fake_embedder()), ("hybrid, 1536-d", wide_embedder())]
-            for mode, embedder in modes if size <= args.hybrid_max else []:
-                fill_embeddings(path, embedder)
-                store = MemoryStore(path, embed=embedder)
-                p50, p99, found = asyncio.run(recall(store, queries))
-                print(f"{size:>9} {mode:<16} {p50:>8.2f} {p99:>8.2f} {found:>6.0%}")
-            print(f"{'':>9} import_rows: {rate:,.0f} memories/s")
-    with tempfile.TemporaryDirectory() as tmp:
-        sequential, concurrent = asyncio.run(throughput(Path(tmp) / "state.db", random.Random(1)))
-    print(f"add(): {sequential:,.0f}/s one at a time, {concurrent:,.0f}/s 50 at once")
+            for name in (f"size{size}" for size in args.sizes):
+                (Path(tmp) / name).mkdir()
+            (Path(tmp) / "adds").mkdir()
+            asyncio.run(run(args, Path(tmp), cluster))
+    finally:
+        if cluster is not None:
+            cluster.stop()
 
 
 if __name__ == "__main__":

@@ -1,16 +1,19 @@
-"""`agent memory` as the owner runs it: a subprocess on a home whose state.db holds memories."""
+"""`agent memory` as the owner runs it: a subprocess on a home whose state holds memories (in
+state.db, or for the tests marked both_stores also in PostgreSQL)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from daemon_process import rows
+from memory_stores import MemoryStores
 
 from tools.memory.store import MemoryStore
 
@@ -30,22 +33,26 @@ def agent(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[s
 
 
 def seed(home: Path) -> None:
-    store = MemoryStore(home / "state.db")
+    """Four memories, in the store PINCLAW_STATE__URL names when it is set (`home`)."""
+    stores = MemoryStores(home, os.environ.get("PINCLAW_STATE__URL"))
 
     async def fill() -> None:
+        store = await stores.open()
         await store.add("person:owner", "The cat is called Miso", tags=["pets"])
         await store.add("person:owner", "Dentist appointment on Monday")
         await store.add("person:alice", "Alice's dentist is Dr. Kim")
         await store.add("group:telegram:-100:7", "우리 모임은 목요일에 만나요")
+        await store.close()
+        await stores.close()
 
     asyncio.run(fill())
 
 
-def contents(home: Path) -> list[tuple[int, str]]:
-    with sqlite3.connect(home / "state.db") as db:
-        return db.execute("SELECT id, content FROM memories ORDER BY id").fetchall()
+def contents(home: Path) -> list[tuple[Any, ...]]:
+    return rows(home / "state.db", "SELECT id, content FROM memories ORDER BY id")
 
 
+@pytest.mark.both_stores
 def test_list_and_search_see_every_scope_unless_told(home: Path) -> None:
     seed(home)
     listed = agent("list")

@@ -1,4 +1,5 @@
-"""MemoryStore: what state.db holds after each call, and what search finds in which scope."""
+"""MemoryStore: what the store holds after each call, and what search finds in which scope;
+the tests marked both_stores run on state.db and again on PostgreSQL (tests/memory_stores.py)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import asyncio
 import functools
 import logging
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from fakes.llm_server import FakeLLM
+from memory_stores import MemoryStores
 
 from agent.model.side_calls import embed
 from tools.memory.schema import index
@@ -31,13 +34,30 @@ FACTS = [
 ]
 
 
-def rows(db: Path, sql: str = "SELECT id, scope, content FROM memories ORDER BY id") -> list:
+ROWS = "SELECT id, scope, content FROM memories ORDER BY id"
+
+
+def rows(db: Path, sql: str = ROWS) -> list:
     with sqlite3.connect(db) as conn:
         return conn.execute(sql).fetchall()
 
 
-async def filled(tmp_path: Path, **kwargs: object) -> MemoryStore:
-    store = MemoryStore(tmp_path / "state.db", **kwargs)  # type: ignore[arg-type]
+@pytest.fixture
+async def stores(
+    tmp_path: Path, state_store: str | None, request: pytest.FixtureRequest
+) -> AsyncIterator[MemoryStores]:
+    def new_database() -> str:
+        return str(request.getfixturevalue("postgres").new_database())
+
+    opened = MemoryStores(tmp_path, state_store, new_database)
+    yield opened
+    await opened.close()
+
+
+async def filled(stores: MemoryStores | Path, **kwargs: object) -> MemoryStore:
+    if isinstance(stores, Path):
+        stores = MemoryStores(stores, None)
+    store = await stores.open(**kwargs)
     for fact in FACTS:
         await store.add(OWNER, fact)
     return store
@@ -48,8 +68,9 @@ async def best(store: MemoryStore, query: str, scopes: tuple[str, ...] = (OWNER,
     return [m.content for m in found]
 
 
-async def test_the_best_match_comes_first_with_scores_in_0_1(tmp_path: Path) -> None:
-    store = await filled(tmp_path)
+@pytest.mark.both_stores
+async def test_the_best_match_comes_first_with_scores_in_0_1(stores: MemoryStores) -> None:
+    store = await filled(stores)
     await store.add(OWNER, "The cat eats at 7 every morning.")
     found = await store.search([OWNER], "what is my cat called?", limit=5)
     assert [m.content for m in found] == [
@@ -65,6 +86,7 @@ async def test_the_best_match_comes_first_with_scores_in_0_1(tmp_path: Path) -> 
     assert await best(store, "garlic") == ["Favourite food: ramen with extra garlic."]
 
 
+@pytest.mark.both_stores
 @pytest.mark.parametrize(
     "query",
     [
@@ -78,12 +100,13 @@ async def test_the_best_match_comes_first_with_scores_in_0_1(tmp_path: Path) -> 
     ],
 )
 async def test_an_unrelated_question_finds_nothing_above_the_threshold(
-    tmp_path: Path, query: str
+    stores: MemoryStores, query: str
 ) -> None:
-    store = await filled(tmp_path)
+    store = await filled(stores)
     assert await best(store, query) == []
 
 
+@pytest.mark.both_stores
 @pytest.mark.parametrize(
     ("query", "expected"),
     [
@@ -98,14 +121,15 @@ async def test_an_unrelated_question_finds_nothing_above_the_threshold(
     ],
 )
 async def test_korean_japanese_emoji_and_compounds_are_found(
-    tmp_path: Path, query: str, expected: str
+    stores: MemoryStores, query: str, expected: str
 ) -> None:
-    store = await filled(tmp_path)
+    store = await filled(stores)
     assert await best(store, query) == [expected]
 
 
-async def test_almost_the_same_fact_updates_instead_of_duplicating(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "state.db")
+@pytest.mark.both_stores
+async def test_almost_the_same_fact_updates_instead_of_duplicating(stores: MemoryStores) -> None:
+    store = await stores.open()
     first, updated = await store.add(OWNER, "The user's cat is called Miso.", tags=["pets"])
     assert not updated
     same, updated = await store.add(OWNER, "the user's cat is called miso", tags=["cat"])
@@ -117,20 +141,19 @@ async def test_almost_the_same_fact_updates_instead_of_duplicating(tmp_path: Pat
     assert not (await store.add("person:alice", "The users cat is called Miso!"))[1]
     await store.add(OWNER, "Meeting in room 12 at noon")
     assert not (await store.add(OWNER, "Meeting in room 14 at noon"))[1]  # a number changed
-    assert rows(tmp_path / "state.db") == [
+    assert stores.rows(ROWS) == [
         (1, OWNER, "The users cat is called Miso!"),
         (2, OWNER, "The user's dog is called Miso."),
         (3, "person:alice", "The users cat is called Miso!"),
         (4, OWNER, "Meeting in room 12 at noon"),
         (5, OWNER, "Meeting in room 14 at noon"),
     ]
-    assert rows(tmp_path / "state.db", "SELECT tags FROM memories WHERE id = 1") == [
-        ('["pets", "cat"]',)
-    ]
+    assert stores.rows("SELECT tags FROM memories WHERE id = 1") == [('["pets", "cat"]',)]
 
 
-async def test_forget_by_id_and_by_query(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "state.db")
+@pytest.mark.both_stores
+async def test_forget_by_id_and_by_query(stores: MemoryStores) -> None:
+    store = await stores.open()
     dentist, _ = await store.add(OWNER, "Dentist appointment on Monday")
     await store.add(OWNER, "Dentist is Dr. Kim on Main Street")
     piano, _ = await store.add(OWNER, "Piano lesson on Friday")
@@ -145,16 +168,19 @@ async def test_forget_by_id_and_by_query(tmp_path: Path) -> None:
     assert exact.deleted is not None and exact.deleted.id == dentist.id
     with pytest.raises(ValueError, match="exactly one"):
         await store.forget([OWNER], id=2, query="dentist")
-    assert rows(tmp_path / "state.db") == [
+    assert stores.rows(ROWS) == [
         (2, OWNER, "Dentist is Dr. Kim on Main Street"),
         (4, "person:alice", "Alice plays the piano"),
     ]
     assert await store.get(2) is not None and await store.get(1) is None
-    assert rows(tmp_path / "state.db", "SELECT count(*) FROM memories_words") == [(2,)]
+    assert await best(store, "dentist appointment") == ["Dentist is Dr. Kim on Main Street"]
+    if stores.url is None:  # the words index let go of the deleted memories too
+        assert stores.rows("SELECT count(*) FROM memories_words") == [(2,)]
 
 
-async def test_scopes_are_kept_apart(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "state.db")
+@pytest.mark.both_stores
+async def test_scopes_are_kept_apart(stores: MemoryStores) -> None:
+    store = await stores.open()
     await store.add("person:alice", "Alice's PIN hint is blue", tags=["secret-ish"])
     await store.add("group:telegram:-100:7", "The group meets on Thursdays")
     await store.add("person:bob", "Bob's PIN hint is green")
@@ -168,9 +194,10 @@ async def test_scopes_are_kept_apart(tmp_path: Path) -> None:
     assert await best(store, "secret-ish", ("person:alice",)) == ["Alice's PIN hint is blue"]
 
 
-async def test_memories_survive_reopening(tmp_path: Path) -> None:
-    await filled(tmp_path)
-    again = MemoryStore(tmp_path / "state.db")
+@pytest.mark.both_stores
+async def test_memories_survive_reopening(stores: MemoryStores) -> None:
+    await filled(stores)
+    again = await stores.open()
     assert await best(again, "고양이 이름") == ["우리 고양이 이름은 미소야"]
     assert len(await again.list(limit=1000)) == len(FACTS)
 
@@ -224,6 +251,29 @@ async def test_the_kept_connection_sees_other_writers_and_holds_no_lock(tmp_path
     assert await best(store, "cello") == ["Plays the cello"]
 
 
+@pytest.mark.both_stores
+async def test_what_one_process_stores_another_finds_and_a_twin_stays_one(
+    stores: MemoryStores,
+) -> None:
+    """Two stores with connections of their own, as the daemon and `agent memory` have: what
+    one commits, the other's next call finds; the same fact stored by both at once is one
+    memory (on PostgreSQL, where nothing else would keep their twin checks apart)."""
+    daemon, terminal = await stores.open(), await stores.open()
+    assert await best(terminal, "cello") == []
+    await daemon.add(OWNER, "Plays the cello on Sundays", tags=["music"])
+    assert await best(terminal, "cello") == ["Plays the cello on Sundays"]
+    assert await best(terminal, "music", (OWNER, "person:alice")) == ["Plays the cello on Sundays"]
+    assert await best(terminal, "Sunday", ("person:alice",)) == []
+    both = (daemon, terminal) * 10
+    same = await asyncio.gather(*(s.add(OWNER, "Parks the car on level 3") for s in both))
+    assert [updated for _, updated in same].count(False) == 1 and len({m.id for m, _ in same}) == 1
+    assert (await terminal.forget([OWNER], query="cello")).deleted is not None
+    assert await best(daemon, "cello") == [] and await best(daemon, "level 3") == [
+        "Parks the car on level 3"
+    ]
+    assert stores.rows(ROWS) == [(2, OWNER, "Parks the car on level 3")]
+
+
 OLD_SCHEMA = """
 CREATE TABLE memories (id INTEGER PRIMARY KEY AUTOINCREMENT, chat_key TEXT NOT NULL,
     content TEXT NOT NULL, created_at REAL NOT NULL);
@@ -266,13 +316,16 @@ async def test_the_old_table_is_migrated_with_nothing_lost(tmp_path: Path) -> No
     assert "memories_legacy" not in tables and "memories_by_chat" not in tables
 
 
-async def test_export_then_import_round_trips_and_twice_adds_nothing(tmp_path: Path) -> None:
-    source = await filled(tmp_path)
+@pytest.mark.both_stores
+async def test_export_then_import_round_trips_and_twice_adds_nothing(
+    stores: MemoryStores,
+) -> None:
+    source = await filled(stores)
     await source.add("person:alice", "Alice likes jazz", tags=["music"])
     exported = await source.export()
     assert exported[-1]["scope"] == "person:alice" and exported[-1]["tags"] == ["music"]
     assert exported[0]["created_at"].endswith("+00:00")
-    target = MemoryStore(tmp_path / "other.db")
+    target = await stores.open("other.db")
     assert await target.import_rows(exported) == len(FACTS) + 1
     assert await target.import_rows(exported) == 0
     again = await target.export()
@@ -297,13 +350,14 @@ def fake_embedder(fake: FakeLLM) -> functools.partial:  # type: ignore[type-arg]
     )
 
 
+@pytest.mark.both_stores
 async def test_a_paraphrase_is_found_by_meaning_where_words_miss(
-    tmp_path: Path, fake_llm: FakeLLM
+    stores: MemoryStores, fake_llm: FakeLLM
 ) -> None:
-    hybrid = MemoryStore(tmp_path / "state.db", embed=fake_embedder(fake_llm))
+    hybrid = await stores.open(embed=fake_embedder(fake_llm))
     await hybrid.add(OWNER, "The user's kitten adores salmon.")
     await hybrid.add(OWNER, "Works as a nurse on night shifts.")
-    words_only = MemoryStore(tmp_path / "state.db")
+    words_only = await stores.open()
     question = "what food does my cat like?"
     assert await best(words_only, question) == []
     found = await hybrid.search([OWNER], question, limit=3, min_score=RECALL_THRESHOLD)
@@ -314,19 +368,20 @@ async def test_a_paraphrase_is_found_by_meaning_where_words_miss(
     assert fake_llm.embedding_inputs[0] == ["The user's kitten adores salmon."]
 
 
+@pytest.mark.both_stores
 async def test_memories_stored_without_embeddings_get_them_at_search(
-    tmp_path: Path, fake_llm: FakeLLM
+    stores: MemoryStores, fake_llm: FakeLLM
 ) -> None:
-    await filled(tmp_path)
-    db = tmp_path / "state.db"
-    assert rows(db, "SELECT count(*) FROM memories WHERE embedding IS NULL") == [(len(FACTS),)]
-    hybrid = MemoryStore(db, embed=fake_embedder(fake_llm))
+    await filled(stores)
+    unembedded = "SELECT count(*) FROM memories WHERE embedding IS NULL"
+    assert stores.rows(unembedded) == [(len(FACTS),)]
+    hybrid = await stores.open(embed=fake_embedder(fake_llm))
     assert sorted(await best(hybrid, "my feline's name")) == [
         "The user's cat is called Miso.",
         "うちの猫はミソという名前です",
         "우리 고양이 이름은 미소야",
     ]
-    assert rows(db, "SELECT count(*) FROM memories WHERE embedding IS NULL") == [(0,)]
+    assert stores.rows(unembedded) == [(0,)]
     assert fake_llm.embedding_inputs[0][0] == "my feline's name"
 
 

@@ -1,4 +1,7 @@
-"""The memory store's one SQLite connection, kept on a thread of its own (tools/sqlite_thread.py).
+"""Where the memory store's calls run: state.db's connection of its own (MemoryDB), or any
+Database the store is given (PostgreSQL: the process's state connection, agent/durable).
+
+MemoryDB keeps one SQLite connection on a thread of its own (tools/sqlite_thread.py).
 
 Opening a connection per call cost more than a recall (the connect, the pragmas, the schema
 read again): the connection is opened at the first call and kept. Every call is one trip to
@@ -13,9 +16,21 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from tools.memory import schema
 from tools.sqlite_thread import SQLiteThread
+
+T = TypeVar("T")
+
+
+class Database(Protocol):
+    """Each call one trip on the database's connection: `read` as it is, `write` inside one
+    transaction. The connection answers `execute(sql, params)` with `?` placeholders."""
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
 
 
 class MemoryDB(SQLiteThread):

@@ -36,6 +36,17 @@ INDEXES = """
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_words USING fts5(terms, tokenize='unicode61');
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_trigram USING fts5(text, tokenize='trigram');
 """
+# On PostgreSQL the text search is two columns of memories instead (text_index.PgTextIndex),
+# made with the tables (agent/durable/postgres/pg_schema.py); the trigram index needs pg_trgm.
+PG_SEARCH = (
+    "ALTER TABLE memories ADD COLUMN terms TSVECTOR NOT NULL DEFAULT ''",
+    "ALTER TABLE memories ADD COLUMN folded TEXT NOT NULL DEFAULT ''",
+    "CREATE INDEX memories_by_terms ON memories USING gin (terms)",
+)
+PG_TRIGRAMS = (
+    "CREATE EXTENSION IF NOT EXISTS pg_trgm",
+    "CREATE INDEX memories_by_text ON memories USING gin (folded gin_trgm_ops)",
+)
 COLUMNS = "id, scope, content, tags, source, created_at, updated_at, unvetted"
 # Columns added since SCHEMA's shape (state.db's version 6): what an unvetted memory was
 # kept after ("" vetted). A table of an older shape gains them (add_columns).

@@ -1,4 +1,4 @@
-"""Finding memories by their words: candidates from the full-text indexes, scored in [0, 1].
+"""Finding memories by their words: candidates from the store's text search, scored in [0, 1].
 
 The score of a memory for a question is the larger of two shares:
 
@@ -15,10 +15,12 @@ other. A term the words index does not know as a whole word ("birth", a compound
 without spaces) counts as held when it is a substring of the memory: that is what the
 trigram index finds.
 
-BM25 picks the candidates and breaks ties, over the rarest terms of the question while
-their memories number RANK_BUDGET or fewer. A more common term is not ranked by BM25 (that
-would read its whole posting list): the newest memories holding it are its candidates, and
-its rarity weight is small anyway. This keeps a recall over 100,000 memories within
+The candidates come from the store's text search (text_index.py: FTS5 on state.db, a
+tsvector and pg_trgm on PostgreSQL); the scores are computed here, the same on both.
+BM25 (ts_rank on PostgreSQL) picks the candidates and breaks ties, over the rarest terms of
+the question while their memories number RANK_BUDGET or fewer. A more common term is not
+ranked (that would read its whole posting list): the newest memories holding it are its
+candidates, and its rarity weight is small anyway. This keeps a recall over 100,000 memories within
 milliseconds (bench/memory.py).
 """
 
@@ -33,7 +35,8 @@ from dataclasses import dataclass
 
 from tools.memory.rows import Memory, from_row
 from tools.memory.schema import COLUMNS, searchable
-from tools.memory.text import content_terms, fts_query, index_terms, near_duplicate, query_terms
+from tools.memory.text import content_terms, index_terms, near_duplicate, query_terms
+from tools.memory.text_index import TextIndex
 
 PROBE_CAP = 2_000  # count a term's memories up to this many; past it, the term is common
 RANK_BUDGET = 5_000  # postings BM25 ranks per search at most; other terms: newest first
@@ -65,40 +68,8 @@ class _Question:
         return max(held / total if total else 0.0, touched)
 
 
-def _doc_count(db: sqlite3.Connection, term: str) -> int:
-    row = db.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM memories_words WHERE memories_words MATCH ? LIMIT ?)",
-        (fts_query([term]), PROBE_CAP),
-    ).fetchone()
-    return int(row[0])
-
-
-def _candidates(
-    db: sqlite3.Connection,
-    table: str,
-    terms: Sequence[str],
-    scopes: Sequence[str] | None,
-    k: int,
-    *,
-    ranked: bool,
-) -> list[int]:
-    """Ids matching any of `terms` in `table`: by BM25, or (not ranked) the newest first."""
-    order = f"bm25({table})" if ranked else "f.rowid DESC"
-    if scopes is None:
-        sql = f"SELECT rowid FROM {table} f WHERE {table} MATCH ? ORDER BY {order} LIMIT ?"
-        rows = db.execute(sql, (fts_query(terms), k)).fetchall()
-    else:
-        marks = ",".join("?" * len(scopes))
-        sql = (
-            f"SELECT f.rowid FROM {table} f JOIN memories m ON m.id = f.rowid "
-            f"WHERE {table} MATCH ? AND m.scope IN ({marks}) ORDER BY {order} LIMIT ?"
-        )
-        rows = db.execute(sql, (fts_query(terms), *scopes, k)).fetchall()
-    return [row[0] for row in rows]
-
-
 def lexical(
-    db: sqlite3.Connection, scopes: Sequence[str] | None, query: str, *, k: int
+    db: sqlite3.Connection, text: TextIndex, scopes: Sequence[str] | None, query: str, *, k: int
 ) -> list[Hit]:
     """Up to `k` memories of `scopes` (None: all) sharing words with `query`, best first,
     each with its score (> 0)."""
@@ -106,7 +77,7 @@ def lexical(
     if not terms or (scopes is not None and not scopes):
         return []
     total = db.execute("SELECT max(id) FROM memories").fetchone()[0] or 0  # ~ the count
-    counts = {term: _doc_count(db, term) for term in terms}
+    counts = {term: text.count(db, term, PROBE_CAP) for term in terms}
     rarity = {t: math.log(1 + (total + 1) / (counts[t] + 0.5)) for t in terms}
     question = _Question(
         weights={t: share * rarity[t] for t, share in terms.items()},
@@ -119,17 +90,12 @@ def lexical(
             break
         rare.append(term)
     common = [t for t in terms if counts[t] > 0 and t not in rare]
-    ranked = _candidates(db, "memories_words", rare, scopes, k, ranked=True) if rare else []
+    ranked = text.words(db, rare, scopes, k, ranked=True) if rare else []
     found = dict.fromkeys(ranked)
     if common and len(found) < k:
-        found.update(
-            dict.fromkeys(_candidates(db, "memories_words", common, scopes, k, ranked=False))
-        )
+        found.update(dict.fromkeys(text.words(db, common, scopes, k, ranked=False)))
     if question.unknown:
-        pieces = sorted(question.unknown)
-        found.update(
-            dict.fromkeys(_candidates(db, "memories_trigram", pieces, scopes, k, ranked=False))
-        )
+        found.update(dict.fromkeys(text.substrings(db, sorted(question.unknown), scopes, k)))
     if not found:
         return []
     marks = ",".join("?" * len(found))
@@ -145,17 +111,12 @@ def lexical(
     return [Hit(ident, score) for score, ident in scored[:k] if score > 0]
 
 
-def twin(db: sqlite3.Connection, scope: str, content: str) -> Memory | None:
+def twin(db: sqlite3.Connection, text: TextIndex, scope: str, content: str) -> Memory | None:
     """A memory of `scope` that `content` only rewords (near_duplicate), if there is one:
     among the best word matches, or (a text of function words only) the same text."""
-    ids = [hit.id for hit in lexical(db, [scope], content, k=5)]
+    ids = [hit.id for hit in lexical(db, text, [scope], content, k=5)]
     if not ids and not query_terms(content) and len(content) >= 3:
-        phrase = '"' + content.replace('"', '""') + '"'
-        sql = (
-            "SELECT f.rowid FROM memories_trigram f JOIN memories m ON m.id = f.rowid "
-            "WHERE memories_trigram MATCH ? AND m.scope = ? LIMIT 5"
-        )
-        ids = [row[0] for row in db.execute(sql, (phrase, scope))]
+        ids = text.substrings(db, [content], [scope], 5)
     for ident in ids:
         row = db.execute(f"SELECT {COLUMNS} FROM memories WHERE id = ?", (ident,)).fetchone()
         if row is not None and near_duplicate(row[2], content):

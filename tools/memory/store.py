@@ -1,4 +1,5 @@
-"""MemoryStore: the agent's long-term memories in state.db, found by words and by meaning.
+"""MemoryStore: the agent's long-term memories in state.db or PostgreSQL, found by words and
+by meaning.
 
 Each memory belongs to a scope, an opaque string the runtime chooses ("person:alice",
 "group:telegram:-100:7"); the store never invents one, and every read names the scopes it
@@ -9,7 +10,9 @@ embeddings), the two orders merged by reciprocal-rank fusion.
 Calls run on the store's one connection, kept on a thread of its own (db.py), so scoring
 and the vector scan stay off the event loop; each change is one transaction there (BEGIN
 IMMEDIATE), and the state.db that other code writes at the same time is shared through
-SQLite's own locking (WAL, busy_timeout).
+SQLite's own locking (WAL, busy_timeout). On PostgreSQL the store is given the process's
+state connection instead (agent/app.py), and the same SQL runs there; only the text search
+differs (text_index.py).
 """
 
 from __future__ import annotations
@@ -22,14 +25,15 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from tools.config import RECALL_THRESHOLD
 from tools.memory import schema
-from tools.memory.db import MemoryDB
+from tools.memory.db import Database, MemoryDB
 from tools.memory.rows import ForgetResult, Memory, Source, from_row, parse_row, to_row
 from tools.memory.search import lexical, twin
 from tools.memory.text import normalise
+from tools.memory.text_index import FTS5, TextIndex
 from tools.memory.vectors import best, pack, reciprocal_rank_fusion, similarities, unit
 
 __all__ = [
@@ -65,17 +69,25 @@ def chat_scope(chat_key: str) -> str:
 class MemoryStore:
     def __init__(
         self,
-        db_path: Path,
+        db: Path | Database,
         *,
+        text: TextIndex = FTS5,
         embed: Embedder | None = None,
         legacy_scope: Callable[[str], str] = chat_scope,
         embed_timeout_s: float = EMBED_TIMEOUT_S,
     ) -> None:
-        self.path = db_path
+        """`db`: state.db's path, which the store opens (and closes) itself, making the
+        tables (memories from before scopes get `legacy_scope(chat_key)`); or a Database the
+        store shares, whose tables its owner made and whose text search `text` is."""
         self._embed = embed
         self._embed_timeout_s = embed_timeout_s
         self._dim: int | None = None  # length of the embedder's vectors, once seen
-        self._db = MemoryDB(db_path, lambda db: schema.ensure(db, legacy_scope))
+        self._text = text
+        self._db: Database = (
+            MemoryDB(db, lambda conn: schema.ensure(conn, legacy_scope))
+            if isinstance(db, Path)
+            else db
+        )
 
     # ---- writing ----
 
@@ -107,7 +119,8 @@ class MemoryStore:
 
         def add(db: sqlite3.Connection) -> tuple[Memory, bool]:
             new = (scope, content, clean_tags, source, unvetted)  # twin check and write: one lock
-            return _write(db, twin(db, scope, content), new, blob, time.time())
+            self._text.lock(db)
+            return _write(db, self._text, twin(db, self._text, scope, content), new, blob)
 
         return await self._db.write(add)
 
@@ -129,10 +142,10 @@ class MemoryStore:
                 found = _get(db, id)
                 if found is None or (scope_list is not None and found.scope not in scope_list):
                     return ForgetResult()
-                _delete(db, found.id)
+                _delete(db, self._text, found.id)
                 return ForgetResult(deleted=found)
             assert query is not None
-            hits = lexical(db, scope_list, query, k=5)
+            hits = lexical(db, self._text, scope_list, query, k=5)
             matches = [
                 replace(m, score=h.score)
                 for h in hits
@@ -142,7 +155,7 @@ class MemoryStore:
             lone = matches if len(matches) == 1 and matches[0].score >= FORGET_THRESHOLD else []
             chosen = exact if len(exact) == 1 else lone
             if chosen:
-                _delete(db, chosen[0].id)
+                _delete(db, self._text, chosen[0].id)
                 return ForgetResult(deleted=chosen[0])
             return ForgetResult(candidates=tuple(matches))
 
@@ -164,20 +177,22 @@ class MemoryStore:
         def import_all(db: sqlite3.Connection) -> int:
             # Look every twin up before writing anything: FTS5 flushes its pending writes
             # at each query, and interleaving them makes a large import crawl.
+            self._text.lock(db)
             first: dict[tuple[str, str], int] = {}
             twins: dict[int, Memory | None] = {}
             for i, row in enumerate(parsed):
                 key = (row.scope, normalise(row.content))
                 if key not in first:
                     first[key] = i
-                    twins[i] = twin(db, row.scope, row.content)
+                    twins[i] = twin(db, self._text, row.scope, row.content)
             written: dict[int, Memory] = {}
             added = 0
             for i, row in enumerate(parsed):
                 j = first[(row.scope, normalise(row.content))]
                 earlier = twins[i] if i == j else written[j]  # a repeat within the file
                 new: New = (row.scope, row.content, _clean_tags(row.tags), "import", "")
-                written[j], updated = _write(db, earlier, new, None, row.updated_at, row.created_at)
+                dates = (row.updated_at, row.created_at)
+                written[j], updated = _write(db, self._text, earlier, new, None, *dates)
                 added += not updated
             return added
 
@@ -208,7 +223,7 @@ class MemoryStore:
         k = max(limit * 4, 20)
 
         def search(db: sqlite3.Connection) -> Memories:
-            hits = lexical(db, scope_list, query, k=k)
+            hits = lexical(db, self._text, scope_list, query, k=k)
             words = {hit.id: hit.score for hit in hits}
             if vector is None:
                 scores, order = words, [hit.id for hit in hits]
@@ -303,8 +318,10 @@ class MemoryStore:
         return await self._db.read(work)
 
     async def close(self) -> None:
-        """Let go of the file; a later call opens it again."""
-        await self._db.close()
+        """Let go of state.db; a later call opens it again. (A Database given is its owner's
+        to close.)"""
+        if isinstance(self._db, MemoryDB):
+            await self._db.close()
 
 
 def _clean_tags(tags: Iterable[str]) -> tuple[str, ...]:
@@ -316,9 +333,9 @@ def _get(db: sqlite3.Connection, ident: int) -> Memory | None:
     return from_row(row) if row else None
 
 
-def _delete(db: sqlite3.Connection, ident: int) -> None:
+def _delete(db: sqlite3.Connection, text: TextIndex, ident: int) -> None:
+    text.remove(db, ident)
     db.execute("DELETE FROM memories WHERE id = ?", (ident,))
-    schema.unindex(db, ident)
 
 
 def _scope_clause(scopes: Sequence[str] | None) -> tuple[str, tuple[str, ...]]:
@@ -330,15 +347,17 @@ def _scope_clause(scopes: Sequence[str] | None) -> tuple[str, tuple[str, ...]]:
 
 def _write(
     db: sqlite3.Connection,
+    text: TextIndex,
     twin: Memory | None,
     new: New,
     blob: bytes | None,
-    now: float,
+    now: float | None = None,
     created: float | None = None,
 ) -> tuple[Memory, bool]:
     """Insert the memory `new` (scope, content, tags, source, unvetted), or update its
     `twin` (which takes the new wording's standing: unvetted words make it unvetted)."""
     scope, content, tags, source, unvetted = new
+    now = time.time() if now is None else now
     if twin is not None:
         merged = _clean_tags([*twin.tags, *tags])
         if blob is None and normalise(twin.content) != normalise(content):
@@ -350,19 +369,18 @@ def _write(
             "UPDATE memories SET content = ?, tags = ?, updated_at = ?, unvetted = ? WHERE id = ?",
             (content, json.dumps(merged, ensure_ascii=False), updated, unvetted, twin.id),
         )
-        schema.unindex(db, twin.id)
-        schema.index(db, twin.id, content, list(merged))
+        text.remove(db, twin.id)
+        text.add(db, twin.id, content, merged)
         changed = replace(twin, content=content, tags=merged, updated_at=updated)
         return replace(changed, unvetted=unvetted), True
     created = now if created is None else created
     tag_text = json.dumps(tags, ensure_ascii=False)
-    cursor = db.execute(
+    ident = db.execute(
         "INSERT INTO memories (scope, content, tags, source, created_at, updated_at, "
-        "embedding, unvetted) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "embedding, unvetted) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (scope, content, tag_text, source, created, now, blob, unvetted),
-    )
-    ident = cast(int, cursor.lastrowid)
-    schema.index(db, ident, content, list(tags))
+    ).fetchall()[0][0]
+    text.add(db, ident, content, tags)
     return Memory(ident, scope, content, tags, source, created, now, unvetted=unvetted), False
 
 

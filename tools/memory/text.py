@@ -144,8 +144,8 @@ def query_terms(text: str, *, limit: int = 32) -> dict[str, float]:
 
 
 def fts_query(terms: Iterable[str]) -> str:
-    """An FTS5 MATCH expression: any of the terms, each quoted (terms hold no quotes)."""
-    return " OR ".join(f'"{term}"' for term in terms)
+    """An FTS5 MATCH expression: any of the terms, each a quoted phrase."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
 def near_duplicate(a: str, b: str) -> bool:

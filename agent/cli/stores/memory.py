@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
@@ -23,17 +23,28 @@ T = TypeVar("T")
 SCOPE_HELP = "Only this scope (repeat for several), e.g. person:owner."
 
 
-def _store(ctx: click.Context) -> MemoryStore:
-    """The store of the configured home (a bad config exits 2 in the loader main.py gives)."""
-    from agent.app import memory_store
-
-    return memory_store(ctx.obj["load"](ctx))
-
-
-def _run(work: Coroutine[Any, Any, T]) -> T:
+def _run(ctx: click.Context, work: Callable[[MemoryStore], Awaitable[T]]) -> T:
+    """`work(store)` on the configured home's memories (a bad config exits 2 in the loader
+    main.py gives): state.db's, or with [state] url PostgreSQL's, opened for it and closed."""
     import asyncio  # here, not at the top: `agent --help` does not pay for it
 
-    return asyncio.run(work)
+    from agent.app import memory_store
+    from agent.durable.store import open_store
+
+    settings = ctx.obj["load"](ctx)
+
+    async def run() -> T:
+        url = settings.state_url
+        state = (await open_store(settings.state_db, url=url)).db if url else None
+        store = memory_store(settings, state)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+            if state is not None:
+                await state.close()
+
+    return asyncio.run(run())
 
 
 def _line(memory: Memory, *, score: bool = False) -> str:
@@ -62,7 +73,7 @@ def memory() -> None:
 @click.pass_context
 def list_memories(ctx: click.Context, scope: tuple[str, ...], limit: int, unvetted: bool) -> None:
     """Show the newest memories."""
-    found = _run(_store(ctx).list(_scopes(scope), limit=limit, unvetted=unvetted))
+    found = _run(ctx, lambda store: store.list(_scopes(scope), limit=limit, unvetted=unvetted))
     for item in found:
         click.echo(_line(item))
     if not found:
@@ -75,7 +86,7 @@ def list_memories(ctx: click.Context, scope: tuple[str, ...], limit: int, unvett
 def vet(ctx: click.Context, memory_id: int) -> None:
     """Vouch for memory ID, kept by a turn that had read what you did not write: from now on
     it is recalled as any other (`forget` it instead if it is not yours)."""
-    found = _run(_store(ctx).vet(memory_id))
+    found = _run(ctx, lambda store: store.vet(memory_id))
     if found is None:
         click.echo(f"No memory #{memory_id}.", err=True)
         sys.exit(1)
@@ -89,13 +100,12 @@ def vet(ctx: click.Context, memory_id: int) -> None:
 @click.pass_context
 def search(ctx: click.Context, query: str, scope: tuple[str, ...], limit: int) -> None:
     """Find the memories about QUERY, with their scores (0-1)."""
-    store = _store(ctx)
 
-    async def run() -> list[Memory]:
+    async def run(store: MemoryStore) -> list[Memory]:
         scopes = scope or tuple(await store.scopes())
         return await store.search(scopes, query, limit=limit)
 
-    found = _run(run())
+    found = _run(ctx, run)
     for item in found:
         click.echo(_line(item, score=True))
     if not found:
@@ -114,7 +124,7 @@ def forget(
     nothing is deleted)."""
     if (memory_id is None) == (query is None):
         raise click.UsageError("give exactly one of ID or --query")
-    result = _run(_store(ctx).forget(_scopes(scope), id=memory_id, query=query))
+    result = _run(ctx, lambda store: store.forget(_scopes(scope), id=memory_id, query=query))
     if result.deleted is not None:
         click.echo(f"Forgot {_line(result.deleted)}")
         return
@@ -139,7 +149,7 @@ def forget(
 @click.pass_context
 def export_memories(ctx: click.Context, scope: tuple[str, ...], output: Path | None) -> None:
     """Write the memories as JSON lines: id, scope, content, tags, source, dates."""
-    rows = _run(_store(ctx).export(_scopes(scope)))
+    rows = _run(ctx, lambda store: store.export(_scopes(scope)))
     text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     if output is None:
         sys.stdout.write(text)
@@ -169,7 +179,7 @@ def import_memories(ctx: click.Context, source: IO[str]) -> None:
             click.echo(f"line {number}: not JSON ({exc.msg}); nothing imported", err=True)
             sys.exit(1)
     try:
-        added = _run(_store(ctx).import_rows(rows))
+        added = _run(ctx, lambda store: store.import_rows(rows))
     except ValueError as exc:
         click.echo(f"{exc}; nothing imported", err=True)
         sys.exit(1)

@@ -13,6 +13,7 @@ tables not ours), and one a newer pinclaw made.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import psycopg
@@ -34,6 +35,7 @@ from agent.durable.owner import budget_limits, chat_busy, chat_models, chat_voic
 from agent.durable.postgres.pg_sql import table_script
 from tools.memory import schema as memory_schema
 
+log = logging.getLogger(__name__)
 SCHEMA_LOCK = 0x70636C77  # "pclw": the advisory lock the first process makes the tables under
 META = "CREATE TABLE IF NOT EXISTS pinclaw_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 TABLE_SCRIPTS = (
@@ -124,12 +126,26 @@ def _refuse_foreign(conn: psycopg.Connection[Any]) -> None:
         )
 
 
+def _memory_search(conn: psycopg.Connection[Any]) -> None:
+    """The memories' text search (tools/memory/text_index.py). Without pg_trgm (not
+    installed, or not this user's to create) substrings are found by reading the rows."""
+    for sql in memory_schema.PG_SEARCH:
+        conn.execute(sql)  # our own constant SQL
+    try:
+        with conn.transaction():  # a savepoint: its failure leaves the rest standing
+            for sql in memory_schema.PG_TRIGRAMS:
+                conn.execute(sql)
+    except psycopg.Error as exc:
+        log.warning("PostgreSQL: no pg_trgm (%s); memories' substrings found without it", exc)
+
+
 def _create(conn: psycopg.Connection[Any]) -> None:
     for script in TABLE_SCRIPTS:
         for sql in table_script(script):
             conn.execute(sql)  # our own constant SQL
     for sql in table_script(";".join(ADDED_COLUMNS)):  # some SCHEMA has already
         conn.execute(sql.replace(" ADD COLUMN ", " ADD COLUMN IF NOT EXISTS "))
+    _memory_search(conn)
     for sql in JOURNAL_TRIGGER:
         conn.execute(sql)
     conn.execute(META)
