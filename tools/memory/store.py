@@ -3,9 +3,9 @@ by meaning.
 
 Each memory belongs to a scope, an opaque string the runtime chooses ("person:alice",
 "group:telegram:-100:7"); the store never invents one, and every read names the scopes it
-may see. Search ranks by words (memory_search.py: SQLite FTS5, English, Korean, Japanese
-and emoji alike) and, when an embedder is given, also by meaning (cosine similarity of
-embeddings), the two orders merged by reciprocal-rank fusion.
+may see. Search ranks by words (search.py: English, Korean, Japanese and emoji alike)
+and, when an embedder is given, also by meaning (cosine similarity of embeddings), the
+two orders merged by reciprocal-rank fusion.
 
 Calls run on the store's one connection, kept on a thread of its own (db.py), so scoring
 and the vector scan stay off the event loop; each change is one transaction there (BEGIN
@@ -120,7 +120,8 @@ class MemoryStore:
         def add(db: sqlite3.Connection) -> tuple[Memory, bool]:
             new = (scope, content, clean_tags, source, unvetted)  # twin check and write: one lock
             self._text.lock(db)
-            return _write(db, self._text, twin(db, self._text, scope, content), new, blob)
+            found = twin(db, self._text, scope, content)
+            return _write(db, self._text, found, new, blob, time.time())
 
         return await self._db.write(add)
 
@@ -206,7 +207,7 @@ class MemoryStore:
         """The memories of `scopes` most relevant to `query`, best first, at most `limit`.
 
         Each carries a `score` in [0, 1]: without embeddings, its word score
-        (memory_search.py: the larger of the share of the question the memory holds, by
+        (search.py: the larger of the share of the question the memory holds, by
         rarity of words, and the share of the memory the question touches; 0 = no word in
         common). With embeddings, the larger of that and the cosine similarity of the two
         embeddings (below 0 counts as 0); the order is then the reciprocal-rank fusion of
@@ -351,13 +352,12 @@ def _write(
     twin: Memory | None,
     new: New,
     blob: bytes | None,
-    now: float | None = None,
+    now: float,
     created: float | None = None,
 ) -> tuple[Memory, bool]:
     """Insert the memory `new` (scope, content, tags, source, unvetted), or update its
     `twin` (which takes the new wording's standing: unvetted words make it unvetted)."""
     scope, content, tags, source, unvetted = new
-    now = time.time() if now is None else now
     if twin is not None:
         merged = _clean_tags([*twin.tags, *tags])
         if blob is None and normalise(twin.content) != normalise(content):

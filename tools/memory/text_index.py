@@ -129,7 +129,7 @@ class PgTextIndex:
 
     def add(self, db: sqlite3.Connection, ident: int, content: str, tags: Sequence[str]) -> None:
         text = schema.searchable(content, list(tags))
-        terms = [t for t in index_terms(text) if len(t.encode()) <= MAX_LEXEME_BYTES]
+        terms = [term for term in index_terms(text) if _lexeme(term)]
         db.execute(
             "UPDATE memories SET terms = array_to_tsvector(?::text[]), folded = ? WHERE id = ?",
             (terms, _fold(text), ident),
@@ -139,6 +139,8 @@ class PgTextIndex:
         """Nothing to do: the columns go with the row, and add() rewrites both."""
 
     def count(self, db: sqlite3.Connection, term: str, cap: int) -> int:
+        if not _lexeme(term):
+            return 0  # too long to be kept as a term (add): only found as a substring
         sql = "SELECT count(*) FROM (SELECT 1 FROM memories WHERE terms @@ ?::tsquery LIMIT ?) f"
         return int(db.execute(sql, (_tsquery([term]), cap)).fetchone()[0])
 
@@ -168,6 +170,10 @@ class PgTextIndex:
         sql = f"SELECT id FROM memories WHERE ({likes}){scoped} ORDER BY id DESC LIMIT ?"
         patterns = tuple(f"%{_escape_like(_fold(piece))}%" for piece in pieces)
         return [row[0] for row in db.execute(sql, (*patterns, *params, k))]
+
+
+def _lexeme(term: str) -> bool:
+    return len(term.encode()) <= MAX_LEXEME_BYTES
 
 
 def _fold(text: str) -> str:

@@ -136,7 +136,8 @@ def _memory_search(conn: psycopg.Connection[Any]) -> None:
             for sql in memory_schema.PG_TRIGRAMS:
                 conn.execute(sql)
     except psycopg.Error as exc:
-        log.warning("PostgreSQL: no pg_trgm (%s); memories' substrings found without it", exc)
+        why = str(exc).strip().splitlines()[0]
+        log.warning("PostgreSQL: no pg_trgm (%s); memories' substrings found without it", why)
 
 
 def _create(conn: psycopg.Connection[Any]) -> None:
