@@ -344,6 +344,9 @@ async def test_export_then_import_round_trips_and_twice_adds_nothing(
     assert len(await target.export(["b"])) == 0
 
 
+SLOW_START_S = 60.0  # the first embedding imports LiteLLM: seconds on a busy machine
+
+
 def fake_embedder(fake: FakeLLM) -> functools.partial:  # type: ignore[type-arg]
     return functools.partial(
         embed, model="openai/test-embed", api_base=fake.base_url, api_key="sk-test-not-real"
@@ -354,7 +357,7 @@ def fake_embedder(fake: FakeLLM) -> functools.partial:  # type: ignore[type-arg]
 async def test_a_paraphrase_is_found_by_meaning_where_words_miss(
     stores: MemoryStores, fake_llm: FakeLLM
 ) -> None:
-    hybrid = await stores.open(embed=fake_embedder(fake_llm))
+    hybrid = await stores.open(embed=fake_embedder(fake_llm), embed_timeout_s=SLOW_START_S)
     await hybrid.add(OWNER, "The user's kitten adores salmon.")
     await hybrid.add(OWNER, "Works as a nurse on night shifts.")
     words_only = await stores.open()
@@ -375,7 +378,7 @@ async def test_memories_stored_without_embeddings_get_them_at_search(
     await filled(stores)
     unembedded = "SELECT count(*) FROM memories WHERE embedding IS NULL"
     assert stores.rows(unembedded) == [(len(FACTS),)]
-    hybrid = await stores.open(embed=fake_embedder(fake_llm))
+    hybrid = await stores.open(embed=fake_embedder(fake_llm), embed_timeout_s=SLOW_START_S)
     assert sorted(await best(hybrid, "my feline's name")) == [
         "The user's cat is called Miso.",
         "うちの猫はミソという名前です",
