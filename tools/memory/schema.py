@@ -41,11 +41,12 @@ CREATE VIRTUAL TABLE IF NOT EXISTS memories_trigram USING fts5(text, tokenize='t
 PG_SEARCH = (
     "ALTER TABLE memories ADD COLUMN terms TSVECTOR NOT NULL DEFAULT ''",
     "ALTER TABLE memories ADD COLUMN folded TEXT NOT NULL DEFAULT ''",
-    "CREATE INDEX memories_by_terms ON memories USING gin (terms)",
+    "CREATE INDEX memories_by_terms ON memories USING gin (terms) WITH (fastupdate = off)",
 )
 PG_TRIGRAMS = (
     "CREATE EXTENSION IF NOT EXISTS pg_trgm",
-    "CREATE INDEX memories_by_text ON memories USING gin (folded gin_trgm_ops)",
+    "CREATE INDEX memories_by_text ON memories USING gin (folded gin_trgm_ops)"
+    " WITH (fastupdate = off)",
 )
 COLUMNS = "id, scope, content, tags, source, created_at, updated_at, unvetted"
 # Columns added since SCHEMA's shape (state.db's version 6): what an unvetted memory was
