@@ -1,7 +1,7 @@
 """Where the memories' candidates come from: the store's own text search, one per database.
 
 search.py scores every candidate in Python, the same on both stores; only finding them is
-the database's. Both stores keep, for each memory, the terms of memory_text.index_terms (our
+the database's. Both stores keep, for each memory, the terms of text.index_terms (our
 own folding, so the database's never decides what a word is) and its text for substrings:
 
 - SQLite (Fts5Index): two FTS5 tables beside `memories` (schema.py), ranked by BM25;
