@@ -147,6 +147,8 @@ async def test_a_home_moved_to_postgres_keeps_its_history_and_comes_back_from_a_
     with psycopg.connect(url) as server:
         taken = server.execute("SELECT nextval(pg_get_serial_sequence('memories', 'id'))")
         assert taken.fetchone() == (DELETED_MEMORY + 1,)
+        found = server.execute("SELECT id FROM memories WHERE terms @@ 'kept'::tsquery")
+        assert found.fetchall() == [(7,)]  # the memories' search terms made from the rows
 
     again = await asyncio.to_thread(agent, "state", "migrate", "--to", url)
     assert again.returncode == 2

@@ -15,10 +15,11 @@ Every method runs inside the caller's trip on the store's connection.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import unicodedata
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from tools.memory import schema
 from tools.memory.text import fts_query, index_terms
@@ -128,12 +129,12 @@ class PgTextIndex:
         db.execute("SELECT pg_advisory_xact_lock(?)", (MEMORY_LOCK,))
 
     def add(self, db: sqlite3.Connection, ident: int, content: str, tags: Sequence[str]) -> None:
-        text = schema.searchable(content, list(tags))
-        terms = [term for term in index_terms(text) if _lexeme(term)]
-        db.execute(
-            "UPDATE memories SET terms = array_to_tsvector(?::text[]), folded = ? WHERE id = ?",
-            (terms, _fold(text), ident),
-        )
+        db.execute(_SET_SEARCH, _search_row(ident, content, tags))
+
+    def reindex(self, db: sqlite3.Connection) -> None:
+        """Every memory made findable from its row (rows copied in: agent state migrate)."""
+        rows = db.execute("SELECT id, content, tags FROM memories").fetchall()
+        db.executemany(_SET_SEARCH, [_search_row(i, c, json.loads(t)) for i, c, t in rows])
 
     def remove(self, db: sqlite3.Connection, ident: int) -> None:
         """Nothing to do: the columns go with the row, and add() rewrites both."""
@@ -170,6 +171,14 @@ class PgTextIndex:
         sql = f"SELECT id FROM memories WHERE ({likes}){scoped} ORDER BY id DESC LIMIT ?"
         patterns = tuple(f"%{_escape_like(_fold(piece))}%" for piece in pieces)
         return [row[0] for row in db.execute(sql, (*patterns, *params, k))]
+
+
+_SET_SEARCH = "UPDATE memories SET terms = array_to_tsvector(?::text[]), folded = ? WHERE id = ?"
+
+
+def _search_row(ident: int, content: str, tags: Sequence[str]) -> tuple[Any, ...]:
+    text = schema.searchable(content, list(tags))
+    return [term for term in index_terms(text) if _lexeme(term)], _fold(text), ident
 
 
 def _lexeme(term: str) -> bool:

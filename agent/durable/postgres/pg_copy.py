@@ -8,8 +8,8 @@ sides have are read from the source in one snapshot and written to the target in
 transaction, then read back and compared with the source (every row, sorted the same way,
 floats exactly); a copy that differs is rolled back whole. Ids keep their values, and the
 target's id counters are set past every id the source handed out (deleted rows' included),
-so no id is given twice. The memories' full-text indexes are state.db's own: made again
-from the rows on that side.
+so no id is given twice. The memories' search indexes are each store's own (FTS5 tables, or
+PostgreSQL's terms and folded columns): made again from the rows on the side copied to.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import psycopg
 from psycopg import sql
@@ -31,6 +31,7 @@ from agent.durable.postgres import pg_schema
 from agent.durable.postgres.pg_connection import PgConnection
 from agent.home import PRIVATE_DIR_MODE, create_private_file
 from tools.memory import schema as memory_schema
+from tools.memory.text_index import POSTGRES
 
 Row = tuple[Any, ...]
 
@@ -210,7 +211,7 @@ def migrate_to(state_db: Path, url: str) -> list[Copied]:
                     "an empty database (createdb), or keep using the one it is"
                 )
             copied = _copy(SQLiteSide(source), side)
-            _reindex_postgres(target.raw)
+            _reindex_postgres(target)
             return copied
     except pg_schema.SchemaRefused as exc:
         raise CopyRefused(str(exc)) from exc
@@ -260,9 +261,10 @@ def _copy(source: Side, target: Side) -> list[Copied]:
         raise CopyDiffers(f"a row could not be written: {_first_line(exc)}") from exc
 
 
-def _reindex_postgres(conn: psycopg.Connection[Any]) -> None:
-    """TODO(memory search on PostgreSQL): the memories' search terms, made from the rows,
-    once pg_schema's memory part has them."""
+def _reindex_postgres(conn: PgConnection) -> None:
+    """The memories' search terms and folded text (tools/memory/text_index.py), made from
+    the copied rows."""
+    POSTGRES.reindex(cast(sqlite3.Connection, conn))
 
 
 @contextlib.contextmanager
