@@ -35,14 +35,14 @@ def _run(ctx: click.Context, work: Callable[[MemoryStore], Awaitable[T]]) -> T:
 
     async def run() -> T:
         url = settings.state_url
-        state = (await open_store(settings.state_db, url=url)).db if url else None
-        store = memory_store(settings, state)
+        shared = await open_store(settings.state_db, url=url) if url else None
+        store = memory_store(settings, shared.db if shared is not None else None)
         try:
             return await work(store)
         finally:
             await store.close()
-            if state is not None:
-                await state.close()
+            if shared is not None:
+                await shared.close()
 
     return asyncio.run(run())
 
