@@ -12,6 +12,7 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -272,4 +273,7 @@ def secret_values(settings: Settings) -> list[str]:
             node = getattr(node, part)
         if isinstance(node, SecretStr) and node.get_secret_value():
             values.append(node.get_secret_value())
+    password = urlsplit(settings.state_url or "").password  # also seen apart from its URL
+    if password:
+        values.append(unquote(password))
     return values + settings.mcp.secret_values()  # the variables its env and headers name

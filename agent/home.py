@@ -40,7 +40,7 @@ PRIVATE_FILES = (
 _FILE_PICKERS = (f"{ENV_PREFIX}HOME", f"{ENV_PREFIX}CONFIG")
 # How every secret setting's variable ends (a test keeps it in step with Settings):
 # credentials, not behaviour, so a shell without the bot's token still reaches the daemon.
-SECRET_ENDINGS = ("API_KEY", "BOT_TOKEN")
+SECRET_ENDINGS = ("API_KEY", "BOT_TOKEN", "STATE__URL")
 
 
 def default_home(environ: Mapping[str, str]) -> Path:

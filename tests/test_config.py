@@ -117,3 +117,17 @@ def test_cli_reports_every_problem_and_exits_2(home: Path, tmp_path: Path) -> No
     assert len(lines) == 3, result.stderr
     assert all(line.startswith(f"config error: {config}: ") for line in lines)
     assert "Traceback" not in result.stderr
+
+
+def test_the_state_urls_password_is_scrubbed_and_a_url_of_another_kind_refused(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent.app import make_scrubber
+
+    monkeypatch.setenv("PINCLAW_STATE__URL", "postgresql://pinclaw:s%40fe-p4ss@db.lan/pinclaw")
+    scrub = make_scrubber(load_settings(None))
+    assert "s@fe-p4ss" not in scrub("the server said: password s@fe-p4ss was wrong")
+    assert "db.lan" not in scrub("postgresql://pinclaw:s%40fe-p4ss@db.lan/pinclaw")
+    monkeypatch.setenv("PINCLAW_STATE__URL", "mysql://pinclaw@db.lan/pinclaw")
+    with pytest.raises(ConfigError, match="PINCLAW_STATE__URL.*postgresql://"):
+        load_settings(None)
