@@ -46,7 +46,9 @@ class PostgresCluster:
         self.port = _free_port()
         self._as = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
 
-    def start(self) -> PostgresCluster:
+    def start(self, *settings: str) -> PostgresCluster:
+        """`settings`: more NAME=VALUE for the server, after (so over) the tests' own: the
+        bench turns fsync back on and loads pg_stat_statements."""
         if self._as:
             shutil.chown(self.root, "postgres")
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "pinclaw", "-E", "UTF8",
@@ -54,7 +56,7 @@ class PostgresCluster:
         options = (
             f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
             " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-        )
+        ) + "".join(f" -c {setting}" for setting in settings)
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
                   "-w", "start")
         return self
