@@ -51,14 +51,34 @@ class PostgresCluster:
         bench turns fsync back on and loads pg_stat_statements."""
         if self._as:
             shutil.chown(self.root, "postgres")
-        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "pinclaw", "-E", "UTF8",
-                  "--no-sync", "--locale=C")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            "pinclaw",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "--locale=C",
+        )
         options = (
             f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
             " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
         ) + "".join(f" -c {setting}" for setting in settings)
-        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
-                  "-w", "start")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-l",
+            str(self.root / "log"),
+            "-w",
+            "start",
+        )
         return self
 
     def stop(self) -> None:
