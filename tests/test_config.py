@@ -37,6 +37,7 @@ def test_example_file_lists_every_key_with_its_default(home: Path) -> None:
         "hardware.pins",
         "web.brave_api_key",
         "web.tavily_api_key",
+        "state.url",
     }
     assert _flat(example) == _flat(defaults) - commented
     assert Settings(**example).model_dump(mode="json") == defaults

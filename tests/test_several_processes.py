@@ -104,6 +104,7 @@ async def set_schedules(home: Path, url: str, due: list[float]) -> None:
         await store.db.close()
 
 
+@pytest.mark.timeout(300)  # a minute and more: 1,000 turns on two cores
 def test_three_processes_answer_1000_messages_once_each_in_order_through_two_kills(
     processes: list[DaemonProcess],
     telegram_env: dict[str, str],

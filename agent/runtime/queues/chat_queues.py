@@ -89,13 +89,18 @@ class ChatQueues:
             self._sweeper = asyncio.create_task(self._sweep(), name=f"{self._channel} sweep")
 
     def wake(self, chat_key: str) -> None:
-        """Something is pending for the chat: this process looks, and the others hear of it."""
-        if not self.closing:
+        """Something is pending for the chat. Alone on the store, this process looks; shared,
+        every process hears of it at once, this one too, so the one with room and time to
+        spare takes it (a wake here first would hand the intake's holder nearly every turn
+        of a burst: bench/several_processes.py)."""
+        if self.closing:
+            return
+        if not self._claims.shared:
             self._workers.wake(chat_key)
-            if self._claims.shared:
-                task = asyncio.create_task(self._announce(chat_key), name=f"tell {chat_key}")
-                self._telling.add(task)
-                task.add_done_callback(self._telling.discard)
+            return
+        task = asyncio.create_task(self._announce(chat_key), name=f"tell {chat_key}")
+        self._telling.add(task)
+        task.add_done_callback(self._telling.discard)
 
     async def commit(self, finished: Finished) -> None:
         """Store a finished turn in one transaction and hand its reply to the courier; when
@@ -157,6 +162,9 @@ class ChatQueues:
             if pending is None:
                 return
             wait = max(burst_s, pending.next_attempt_at - time.time())
+            if wait > 0 and self._claims.shared:  # not due: let go (a chat that waits for
+                asyncio.get_running_loop().call_later(wait, self._workers.wake, chat_key)
+                return  # its model holds no room here) and look again when it is
             if wait > 0:
                 await asyncio.sleep(wait)
                 continue
@@ -178,8 +186,9 @@ class ChatQueues:
     async def _announce(self, chat_key: str) -> None:
         try:
             await self._claims.announce(TURNS, chat_key)
-        except Exception as exc:  # the others find it at their next sweep
+        except Exception as exc:  # this one looks; the others find it at their next sweep
             log.warning("%s: could not tell the other processes: %s", chat_key, exc)
+            self._workers.wake(chat_key)
 
     async def _sweep(self) -> None:
         every_s = SHARED_SWEEP_EVERY_S if self._claims.shared else SWEEP_EVERY_S
