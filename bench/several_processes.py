@@ -20,12 +20,11 @@
 
 The model double answers after --latency-ms, 0 by default: then a turn costs only CPU, so the
 rate is what the processes' CPU (and PostgreSQL's) allows, and the coordination — the claims'
-advisory locks, NOTIFY, the one-second sweeps — shows in it: the goal's question. A process
-claims a chat only while it has a free turn slot, so the turns spread over the processes only
-once the intake holder's slots are full; a CPU-bound holder (20-30 ms a message) never fills
-them and runs nearly every turn itself (the "turns" column). With a model's latency long
-enough that the slots limit first (--latency-ms 1000: 16 slots / 1 s = 16 msg/s a process)
-the turns spread and n processes give up to n times one's rate.
+advisory locks, NOTIFY, the one-second sweeps — shows in it: the goal's question. A stored
+message is announced to every process at once (the intake's holder gets no head start) and a
+process claims a chat only while it has a free turn slot, so the turns spread over the
+processes with time to spare (the "turns" column). --latency-ms 1000 shows the other limit:
+16 slots / 1 s = 16 msg/s a process.
 
 Each process has a home of its own, and the same state URL and workspace, as
 tests/test_several_processes.py starts them. The cluster is tests/postgres_cluster.py's,
