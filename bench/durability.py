@@ -37,11 +37,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from agent.durable.file.state_db import StateDB  # noqa: E402
-from agent.durable.inbox import SCHEMA as INBOX_SCHEMA  # noqa: E402
 from agent.durable.inbox import Inbox  # noqa: E402
-from agent.durable.outbox import PARTS_SCHEMA, Outbox, PartOutcome  # noqa: E402
-from agent.durable.outbox import SCHEMA as OUTBOX_SCHEMA  # noqa: E402
-from agent.durable.sessions import SCHEMA as SESSIONS_SCHEMA  # noqa: E402
+from agent.durable.outbox import Outbox, PartOutcome  # noqa: E402
 from agent.durable.sessions import SessionStore  # noqa: E402
 from channels.base import ChatRef, IncomingMessage, OutgoingPart  # noqa: E402
 
@@ -59,8 +56,12 @@ def quantile(values: list[float], q: float) -> float:
 
 
 async def open_state(path: Path, synchronous: str) -> tuple[StateDB, SessionStore, Inbox, Outbox]:
-    """state.db as agent/app.py's open_store opens it (without importing LiteLLM)."""
-    db = await StateDB(path).open(SESSIONS_SCHEMA, INBOX_SCHEMA, OUTBOX_SCHEMA, PARTS_SCHEMA)
+    """state.db as open_store opens it: brought to this pinclaw's schema version."""
+    from functools import partial
+
+    from agent.durable.file.migrations import migrate
+
+    db = await StateDB(path).open(migrate=partial(migrate, path=path))
     if synchronous != "FULL":
         await db.fetchall(f"PRAGMA synchronous={synchronous}")  # a reference row only
     return db, await SessionStore.open(db), Inbox(db), Outbox(db)
