@@ -130,5 +130,5 @@ def test_the_state_urls_password_is_scrubbed_and_a_url_of_another_kind_refused(
     assert "s@fe-p4ss" not in scrub("the server said: password s@fe-p4ss was wrong")
     assert "db.lan" not in scrub("postgresql://pinclaw:s%40fe-p4ss@db.lan/pinclaw")
     monkeypatch.setenv("PINCLAW_STATE__URL", "mysql://pinclaw@db.lan/pinclaw")
-    with pytest.raises(ConfigError, match="PINCLAW_STATE__URL.*postgresql://"):
+    with pytest.raises(ConfigError, match=r"PINCLAW_STATE__URL.*postgresql://"):
         load_settings(None)
