@@ -242,7 +242,7 @@ def test_a_process_that_loses_its_claims_connection_stands_by_then_takes_the_int
     with psycopg.connect(url, autocommit=True) as conn:  # the server drops its claims
         conn.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE application_name LIKE 'pinclaw %'"
+            " WHERE application_name LIKE 'pinclaw %' AND datname = current_database()"
         )
     wait_until(lambda: "lost the intake" in only.log, 10, "standby", only)
     wait_until(lambda: TAKEN_OVER in only.log, 10, "the intake again", only)

@@ -96,7 +96,7 @@ class ChannelRuntime:
         if jobs is not None:
             parts = (jobs.jobs, self.controls, self.door, always, scrub, memory, store.sessions)
             kit = JobKit(channel, setup, *parts)
-            self.jobs = JobRunner(kit, self.replies, jobs.slots)
+            self.jobs = JobRunner(kit, self.replies, jobs.slots, store.claims)
             jobs.attach(self.jobs)
         self.commands = ChatCommands(
             setup,

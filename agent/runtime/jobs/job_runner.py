@@ -14,12 +14,14 @@ from collections.abc import Coroutine, Sequence
 
 from agent.durable.file.state_db import Transaction
 from agent.durable.jobs import Job
+from agent.durable.store import Claims, OneProcess
 from agent.model.responses import Message
 from agent.runtime.jobs.job_run import JobEnd, JobKit, run_job
 from agent.runtime.jobs.job_texts import result_message
 from agent.runtime.queues.replies import ChatReplies
 from channels.base import Reply
 
+JOBS = "jobs"  # the claim on a job, when processes share the store
 log = logging.getLogger(__name__)
 
 
@@ -28,8 +30,15 @@ class Ended(Exception):
 
 
 class JobRunner:
-    def __init__(self, kit: JobKit, replies: ChatReplies, slots: asyncio.Semaphore) -> None:
+    def __init__(
+        self,
+        kit: JobKit,
+        replies: ChatReplies,
+        slots: asyncio.Semaphore,
+        claims: Claims | None = None,
+    ) -> None:
         self.kit = kit
+        self._claims = claims or OneProcess()  # processes sharing the store: one runs a job
         self._replies = replies
         self._slots = slots
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -97,6 +106,17 @@ class JobRunner:
         return len(ids)
 
     async def _run(self, job: Job) -> None:
+        """The job run here — unless another process sharing the store runs it (one that
+        started it, or took it up at its own start)."""
+        if not await self._claims.take(JOBS, str(job.id)):
+            self._forget(job.id)
+            return
+        try:
+            await self._run_claimed(job)
+        finally:
+            await self._claims.give_back(JOBS, str(job.id))
+
+    async def _run_claimed(self, job: Job) -> None:
         kit = self.kit
         try:
             async with self._slots:
