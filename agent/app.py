@@ -128,7 +128,8 @@ async def start_scheduler(app: App, runtimes: Sequence[ChannelRuntime]) -> Sched
         return None
     by_channel = {runtime.channel.name: runtime for runtime in runtimes}
     zone = zone_named(timezone_of(settings))
-    scheduler = Scheduler(Schedules(app.store.db), by_channel, settings, zone)
+    schedules = Schedules(app.store.db)
+    scheduler = Scheduler(schedules, by_channel, settings, zone, claims=app.store.claims)
     await scheduler.start()
     if app.schedules is not None:
         app.schedules.on_change = scheduler.wake

@@ -41,6 +41,7 @@ from zoneinfo import ZoneInfo
 from agent.config import Settings
 from agent.durable.file.state_db import Transaction
 from agent.durable.schedules import NewSchedule, Schedule, ScheduleKind, Schedules
+from agent.durable.store import Claims, OneProcess
 from agent.durable.triggers import Trigger, TriggerKind
 from agent.proactive.schedule_book import owner_chat
 from agent.runtime.enqueue import Enqueue
@@ -77,8 +78,10 @@ class Scheduler:
         *,
         clock: Callable[[], float] = time.time,
         steady: Callable[[], float] = steady_clock,
+        claims: Claims | None = None,
     ) -> None:
         self._schedules = schedules
+        self._claims = claims or OneProcess()  # processes sharing the store: one places it
         self._runtimes = dict(runtimes)
         self._settings = settings
         self._zone = zone
@@ -323,7 +326,11 @@ class Scheduler:
 
     async def place_heartbeat(self) -> None:
         """One active heartbeat row, in the owner's private chat, when `[heartbeat]
-        enabled`; none otherwise. Its next time survives restarts."""
+        enabled`; none otherwise. Its next time survives restarts. Among processes sharing
+        the store, the one holding the role places it (two starting together would each
+        find none and add one); every process runs the row when it is due, once."""
+        if not await self._claims.take("role", "heartbeat"):
+            return
         now = self._clock()
         rows = await self._schedules.active(kind="heartbeat")
         owner = None
