@@ -32,3 +32,6 @@ _.handle_data
 # inspect.signature reads it: a tool offered without its `board` argument with one board
 # (tools/board/pin_names.py).
 _.__signature__
+# psycopg reads these: the cursor class a connection makes (its raw cursor: `$1` placeholders)
+# and a sqlite3 connection's transaction mode (agent/durable/postgres/).
+_.cursor_factory, _.isolation_level
