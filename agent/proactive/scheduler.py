@@ -329,7 +329,7 @@ class Scheduler:
         enabled`; none otherwise. Its next time survives restarts. Among processes sharing
         the store, the one holding the role places it (two starting together would each
         find none and add one); every process runs the row when it is due, once."""
-        if not await self._claims.take("role", "heartbeat"):
+        if self._settings.heartbeat.enabled and not await self._claims.take("role", "heartbeat"):
             return
         now = self._clock()
         rows = await self._schedules.active(kind="heartbeat")

@@ -65,31 +65,43 @@ class SharedClaims:
         return self
 
     async def take(self, kind: str, key: str) -> bool:
+        """Held now; False also when the server cannot be asked (nothing is held then)."""
         if (kind, key) in self._held:
             return True
-        taken = await self._ask(
-            "SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", kind, key
-        )
-        if taken:
-            self._held.add((kind, key))
-            if kind == "role":
-                await self._show_roles()
+        try:
+            taken = await self._ask(
+                "SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", kind, key
+            )
+            if taken:
+                self._held.add((kind, key))
+                if kind == "role":
+                    await self._show_roles()
+        except psycopg.Error as exc:  # the connection broke: every claim went with it
+            log.warning("claims: %s %s not taken: %s", kind, key, _first_line(exc))
+            return False
         return bool(taken)
 
     async def give_back(self, kind: str, key: str) -> None:
         if (kind, key) not in self._held:
             return
         self._held.discard((kind, key))
-        await self._ask("SELECT pg_advisory_unlock(hashtext($1), hashtext($2))", kind, key)
-        if kind == "role":
-            await self._show_roles()
+        try:
+            await self._ask("SELECT pg_advisory_unlock(hashtext($1), hashtext($2))", kind, key)
+            if kind == "role":
+                await self._show_roles()
+        except psycopg.Error:  # the connection broke, and the lock with it
+            return
 
     async def announce(self, kind: str, key: str) -> None:
         await self._ask("SELECT pg_notify($1, $2)", CHANNEL, f"{kind}\t{key}")
 
     async def held_elsewhere(self, kind: str, key: str) -> bool:
-        """Another process holds the claim now (a turn of the chat runs there)."""
-        return bool(await self._ask(HELD_ELSEWHERE, kind, key))
+        """Another process holds the claim now (a turn of the chat runs there); False when
+        the server cannot be asked."""
+        try:
+            return bool(await self._ask(HELD_ELSEWHERE, kind, key))
+        except psycopg.Error:
+            return False
 
     def hear(self, listener: Callable[[str, str], None]) -> None:
         self._listeners.append(listener)
@@ -180,3 +192,8 @@ def sharing_processes(url: str) -> list[tuple[str, str]]:
         _, who, roles = f"{name}  ".split(" ", 2)
         found.append((who, roles.strip()))
     return found
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
