@@ -21,7 +21,6 @@ from fakes.llm_server import FakeLLM
 from fakes.telegram_models import SentMessage
 from fakes.telegram_server import FakeTelegram
 
-pytestmark = pytest.mark.both_stores
 OWNER = 42
 ASKED = re.compile(r"chat (\d+) message (\d+)")
 
@@ -63,6 +62,7 @@ def state_db(home: Path) -> Path:
     return home / "state.db"
 
 
+@pytest.mark.both_stores  # what the store keeps: also on PostgreSQL
 def test_kill_9_mid_turns_then_a_restart_answers_every_message_once_in_order(
     run_daemon: list[DaemonProcess],
     fake_telegram: FakeTelegram,
@@ -107,6 +107,7 @@ def test_kill_9_mid_turns_then_a_restart_answers_every_message_once_in_order(
     ) == [("sent", 60, 1)]
 
 
+@pytest.mark.both_stores  # what the store keeps: also on PostgreSQL
 def test_sigterm_during_a_turn_longer_than_the_grace_keeps_the_message_for_the_next_start(
     run_daemon: list[DaemonProcess],
     fake_telegram: FakeTelegram,
@@ -162,6 +163,7 @@ def test_a_provider_outage_gets_one_notice_then_the_answer(
     assert attempts[0][0] == "done" and attempts[0][1] >= 2
 
 
+@pytest.mark.both_stores  # what the store keeps: also on PostgreSQL
 def test_a_hanging_provider_holds_no_slot_for_long_and_shows_in_status(
     run_daemon: list[DaemonProcess],
     fake_telegram: FakeTelegram,
@@ -225,6 +227,7 @@ def test_a_hanging_provider_is_heard_after_the_first_call_not_at_the_deadline(
     assert len(sent) == 2 and "chat 9 message 0" in sent[1]
 
 
+@pytest.mark.both_stores  # what the store keeps: also on PostgreSQL
 def test_a_429_storm_delays_replies_but_loses_none_and_keeps_each_chats_order(
     run_daemon: list[DaemonProcess],
     fake_telegram: FakeTelegram,
