@@ -34,7 +34,7 @@ TAKE_OVER_EVERY_S = 2.0  # a dead holder's intake is taken over within this (and
 
 
 class IntakeRoles:
-    """The channels this process runs on standby, trying for their intake."""
+    """The bots' intakes this process holds, and those it waits to take over."""
 
     def __init__(self, claims: Claims) -> None:
         self._claims = claims

@@ -179,7 +179,7 @@ class ChatQueues:
         await self._courier.resume()
 
     def _heard(self, kind: str, chat_key: str) -> None:
-        """Another process stored a message for a chat of this channel."""
+        """A message was stored for a chat of this channel (by any process, this one too)."""
         if kind == TURNS and chat_key.startswith(f"{self._channel}:") and not self.closing:
             self._workers.wake(chat_key)
 
