@@ -62,7 +62,6 @@ def state_db(home: Path) -> Path:
     return home / "state.db"
 
 
-@pytest.mark.both_stores  # what the store keeps: also on PostgreSQL
 def test_kill_9_mid_turns_then_a_restart_answers_every_message_once_in_order(
     run_daemon: list[DaemonProcess],
     fake_telegram: FakeTelegram,
@@ -107,7 +106,6 @@ def test_kill_9_mid_turns_then_a_restart_answers_every_message_once_in_order(
     ) == [("sent", 60, 1)]
 
 
-@pytest.mark.both_stores  # what the store keeps: also on PostgreSQL
 def test_sigterm_during_a_turn_longer_than_the_grace_keeps_the_message_for_the_next_start(
     run_daemon: list[DaemonProcess],
     fake_telegram: FakeTelegram,

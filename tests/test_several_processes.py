@@ -139,7 +139,6 @@ def test_three_processes_answer_1000_messages_once_each_in_order_through_two_kil
 ) -> None:
     chats, per_chat = 50, 20
     url = postgres.new_database()
-    fake_llm.latency_s = 0.05
     due = [time.time() + s for s in (8, 12, 16)]
     asyncio.run(set_schedules(tmp_path / "setup", url, due))
     # What each turn does beside the store — recall, reactions — is left out: this test is
