@@ -125,7 +125,7 @@ async def set_schedules(home: Path, url: str, due: list[float]) -> None:
             new = NewSchedule("once", "once", f"scheduled task {n}", chat, str(OWNER), at)
             await Schedules(store.db).add(new)
     finally:
-        await store.db.close()
+        await store.close()
 
 
 @pytest.mark.timeout(300)  # a minute and more: 1,000 turns on two cores
@@ -230,8 +230,7 @@ def test_a_process_with_a_workspace_of_its_own_or_a_local_board_is_refused(
 
     async def first_start() -> None:  # as the first process did
         store = await open_store(tmp_path / "home-0" / "state.db", url=url, workspace=shared)
-        await store.claims.close()
-        await store.db.close()
+        await store.close()
 
     asyncio.run(first_start())
     base = {"PINCLAW_STATE__URL": url, "PINCLAW_HOME": str(tmp_path / "home-1")}
