@@ -13,10 +13,22 @@ from typing import Any
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
 import httpx
-import litellm
 import pytest
 from conftest import eventually
 from fakes.llm_server import FakeLLM, error, text, tool_calls
+
+
+class _LiteLLM:
+    """LiteLLM, imported at its first use: every pytest-xdist worker collects this file, and
+    `import litellm` would be about two seconds of each one's start."""
+
+    def __getattr__(self, name: str) -> Any:
+        import litellm as module
+
+        return getattr(module, name)
+
+
+litellm = _LiteLLM()
 
 TOOLS = [
     {

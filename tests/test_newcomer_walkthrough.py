@@ -1,6 +1,7 @@
 """A newcomer's first hour, end to end: a `git clone` of this repository's HEAD, README's first
-command run exactly as README shows it (a fresh venv from requirements.lock, a non-editable
-install, a one-shot), then `agent init`, `agent chat` and `agent run` with Telegram, each on a
+command run exactly as README shows it with the oldest Python and pip supported (Debian 12's,
+as on a Raspberry Pi: a fresh venv from requirements.lock, a non-editable install, a
+one-shot), then `agent init`, `agent chat` and `agent run` with Telegram, each on a
 pseudo-terminal of its own, all from the clone's `.venv/bin/agent` in one home. The fake LLM
 and the fake Telegram stand in for the provider and the Bot API; pip's package index is the
 only place reached beyond 127.0.0.1. One test, so that pytest-xdist never installs twice; it
@@ -28,6 +29,7 @@ import pytest
 from fakes.llm_server import FakeLLM, last_user_content, text, tool_calls, tool_results
 from fakes.telegram_server import FakeTelegram
 from readme_commands import first_sh_block, newcomer_env
+from supported_pythons import OLDEST, as_python3, check_pip, interpreter
 
 REPO = Path(__file__).resolve().parent.parent
 # The child makes the pty its controlling terminal (Ctrl-C is then a SIGINT, as in a real
@@ -140,7 +142,10 @@ def newcomer(tmp_path: Path) -> Iterator[Newcomer]:
         ["git", "clone", "-q", REPO.as_uri(), str(clone)], capture_output=True, text=True
     )
     assert cloned.returncode == 0, f"git clone failed: {cloned.stderr}"
-    person = Newcomer(clone, tmp_path / "home", newcomer_env(tmp_path / "home"))
+    env = newcomer_env(tmp_path / "home")
+    # `python3` is the oldest supported: Debian 12's, with the pip 23.0.1 its venv brings.
+    env["PATH"] = f"{as_python3(interpreter(OLDEST), tmp_path / 'bin')}{os.pathsep}{env['PATH']}"
+    person = Newcomer(clone, tmp_path / "home", env)
     yield person
     for terminal in person.terminals:
         terminal.close()
@@ -163,6 +168,7 @@ def readme_first_command(person: Newcomer, fake_llm: FakeLLM) -> None:
         timeout=INSTALL_S,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    print(f"README's first command with {check_pip(person.clone / '.venv' / 'bin', OLDEST)}")
     # The reply is the last line of stdout (pip's own lines come before it).
     assert result.stdout.endswith(f"\n{README_REPLY}\n"), result.stdout[-2000:]
     assert re.search(r"^  tool file_list\(\) ok \d+\.\d\d s$", result.stderr, re.MULTILINE)
