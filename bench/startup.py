@@ -3,9 +3,9 @@
 - `python -c pass` (the interpreter and its site-packages alone, for scale) and
   `agent --help` wall time;
 - a cold `agent run -m --no-daemon`: wall time and peak RSS, with the fake's model served
-  directly (the OpenAI SDK: the fake is a server of one's own), as OpenAI's own chat model
-  (the SDK too, and LiteLLM's table read for its window and price; the fake stands at
-  OPENAI_BASE_URL) and through LiteLLM (what every other hosted model's one-shot pays);
+  directly (OpenAI's protocol over httpx: the fake is a server of one's own), as OpenAI's
+  own chat model (directly too, and LiteLLM's table read for its window and price; the fake
+  stands at OPENAI_BASE_URL) and through LiteLLM (what every other hosted model's one-shot pays);
 - the local daemon (`agent run`, no chat channel): how long until its socket is served, the
   first one-shot sent at once and, in a second daemon, the first one sent once the model
   client's warm-up is done, then `agent run -m` through it — wall time and the client's peak

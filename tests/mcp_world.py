@@ -4,7 +4,8 @@ venv of their own), the toy server (tests/fakes/mcp_toy_server.py), an App built
 run` builds it with the model double, and one turn through it as `agent run -m` runs it.
 
 Without `.mcp-servers/` the tests that need it are skipped, unless PINCLAW_MCP_SERVERS=require
-(as .ci/run sets it once it installed them): then they fail.
+(as .ci/run sets it while it installs them beside the suite's venv): then they wait for that
+install, and fail without the servers.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import io
 import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,12 +38,22 @@ TEST_MODEL = "openai/test-model"
 def installed(relative: str) -> str:
     """The path of a reference server's program, or skip (fail when they are required)."""
     path = SERVERS / relative
+    if os.environ.get("PINCLAW_MCP_SERVERS") == "require":
+        _wait_for_the_install()
     if not path.exists():
         message = f"{path} is missing: run the MCP server installs of .ci/run"
         if os.environ.get("PINCLAW_MCP_SERVERS") == "require":
             pytest.fail(message)
         pytest.skip(message)
     return str(path)
+
+
+def _wait_for_the_install(within_s: float = 300) -> None:
+    """.ci/run installs the servers beside the suite's venv, `.installing` there meanwhile: by
+    the time the suite starts they are done, but a slow registry may hold them longer."""
+    deadline = time.monotonic() + within_s
+    while (SERVERS / ".installing").exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 def everything(**extra: Any) -> dict[str, Any]:

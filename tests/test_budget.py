@@ -1,6 +1,6 @@
 """Budgets that stop runaway spending, end to end: the daemon with the real Telegram adapter on
-the fake Bot API and the fake provider (through LiteLLM, and standing in for OpenAI itself
-through the OpenAI SDK), for a model LiteLLM has a price for. The
+the fake Bot API and the fake provider (through LiteLLM, and standing in for OpenAI itself,
+called directly), for a model LiteLLM has a price for. The
 heartbeat's own limit stops the heartbeat while the chat still answers; the daily limit, set
 by the owner in their chat, warns once at 80 %, then answers chats with one line and calls
 no model; raised, it answers again. `agent budget` keeps the owner's value until config.toml

@@ -1,7 +1,7 @@
-"""The LLM client against the fake provider, each case three ways: through the OpenAI SDK
-to a server of one's own (the fake as llm.api_base) and to OpenAI itself (no api_base: the
-fake stands in for api.openai.com through OPENAI_BASE_URL), and through real LiteLLM:
-retries, fallbacks, usage, price."""
+"""The LLM client against the fake provider, each case three ways: directly (OpenAI's
+protocol over httpx) to a server of one's own (the fake as llm.api_base) and to OpenAI
+itself (no api_base: the fake stands in for api.openai.com through OPENAI_BASE_URL), and
+through real LiteLLM: retries, fallbacks, usage, price."""
 
 from __future__ import annotations
 

@@ -106,11 +106,12 @@ def test_after_the_warm_up_the_first_call_imports_next_to_nothing(fake_llm: Fake
 
 
 @pytest.mark.parametrize("via", ["auto", "litellm"])
-def test_a_one_shot_to_a_server_of_ones_own_never_imports_litellm(
+def test_a_one_shot_to_a_server_of_ones_own_imports_neither_litellm_nor_the_openai_sdk(
     llm_env: dict[str, str], fake_llm: FakeLLM, via: str
 ) -> None:
-    """The fake is at 127.0.0.1: its `openai/` model is served directly, unless llm.client
-    says "litellm" (which shows that the count below sees LiteLLM when it is imported)."""
+    """The fake is at 127.0.0.1: its `openai/` model is served directly over httpx, unless
+    llm.client says "litellm" (which shows that the count below sees LiteLLM and the SDK when
+    they are imported)."""
     fake_llm.script("answered")
     done = agent(
         "run",
@@ -123,7 +124,8 @@ def test_a_one_shot_to_a_server_of_ones_own_never_imports_litellm(
     loaded = imported(done.stderr)
     litellm = [name for name in loaded if name.split(".")[0] == "litellm"]
     assert (not litellm) if via == "auto" else len(litellm) > 100, litellm[:5]
-    assert "openai.resources.chat" in loaded
+    sdk = [name for name in loaded if name.split(".")[0] == "openai"]
+    assert (not sdk) if via == "auto" else "openai.resources.chat" in sdk, sdk[:5]
 
 
 def imported(stderr: str) -> list[str]:

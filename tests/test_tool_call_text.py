@@ -344,7 +344,7 @@ async def test_traps_are_not_calls(model: ScriptedModel, world: World, reply: st
 async def test_a_draft_in_reasoning_is_kept_apart_and_not_run(
     fake_llm: FakeLLM, world: World, via: Literal["auto", "litellm"]
 ) -> None:
-    """Over the wire, through the OpenAI SDK or LiteLLM: <think>...</think> is taken out of
+    """Over the wire, directly or through LiteLLM: <think>...</think> is taken out of
     the content, so a call drafted in the reasoning is neither run nor shown."""
     fake_llm.script(
         text(

@@ -3,7 +3,7 @@ watch, a schedule, the heartbeat, a one-shot — leaves a row in state.db with i
 fake LLM's usage block, cached tokens too), LiteLLM's price (NULL for a model it cannot
 price), the model, the chat, the person and what started it; `/usage` and `agent usage` show
 them. The daemon with the real Telegram adapter on the fake Bot API, the model on the fake
-provider (through LiteLLM, and through the OpenAI SDK with the fake standing in for OpenAI
+provider (through LiteLLM, and directly with the fake standing in for OpenAI
 itself, priced from LiteLLM's table), the Firmata emulator for the watch; `agent` as a
 subprocess."""
 

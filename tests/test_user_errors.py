@@ -21,7 +21,7 @@ from fakes.llm_server import FakeLLM, error
 
 from agent.config import LLMSettings
 from agent.model.client import LLMClient
-from agent.model.openai_sdk_call import NO_KEY
+from agent.model.openai_wire_call import NO_KEY
 from agent.model.responses import LLMError
 
 CLOSED = "http://127.0.0.1:9/v1"  # the discard port: nothing listens

@@ -7,8 +7,8 @@ per-model tables, about half a second on a small machine. The daemon calls `warm
 its channels run; it does that work in a worker thread through LiteLLM's own dry run
 (`mock_response`: the request is built, logged and priced, nothing is sent), so no token is
 spent and nothing leaves the machine. A model on a direct road (a server of one's own, or
-OpenAI itself: agent/model/profiles/routes.py) needs only the OpenAI SDK's modules: LiteLLM
-is not loaded for it.
+OpenAI itself: agent/model/profiles/routes.py) needs only httpx, its TLS context and the
+prompt's tokenizer: neither LiteLLM nor the OpenAI SDK is loaded for it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 
 from agent.config import LLMSettings
 from agent.model.litellm_call import request
-from agent.model.openai_sdk_call import OpenAISDKCall
+from agent.model.openai_wire_call import OpenAIWireCall
 from agent.model.profiles.litellm_facts import price_of, supports_native_tools
 from agent.model.profiles.litellm_import import load_litellm
 from agent.model.profiles.routes import Road, load_first_call_modules, road_of
@@ -49,7 +49,7 @@ def warm_up_now(settings: LLMSettings) -> float:
     request; the seconds it took."""
     started = time.perf_counter()
     if road_of(settings) is not Road.LITELLM:
-        OpenAISDKCall(settings).warm_up()
+        OpenAIWireCall(settings).warm_up()
     else:
         litellm = load_litellm()
         kwargs = request(litellm, settings, settings.model, _MESSAGES, [_TOOL])

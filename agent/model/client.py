@@ -1,7 +1,7 @@
 """LLMClient: the one place a chat completion is asked for — retries with backoff, fallback
 models, streaming with a first-token limit, usage and cost — through one of two transports:
-the OpenAI SDK for a model at a server of one's own or at OpenAI itself, LiteLLM for the
-rest (agent/model/profiles/routes.py's `road_of` chooses).
+OpenAI's protocol over httpx for a model at a server of one's own or at OpenAI itself,
+LiteLLM for the rest (agent/model/profiles/routes.py's `road_of` chooses).
 
 A call is tried again after a 429, a 5xx, a timeout, a dropped connection or a 200 that
 carries no choice (never after a key missing or refused: agent/model/failures.py); the caller
@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from agent.config import LLMSettings
 from agent.model.failures import failure_line, is_rejection, is_transient, short
-from agent.model.openai_sdk_call import OpenAISDKCall
+from agent.model.openai_wire_call import OpenAIWireCall
 from agent.model.profiles.routes import Road, road_of
 from agent.model.responses import (
     EmptyReply,
@@ -47,7 +47,7 @@ MAX_BACKOFF_S = 30.0
 
 
 class Transport(Protocol):
-    """How a completion is sent and read back: agent/model/openai_sdk_call.py and
+    """How a completion is sent and read back: agent/model/openai_wire_call.py and
     agent/model/litellm_call.py."""
 
     async def send(
@@ -83,7 +83,7 @@ class LLMClient:
         self.settings = settings
         self._sleep = sleep
         self.health = ProviderHealth()
-        self._sdk: OpenAISDKCall | None = None
+        self._wire: OpenAIWireCall | None = None
         self._litellm: Transport | None = None
 
     @property
@@ -129,12 +129,12 @@ class LLMClient:
         return [first, *(name for name in configured if name != first)]
 
     def _transport(self, model: str) -> Transport:
-        """The OpenAI SDK for a model on a direct road (kept: it holds the HTTP client),
-        LiteLLM for the rest (imported on the first such call)."""
+        """OpenAI's protocol over httpx for a model on a direct road (kept: it holds the HTTP
+        client), LiteLLM for the rest (imported on the first such call)."""
         if road_of(self.settings, model) is not Road.LITELLM:
-            self._sdk = self._sdk or OpenAISDKCall(self.settings)
-            self._sdk.prepare()
-            return self._sdk
+            self._wire = self._wire or OpenAIWireCall(self.settings)
+            self._wire.prepare()
+            return self._wire
         from agent.model.litellm_call import LiteLLMCall
 
         self._litellm = self._litellm or LiteLLMCall(self.settings)

@@ -50,11 +50,11 @@ class LLMSettings(_Section):
     """custom endpoint (an OpenAI-compatible server); empty: the provider's own"""
     api_key: SecretStr | None = None
     """environment only: PINCLAW_LLM__API_KEY (or the provider's own, e.g. OPENAI_API_KEY)"""
-    # auto: the OpenAI SDK for a server of your own and OpenAI's chat models (routes.py)
+    # auto: straight to a server of your own and to OpenAI's chat models (routes.py)
     client: Literal["auto", "litellm"] = "auto"
-    """auto: the OpenAI SDK for an openai/ model at a server of your own (api_base on this machine
-    or the LAN) and for OpenAI's chat models at OpenAI (no api_base), LiteLLM for the rest;
-    "litellm": LiteLLM for every model"""
+    """auto: straight to the server (OpenAI's protocol, no LiteLLM) for an openai/ model at a
+    server of your own (api_base on this machine or the LAN) and for OpenAI's chat models at
+    OpenAI (no api_base), LiteLLM for the rest; "litellm": LiteLLM for every model"""
     temperature: float = Field(default=0.7, ge=0, le=2)
     """sampling temperature, 0 to 2"""
     max_tokens: int = Field(default=0, ge=0)

@@ -1,12 +1,12 @@
 """Which way a model's calls go — the one decision, `road_of` — and, for each way, the
 provider, the address it calls, the keys it needs and what its first call imports:
 
-- an OpenAI-protocol model at a server of the owner's own goes straight to it through the
-  OpenAI SDK (agent/model/openai_sdk_call.py); LiteLLM knows nothing of it that its server
+- an OpenAI-protocol model at a server of the owner's own goes straight to it in OpenAI's
+  protocol over httpx (agent/model/openai_wire_call.py); LiteLLM knows nothing of it that its server
   does not say better, so nothing asks LiteLLM about one (its window is its server's, it
   has no price);
-- an OpenAI model at OpenAI itself, whose request LiteLLM would send unchanged through that
-  same SDK, goes straight there too; what LiteLLM knows of it (window, price, tools,
+- an OpenAI model at OpenAI itself, whose request LiteLLM would send unchanged through the
+  OpenAI SDK, goes straight there too; what LiteLLM knows of it (window, price, tools,
   vision) is read from LiteLLM's table as data (litellm_map.py), not from LiteLLM;
 - every other model (Anthropic, Gemini, OpenRouter, Bedrock, Ollama, OpenAI's reasoning
   models...) goes through LiteLLM to its provider, and so does every model when
@@ -31,8 +31,8 @@ OPENAI_BASE = "https://api.openai.com/v1"
 class Road(enum.Enum):
     """Which way a model's calls go."""
 
-    OWN_SERVER = "an OpenAI-protocol server of one's own, through the OpenAI SDK"
-    OPENAI = "OpenAI itself, through the OpenAI SDK"
+    OWN_SERVER = "an OpenAI-protocol server of one's own, in OpenAI's protocol over httpx"
+    OPENAI = "OpenAI itself, in its protocol over httpx"
     LITELLM = "its provider, through LiteLLM"
 
 
@@ -93,16 +93,19 @@ _OPENAI_SDK_PROVIDERS = ("openai", "azure")
 
 
 def load_first_call_modules(llm: LLMSettings) -> None:
-    """Import now what the first request to the main model would import on its way out: the
-    OpenAI SDK's resources, for the models called through that SDK (directly or by LiteLLM)."""
-    if road_of(llm) is Road.LITELLM:
-        try:
-            _, provider, _, _ = load_litellm().get_llm_provider(llm.model)
-        except Exception:  # a name LiteLLM cannot route: the call itself will say so
-            return
-        if provider not in _OPENAI_SDK_PROVIDERS:
-            return
-    import openai.resources.chat  # noqa: F401
+    """Import now what the first request to the main model would import on its way out:
+    httpx on a direct road; the OpenAI SDK's resources for the models LiteLLM sends through
+    that SDK."""
+    if road_of(llm) is not Road.LITELLM:
+        import httpx  # noqa: F401
+
+        return
+    try:
+        _, provider, _, _ = load_litellm().get_llm_provider(llm.model)
+    except Exception:  # a name LiteLLM cannot route: the call itself will say so
+        return
+    if provider in _OPENAI_SDK_PROVIDERS:
+        import openai.resources.chat  # noqa: F401
 
 
 # Where a provider's models answer when llm.api_base is not set and LiteLLM does not say.
