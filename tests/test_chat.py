@@ -92,6 +92,12 @@ class Terminal:
         return time.monotonic() - started
 
     def type(self, keys: str) -> None:
+        """`keys`, once the chat reads its terminal raw, as prompt_toolkit does while it waits
+        for a line: typed a moment sooner, into the line discipline's cooked mode, a Ctrl-D
+        is taken as end-of-file and never reaches the prompt (a loaded machine showed it)."""
+        deadline = time.monotonic() + 10
+        while termios.tcgetattr(self._main)[3] & termios.ICANON and time.monotonic() < deadline:
+            self._read(0.01)
         os.write(self._main, keys.encode())
 
     def leave(self) -> int:

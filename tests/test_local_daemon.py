@@ -46,7 +46,7 @@ try:
     main()
 except SystemExit as exc:
     code = exc.code
-heavy = ("litellm", "openai", "pydantic", "pydantic_settings", "asyncio", "click")
+heavy = ("litellm", "openai", "httpx", "pydantic", "pydantic_settings", "asyncio", "click")
 heavy = [m for m in heavy if m in sys.modules]
 print("loaded:", ",".join(heavy), file=sys.stderr)
 sys.exit(code)
@@ -303,7 +303,7 @@ def test_the_daemon_killed_mid_answer_is_a_clear_error_then_one_shots_run_here(
     result, loaded = agent(local.env, "run", "-m", "anyone there?")
     assert result.returncode == 0, result.stderr
     assert result.stdout.endswith("anyone there?\n")
-    assert "openai" in loaded  # answered in this process (the fake's model: served directly)
+    assert "httpx" in loaded  # answered in this process (the fake's model: served directly)
 
 
 def test_no_daemon_answers_in_process(local: Shared) -> None:
@@ -311,7 +311,7 @@ def test_no_daemon_answers_in_process(local: Shared) -> None:
     before = one_shots_in(daemon)
     forced, loaded = agent(local.env, "run", "-m", "here please", "--no-daemon")
     assert forced.returncode == 0 and forced.stdout.endswith("here please\n")
-    assert "openai" in loaded
+    assert "httpx" in loaded
     assert one_shots_in(daemon) == before
 
 
@@ -320,7 +320,7 @@ def test_a_daemon_with_other_settings_leaves_the_one_shot_to_this_process(local:
     before = one_shots_in(daemon)
     other = {**local.env, "PINCLAW_LLM__TEMPERATURE": "0.25"}
     result, loaded = agent(other, "-v", "run", "-m", "warmer?")
-    assert result.returncode == 0 and "openai" in loaded
+    assert result.returncode == 0 and "httpx" in loaded
     declined = "the daemon declined: it runs with other settings: PINCLAW_LLM__TEMPERATURE"
     assert result.stderr.count(declined) == 1  # asked once, before click and not again
     assert local.llm.requests[-1]["temperature"] == 0.25
