@@ -25,9 +25,20 @@ NEWER = [Supported("3.12", oldest_pip=False), Supported("3.13", oldest_pip=False
 
 
 def interpreter(supported: Supported) -> Path:
+    """`find(supported)`; missing, the test is skipped, or fails when PINCLAW_PYTHONS=require
+    (as .ci/run sets)."""
+    found = find(supported)
+    if found is not None:
+        return found
+    message = f"no CPython {supported.minor} on this machine"
+    if os.environ.get("PINCLAW_PYTHONS") == "require":
+        pytest.fail(message + " (PINCLAW_PYTHONS=require)")
+    pytest.skip(message)
+
+
+def find(supported: Supported) -> Path | None:
     """A CPython `supported.minor` on this machine: the system's first (Debian's, as on a Pi),
-    else the newest of pyenv's. Missing, the test is skipped, or fails when
-    PINCLAW_PYTHONS=require (as .ci/run sets)."""
+    else the newest of pyenv's."""
     minor = supported.minor
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
     candidates = [Path(f"/usr/bin/python{minor}")]
@@ -35,10 +46,7 @@ def interpreter(supported: Supported) -> Path:
     for candidate in candidates:
         if candidate.exists() and version_of(candidate) == minor:
             return candidate
-    message = f"no CPython {minor} on this machine"
-    if os.environ.get("PINCLAW_PYTHONS") == "require":
-        pytest.fail(message + " (PINCLAW_PYTHONS=require)")
-    pytest.skip(message)
+    return None
 
 
 def as_python3(python: Path, folder: Path) -> str:
