@@ -1,8 +1,8 @@
 """The direct roads' wire (agent/model/openai_wire_call.py) on what the fake provider does not
 send: server-sent events split over several `data:` lines, comments and event names between
-them, a last event with no blank line after it, an error carried inside a stream, and a
-failed status read as the OpenAI SDK reads it. Every ordinary call, streamed or not, runs
-against the fake provider in tests/test_llm.py."""
+them, a last event with no blank line after it, an error carried inside a stream, a failed
+status read as the OpenAI SDK reads it, and the headers it sends. Every ordinary call,
+streamed or not, runs against the fake provider in tests/test_llm.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ import json
 import httpx
 import openai
 import pytest
+from fakes.llm_server import FakeLLM
 
+from agent.config import LLMSettings
+from agent.model.client import LLMClient
 from agent.model.openai_wire_call import Fields, _events, _status_error
 
 REQUEST = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
@@ -98,3 +101,18 @@ def test_fields_read_a_reply_as_the_sdk_models_do() -> None:
         None,
         None,
     )
+
+
+async def test_the_key_organization_and_project_go_as_the_sdk_sent_them(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wire-test-0000")
+    monkeypatch.setenv("OPENAI_ORGANIZATION", "org-wire")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-wire")
+    fake_llm.script("hello")
+    client = LLMClient(LLMSettings(model="openai/test-model", api_base=fake_llm.base_url))
+    reply = await client.complete([{"role": "user", "content": "hi"}])
+    assert reply.content == "hello"
+    [headers] = fake_llm.request_headers
+    assert headers["authorization"] == "Bearer sk-wire-test-0000"
+    assert (headers["openai-organization"], headers["openai-project"]) == ("org-wire", "proj-wire")

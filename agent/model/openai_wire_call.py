@@ -48,6 +48,7 @@ KEY_VARIABLES = {
 # A server of one's own that checks no key ignores this one; OpenAI itself is never sent a
 # request without a key (MISSING_KEY is raised instead, as the SDK and LiteLLM do).
 NO_KEY = "no-key"
+_SCOPES = (("OpenAI-Organization", "OPENAI_ORGANIZATION"), ("OpenAI-Project", "OPENAI_PROJECT_ID"))
 MISSING_KEY = "Missing credentials. No API key was found for OpenAI."
 
 
@@ -125,8 +126,10 @@ class OpenAIWireCall:
 
             raise openai.OpenAIError(MISSING_KEY)
         headers = {"Authorization": f"Bearer {key or NO_KEY}"}
-        if organization := os.environ.get("OPENAI_ORGANIZATION"):  # as LiteLLM reads it
-            headers["OpenAI-Organization"] = organization
+        # The organization and project, from the variables the SDK and LiteLLM read.
+        for header, variable in _SCOPES:
+            if value := os.environ.get(variable):
+                headers[header] = value
         return headers
 
     async def send(self, model: str, messages: list[Message], tools: Tools, *, stream: bool) -> Any:
