@@ -127,8 +127,8 @@ class OpenAIWireCall:
             raise openai.OpenAIError(MISSING_KEY)
         headers = {"Authorization": f"Bearer {key or NO_KEY}"}
         # The organization and project, from the variables the SDK and LiteLLM read.
-        for header, variable in _SCOPES:
-            if value := os.environ.get(variable):
+        for header, scope_variable in _SCOPES:
+            if value := os.environ.get(scope_variable):
                 headers[header] = value
         return headers
 
