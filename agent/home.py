@@ -1,18 +1,21 @@
 """Where pinclaw's files are: the home folder, the config file, the local daemon's socket;
 and that they are the owner's alone.
 
-Standard library only: the one-shot client finds the daemon with these rules without paying
-for pydantic, and `agent/config.py` uses the same ones, so the two never disagree.
+Standard library only, and at import only what Python has loaded by then: the one-shot
+client finds the daemon with these rules (on plain strings, `home_folder`, `config_file_path`)
+without paying for pydantic or even pathlib, and `agent/config.py` uses the same ones, so the
+two never disagree.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import stat
-from collections.abc import Mapping, MutableMapping
-from pathlib import Path
+
+TYPE_CHECKING = False  # typing's own costs the daemon's thin client more than its turn
+if TYPE_CHECKING:
+    from collections.abc import Mapping, MutableMapping
+    from pathlib import Path
 
 ENV_PREFIX = "PINCLAW_"
 SOCKET_NAME = "agent.sock"  # the local daemon's socket, in the home folder
@@ -43,36 +46,52 @@ _FILE_PICKERS = (f"{ENV_PREFIX}HOME", f"{ENV_PREFIX}CONFIG")
 SECRET_ENDINGS = ("API_KEY", "BOT_TOKEN", "STATE__URL")
 
 
-def default_home(environ: Mapping[str, str]) -> Path:
+def home_folder(environ: Mapping[str, str]) -> str:
     """$PINCLAW_HOME, else ~/.pinclaw."""
-    return Path(environ.get(f"{ENV_PREFIX}HOME") or "~/.pinclaw").expanduser()
+    return os.path.expanduser(environ.get(f"{ENV_PREFIX}HOME") or "~/.pinclaw")
+
+
+def default_home(environ: Mapping[str, str]) -> Path:
+    """`home_folder` as a Path."""
+    from pathlib import Path
+
+    return Path(home_folder(environ))
+
+
+def config_file_path(explicit: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> str:
+    """--config, else PINCLAW_CONFIG, else <home>/config.toml."""
+    if explicit is not None:
+        return os.path.expanduser(explicit)
+    from_env = environ.get(f"{ENV_PREFIX}CONFIG")
+    if from_env:
+        return os.path.expanduser(from_env)
+    return os.path.join(home_folder(environ), "config.toml")
 
 
 def find_config_file(explicit: Path | None, environ: Mapping[str, str]) -> Path:
-    """--config, else PINCLAW_CONFIG, else <home>/config.toml."""
-    if explicit is not None:
-        return explicit.expanduser()
-    from_env = environ.get(f"{ENV_PREFIX}CONFIG")
-    if from_env:
-        return Path(from_env).expanduser()
-    return default_home(environ) / "config.toml"
+    """`config_file_path` as a Path."""
+    from pathlib import Path
+
+    return Path(config_file_path(explicit, environ))
 
 
 def socket_path(home: Path) -> Path:
     return home / SOCKET_NAME
 
 
-def settings_fingerprint(config_file: Path | None, environ: Mapping[str, str]) -> str:
+def settings_fingerprint(
+    config_file: str | os.PathLike[str] | None, environ: Mapping[str, str]
+) -> str:
     """What a process's settings are read from: the config file (path, size, mtime) and the
     PINCLAW_ variables, secrets left out. The daemon answers a one-shot only when the
     one-shot's fingerprint equals its own, so it never answers with a model or workspace the
     caller did not ask for (an edited config file differs too, until the daemon restarts)."""
     config = None
-    if config_file is not None and config_file.exists():
-        found = config_file.stat()
-        config = [str(config_file.resolve()), found.st_size, found.st_mtime_ns]
+    if config_file is not None and os.path.exists(config_file):
+        found = os.stat(config_file)
+        config = [os.path.realpath(config_file), found.st_size, found.st_mtime_ns]
     # agent.env under the shell's variables, as `load_env_file` gives the daemon its own.
-    merged = {**read_env_file(default_home(environ) / ENV_FILE_NAME), **environ}
+    merged = {**read_env_file(os.path.join(home_folder(environ), ENV_FILE_NAME)), **environ}
     settings = {
         name: value
         for name, value in sorted(merged.items())
@@ -81,16 +100,18 @@ def settings_fingerprint(config_file: Path | None, environ: Mapping[str, str]) -
         and not name.endswith(SECRET_ENDINGS)
     }
     # Plain text, not a hash (hashlib's import costs a one-shot more than the comparison):
-    # it travels only over the owner's 0600 socket, and secrets are not in it.
-    return json.dumps([config, settings])
+    # it travels only over the owner's 0600 socket, and secrets are not in it. Both sides
+    # make it here, so repr (no import) is as good as JSON.
+    return repr([config, settings])
 
 
-def read_env_file(path: Path) -> dict[str, str]:
+def read_env_file(path: str | os.PathLike[str]) -> dict[str, str]:
     """The NAME=value lines of an agent.env, as systemd and `sh` read them: blank lines and
     `#` comments skipped, an `export ` prefix and one pair of surrounding quotes dropped;
     {} when there is no such file (or it cannot be read)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
     except (OSError, UnicodeDecodeError):
         return {}
     values: dict[str, str] = {}
@@ -182,6 +203,8 @@ def secure_home(home: Path, workspace: Path | None = None) -> str | None:
     # Made here, empty (SQLite takes that as a new database), so whichever connection opens
     # it first finds it 0600 — and SQLite gives its -wal and -shm the same mode. A home this
     # user may not write to is reported by whatever opens it next, not here.
+    import contextlib
+
     with contextlib.suppress(OSError):
         create_private_file(real / STATE_DB_NAME)
     logs = real / LOGS_DIR

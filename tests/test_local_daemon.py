@@ -336,9 +336,9 @@ def test_a_daemon_with_other_settings_leaves_the_one_shot_to_this_process(local:
     [
         (["run", "-m", "hi"], PlainOneShot("hi")),
         (["run", "--message=hi there", "--session", "s"], PlainOneShot("hi there", "s")),
-        (["-vv", "--config", "c.toml", "run", "-mhi"], PlainOneShot("hi", None, Path("c.toml"), 2)),
+        (["-vv", "--config", "c.toml", "run", "-mhi"], PlainOneShot("hi", None, "c.toml", 2)),
         (["--config=c.toml", "-q", "run", "--session=s", "-m", "-v"],
-         PlainOneShot("-v", "s", Path("c.toml"))),
+         PlainOneShot("-v", "s", "c.toml")),
         (["run", "-m", "hi", "--no-daemon"], None),  # click reads everything else
         (["run", "-m", "-"], None),  # standard input
         (["run", "-m", "  "], None),  # click says it is empty

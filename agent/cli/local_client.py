@@ -1,9 +1,11 @@
 """The thin side of the local daemon: a one-shot handed to the running `agent run` over
 `<home>/agent.sock` (protocol in `agent/daemon/local_server.py`).
 
-Standard library only — no asyncio, no pydantic, no LiteLLM: while a daemon runs, this and
-click are the whole cost of `agent run -m` (on a terminal: a stdlib spinner while the daemon
-works, tool lines coloured as a cold one-shot's, from agent/cli/one_shot_screen.py). Without a
+Standard library only — no asyncio, no pydantic, no LiteLLM, not even pathlib, typing or
+json's regular expressions (the socket and JSON through their C modules): while a daemon
+runs, this and Python's own start are the whole cost of `agent run -m` (on a terminal: a
+stdlib spinner while the daemon works, tool lines coloured as a cold one-shot's, from
+agent/cli/one_shot_screen.py). Without a
 daemon (no socket, or a stale one nobody listens on), or when the daemon runs with other
 settings, the caller runs the one-shot in-process as before.
 
@@ -14,25 +16,29 @@ they cost more than the rest of this path together.
 
 from __future__ import annotations
 
+import _json
+import _socket
 import errno
-import json
 import os
 import select
-import socket
 import sys
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, NamedTuple, TextIO
 
 from agent.cli.one_shot_screen import TextSpinner, on_terminal, paint, paint_note
 from agent.home import (
     ENV_PREFIX,
     LOCK_NAME,
-    default_home,
-    find_config_file,
+    SOCKET_NAME,
+    config_file_path,
+    home_folder,
     settings_fingerprint,
-    socket_path,
 )
+
+TYPE_CHECKING = False  # typing, pathlib and json's regular expressions cost more than a turn
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TextIO
+
+    Folder = str | os.PathLike[str]
 
 # connect() errors that mean "no daemon here": run in-process instead.
 _NOBODY = (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK, errno.ENOTDIR, errno.ENAMETOOLONG)
@@ -49,12 +55,12 @@ class Unreachable(Exception):
     """A socket is there but this user may not use it (another user's daemon)."""
 
 
-def connect(home: Path) -> socket.socket | None:
+def connect(home: Folder) -> _socket.socket | None:
     """A connection to the home's daemon; None when none runs. Unreachable on EACCES."""
-    path = socket_path(home)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    path = os.path.join(home, SOCKET_NAME)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        sock.connect(str(path))
+        sock.connect(path)
     except OSError as exc:
         sock.close()
         if exc.errno in (errno.EACCES, errno.EPERM):
@@ -68,20 +74,58 @@ def connect(home: Path) -> socket.socket | None:
     return sock
 
 
-def token(home: Path) -> str:
+def token(home: Folder) -> str:
     """The running daemon's token, from its lock file ("" when it cannot be read)."""
     try:
-        written = (home / LOCK_NAME).read_text(encoding="utf-8", errors="replace")
+        with open(os.path.join(home, LOCK_NAME), encoding="utf-8", errors="replace") as lock:
+            written = lock.read()
     except OSError:
         return ""
     parts = written.split()
     return parts[1] if len(parts) > 1 else ""
 
 
+class _JsonRules:
+    """json.loads's defaults, as its C scanner reads them."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int, parse_constant = float, int, float
+
+
+def _not_json(value: object) -> object:
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+# json's own C scanner and encoder, without json.decoder's regular expressions (their import
+# alone is a fifth of a one-shot through the daemon).
+_scan = _json.make_scanner(_JsonRules())  # type: ignore[arg-type]  # typeshed: "context"
+_write = _json.make_encoder(
+    None, _not_json, _json.encode_basestring, None, ": ", ", ", False, False, True
+)
+
+
+def encode(value: object) -> bytes:
+    """`value` as one JSON line, as json.dumps(ensure_ascii=False) writes it."""
+    return "".join(_write(value, 0)).encode() + b"\n"
+
+
+def decode(line: bytes) -> Any:
+    """One JSON line, as json.loads reads it; ValueError when it is not one JSON value."""
+    text = line.decode().strip()
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        end = -1
+    if end != len(text):
+        raise ValueError(f"not a JSON line: {text[:80]!r}")
+    return value
+
+
 class _Lines:
     """JSON lines from the socket, buffered by hand so `select` sees only unread data."""
 
-    def __init__(self, sock: socket.socket, token: str) -> None:
+    def __init__(self, sock: _socket.socket, token: str) -> None:
         self.sock = sock
         self.token = token
         self._buffer = b""
@@ -103,29 +147,42 @@ class _Lines:
                 return None
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
-        value = json.loads(line)
+        value = decode(line)
         return value if isinstance(value, dict) else {}
 
     def request(self, value: dict[str, Any]) -> None:
         self.send({**value, "token": self.token})
 
     def send(self, value: dict[str, Any]) -> None:
-        self.sock.sendall(json.dumps(value, ensure_ascii=False).encode() + b"\n")
+        self.sock.sendall(encode(value))
 
 
-class PlainOneShot(NamedTuple):
-    """What a command line of only a one-shot's options asks for (a NamedTuple: dataclasses
-    would import `inspect`, a tenth of this path's start)."""
+class PlainOneShot:
+    """What a command line of only a one-shot's options asks for (by hand: a dataclass would
+    import `inspect`, a NamedTuple `typing`, each more than this path's turn)."""
 
-    message: str
-    session: str | None = None
-    config: Path | None = None
-    verbose: int = 0
+    __slots__ = ("config", "message", "session", "verbose")
+
+    def __init__(
+        self, message: str, session: str | None = None, config: str | None = None, verbose: int = 0
+    ) -> None:
+        self.message, self.session, self.config, self.verbose = message, session, config, verbose
+
+    def _values(self) -> tuple[str, str | None, str | None, int]:
+        return self.message, self.session, self.config, self.verbose
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PlainOneShot) and self._values() == other._values()
+
+    __hash__ = None  # type: ignore[assignment]  # compared by value, never a key
+
+    def __repr__(self) -> str:
+        return f"PlainOneShot{self._values()!r}"
 
 
 def plain_one_shot(args: list[str]) -> PlainOneShot | None:
     """The one-shot `args` ask for, or None when click must read them (anything unusual)."""
-    config: Path | None = None
+    config: str | None = None
     verbose = quiet = 0
     rest = list(args)
     while rest and rest[0] != "run":
@@ -135,9 +192,9 @@ def plain_one_shot(args: list[str]) -> PlainOneShot | None:
         elif arg == "--verbose" or (arg.startswith("-v") and set(arg[1:]) == {"v"}):
             verbose += 1 if arg == "--verbose" else len(arg) - 1
         elif arg == "--config" and rest:
-            config = Path(rest.pop(0))
+            config = rest.pop(0)
         elif arg.startswith("--config="):
-            config = Path(arg.partition("=")[2])
+            config = arg.partition("=")[2]
         else:
             return None
     if not rest or (quiet and verbose):
@@ -168,27 +225,27 @@ def _run_options(args: list[str]) -> dict[str, str] | None:
 
 
 def through_daemon(
-    message: str, session: str | None, config: Path | None, *, verbose: bool
+    message: str, session: str | None, config: Folder | None, *, verbose: bool
 ) -> int | None:
     """The one-shot answered by the local daemon (its exit status), or None when none takes
     it: no daemon, another user's, other settings, or a named config file that is missing
     (loading the settings reports that)."""
     env = os.environ
-    config_file = find_config_file(config, env)
+    config_file = config_file_path(config, env)
     named = config is not None or bool(env.get(f"{ENV_PREFIX}CONFIG"))
-    if named and not config_file.exists():
+    if named and not os.path.exists(config_file):
         return None
     fingerprint = settings_fingerprint(config_file, env)
-    return run_one_shot(default_home(env), message, session, fingerprint, verbose=verbose)
+    return run_one_shot(home_folder(env), message, session, fingerprint, verbose=verbose)
 
 
-def ping(home: Path) -> int | None:
+def ping(home: Folder) -> int | None:
     """The daemon's pid when one answers, else None (for `agent doctor`)."""
     pid = pong(home).get("pid")
     return pid if isinstance(pid, int) else None
 
 
-def pong(home: Path) -> dict[str, Any]:
+def pong(home: Folder) -> dict[str, Any]:
     """What the running daemon says of itself (its pid, the approval questions waiting for
     a person: "asking"); empty when none answers."""
     try:
@@ -197,15 +254,17 @@ def pong(home: Path) -> dict[str, Any]:
         return {}
     if sock is None:
         return {}
-    with sock:
+    try:
         lines = _Lines(sock, token(home))
         lines.request({"op": "ping"})
         event = lines.next()
+    finally:
+        sock.close()
     return event or {}
 
 
 def run_one_shot(
-    home: Path,
+    home: Folder,
     message: str,
     session: str | None,
     fingerprint: str,
@@ -225,7 +284,7 @@ def run_one_shot(
 
 
 def call(
-    home: Path, request: dict[str, Any], *, verbose: bool = False, spin: bool = False
+    home: Folder, request: dict[str, Any], *, verbose: bool = False, spin: bool = False
 ) -> int | None:
     """Send one request and print its events (notes on stderr, a reply on stdout; on a
     terminal tool lines in colour and, with `spin`, a spinner while it waits). The exit
@@ -237,7 +296,7 @@ def call(
         return EXIT_REFUSED
     if sock is None:
         return None
-    with sock:
+    try:
         lines = _Lines(sock, token(home))
         taken = True
         try:
@@ -252,6 +311,8 @@ def call(
         finally:
             if spinner is not None:
                 spinner.clear()
+    finally:
+        sock.close()
     print(GONE, file=sys.stderr)
     return EXIT_GONE
 

@@ -7,17 +7,20 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from agent import collector
 from agent.app import build_app
-from agent.cli.one_shot_screen import PlainScreen, Screen
+from agent.cli.one_shot_screen import PlainScreen
 from agent.config import Settings
 from agent.model.profiles.routes import load_first_call_modules
 from agent.runtime.one_shot import answer
 from agent.runtime.turn_setup import Access
 from channels.base import ApprovalAnswer, ApprovalQuestion, ChatRef, MayAnswer, OutgoingPart
 from channels.terminal import TerminalChannel
+
+if TYPE_CHECKING:
+    from agent.cli.one_shot_screen import Screen
 
 
 class OneShotTerminal(TerminalChannel):

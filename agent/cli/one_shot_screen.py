@@ -4,24 +4,35 @@ On a terminal a cold one-shot spins while it starts (loading the model's client)
 until the reply, and its tool lines are coloured (ok / error); piped, the same lines are plain
 text and there is no spinner, so nothing of this lands in a script's output. The daemon's thin
 client (agent/cli/local_client.py) colours its tool lines with the same `paint` and spins with
-`TextSpinner`. Standard library at import; rich only once stderr is a terminal.
+`TextSpinner`. At import only what Python has loaded by then (the thin client pays for
+anything more); rich only once stderr is a terminal.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
 import sys
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Protocol, TextIO
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from types import TracebackType
+    from typing import Protocol, TextIO
+
     from rich.live import Live
 
-# `  tool shell(command="ls") ok 0.01 s` (agent/runtime/one_shot.py's describe_event)
-_TOOL_LINE = re.compile(r"(?s)(.*\) )(ok|error)( [0-9.]+ s)")
+    class Screen(Protocol):
+        def busy(self, label: str) -> None:
+            """The spinner, saying `label` (shown again when it was hidden)."""
+
+        def idle(self) -> None:
+            """No spinner: before the reply or a question."""
+
+        def tool(self, line: str) -> None: ...
+
+        def note(self, line: str) -> None: ...
+
+
 DIM, GREEN, RED, CYAN, RESET = "\x1b[2m", "\x1b[32m", "\x1b[1;31m", "\x1b[36m", "\x1b[0m"
 
 
@@ -34,12 +45,25 @@ def paint(line: str) -> str:
     """A tool line in colour: dim, its outcome green (ok) or red (error); NO_COLOR: as is."""
     if os.environ.get("NO_COLOR"):
         return line
-    found = _TOOL_LINE.fullmatch(line)
+    found = _tool_line_parts(line)
     if found is None:
         return f"{DIM}{line}{RESET}"
-    head, outcome, tail = found.groups()
+    head, outcome, tail = found
     colour = GREEN if outcome == "ok" else RED
     return f"{DIM}{head}{RESET}{colour}{outcome}{RESET}{DIM}{tail}{RESET}"
+
+
+def _tool_line_parts(line: str) -> tuple[str, str, str] | None:
+    """`  tool shell(command="ls") ok 0.01 s` (agent/runtime/one_shot.py's describe_event)
+    as its call, its outcome and its time; None for any other line."""
+    call, closed, rest = line.rpartition(") ")
+    outcome, _, seconds = rest.partition(" ")
+    number, unit = seconds[:-2], seconds[-2:]
+    if not closed or outcome not in ("ok", "error") or unit != " s":
+        return None
+    if not number or number.strip("0123456789."):
+        return None
+    return f"{call}{closed}", outcome, f" {seconds}"
 
 
 def paint_note(line: str) -> str:
@@ -47,18 +71,6 @@ def paint_note(line: str) -> str:
     if os.environ.get("NO_COLOR"):
         return line
     return f"{RED if line.startswith('error:') else DIM}{line}{RESET}"
-
-
-class Screen(Protocol):
-    def busy(self, label: str) -> None:
-        """The spinner, saying `label` (shown again when it was hidden)."""
-
-    def idle(self) -> None:
-        """No spinner: before the reply or a question."""
-
-    def tool(self, line: str) -> None: ...
-
-    def note(self, line: str) -> None: ...
 
 
 class PlainScreen:
@@ -122,15 +134,22 @@ class RichScreen:
         self._console.print(Text.from_ansi(paint_note(line)))
 
 
-@contextlib.contextmanager
-def open_screen() -> Iterator[Screen]:
-    """The one-shot's screen, spinning ("starting") on a terminal until the reply."""
-    screen: Screen = RichScreen() if on_terminal(sys.stderr) else PlainScreen()
-    screen.busy("starting")
-    try:
-        yield screen
-    finally:
-        screen.idle()
+class open_screen:  # used as a function: `with open_screen() as screen`
+    """The one-shot's screen, spinning ("starting") on a terminal until the reply (a class:
+    contextlib's import costs the thin client, which shares this module, a tenth)."""
+
+    def __enter__(self) -> Screen:
+        self._screen: Screen = RichScreen() if on_terminal(sys.stderr) else PlainScreen()
+        self._screen.busy("starting")
+        return self._screen
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._screen.idle()
 
 
 class TextSpinner:

@@ -6,7 +6,6 @@ the local socket, its tool lines, questions and reply carried back over that con
 from __future__ import annotations
 
 import io
-import json
 import logging
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -115,9 +114,11 @@ class OneShots:
 
 def _differences(mine: str, theirs: str) -> str:
     """What differs between two settings fingerprints (`agent.home`), for `agent -v run -m`."""
-    try:
-        (my_config, my_env), (their_config, their_env) = json.loads(mine), json.loads(theirs)
-    except (ValueError, TypeError):
+    import ast
+
+    try:  # a Python literal (repr): literal_eval runs nothing, whatever it is sent
+        (my_config, my_env), (their_config, their_env) = map(ast.literal_eval, (mine, theirs))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return "an unreadable description"
     names = sorted(n for n in {*my_env, *their_env} if my_env.get(n) != their_env.get(n))
     found = ["the config file"] if my_config != their_config else []
