@@ -25,6 +25,9 @@ BOOTSTRAP_FILES = (
     "BOOTSTRAP.md",
     "MEMORY.md",
 )
+# Templates that only say what goes in their file: the compact prompt leaves such a file out
+# while it holds nothing else (a small model reads every token of its first request).
+PLACEHOLDER_FILES = ("TOOLS.md", "USER.md", "MEMORY.md")
 SKILLS = "skills"
 BOOTSTRAP_FLOOR_CHARS = 500  # the prompt budget never cuts a workspace file below this
 MAX_BOOTSTRAP_BYTES = 4 * 1024 * 1024  # read at most this much of one file for the prompt
@@ -130,6 +133,18 @@ def read_bootstrap_file(
     if len(content) <= limit:
         return BootstrapBlock(content, len(content))
     return BootstrapBlock(content[:limit] + _truncated_marker(limit, path), limit)
+
+
+def holds_only_its_template(name: str, content: str) -> bool:
+    """`content` (a block as read_bootstrap_file gives it) is still the placeholder that
+    `agent init` wrote in one of PLACEHOLDER_FILES."""
+    if name not in PLACEHOLDER_FILES:
+        return False
+    try:
+        template = (TEMPLATES_DIR / name).read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return strip_front_matter(template).strip() == content.strip()
 
 
 def _truncated_marker(limit: int, path: Path) -> str:

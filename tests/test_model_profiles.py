@@ -266,12 +266,19 @@ def test_compact_schemas_keep_names_types_and_what_is_required() -> None:
         "type": "object",
         "properties": {
             "when": {"type": "string", "description": 'A delay ("in 10 minutes")'},  # a format
-            "path": {"type": "string"},  # its description only restated its name
-            "text": {"type": "string", "description": "What to write"},  # no example
-            "limit": {"type": "integer"},  # optional: named and typed only
-            "mode": {"type": "string", "enum": ["a", "b"]},
+            "path": {"type": "string"},  # its description shows no format
+            "text": {"type": "string"},  # nor does this one (its example went first)
+            "mode": {"type": "string", "enum": ["a", "b"]},  # `limit`: optional, left out
         },
         "required": ["when", "path", "text", "mode"],
+    }
+    every_one_optional = {**schema, "required": []}
+    assert compact_schema(every_one_optional)["properties"] == {
+        "when": {"type": "string"},  # kept, as nothing else is, but undescribed
+        "path": {"type": "string"},
+        "text": {"type": "string"},
+        "limit": {"type": "integer"},
+        "mode": {"type": "string", "enum": ["a", "b"]},
     }
 
 

@@ -45,6 +45,18 @@ def test_full_mode_injects_the_files_in_order(workspace: Path) -> None:
     assert "persona and tone SOUL.md describes" in prompt
 
 
+def test_compact_mode_leaves_a_placeholder_out_until_the_owner_writes_in_it(
+    workspace: Path,
+) -> None:
+    compact = make_ctx(workspace, mode="compact")
+    assert injected(build(compact)) == ["AGENTS.md", "SOUL.md", "IDENTITY.md", "BOOTSTRAP.md"]
+    (workspace / "USER.md").write_text("Ada; tends the greenhouse.\n")
+    assert injected(build(compact)) == ["AGENTS.md", "SOUL.md", "IDENTITY.md", "USER.md",
+                                        "BOOTSTRAP.md"]  # fmt: skip
+    assert "Ada; tends the greenhouse." in file_block(build(compact), "USER.md")
+    assert "MEMORY.md" in injected(build(make_ctx(workspace)))  # full mode keeps them all
+
+
 def test_missing_file_gets_a_one_line_marker(workspace: Path) -> None:
     (workspace / "USER.md").unlink()
     block = file_block(build(make_ctx(workspace)), "USER.md")

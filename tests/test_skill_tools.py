@@ -364,7 +364,7 @@ def test_skill_tool_end_to_end_hostile_text_arrives_as_one_argument(
     first = fake_llm.requests[0]
     offered = {t["function"]["name"]: t["function"] for t in first["tools"]}
     assert offered["echo_args"]["parameters"]["properties"]["text"]["type"] == "string"
-    assert "<name>echo</name>" in first["messages"][0]["content"]
+    assert "\n- echo: Echo arguments back, one per line.\n" in first["messages"][0]["content"]
     results = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
     assert results == [
         "Use echo_args to show what arrives.\n\n[Files of this skill: scripts/args.sh. "

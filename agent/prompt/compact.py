@@ -5,9 +5,11 @@ started with a 4,096-token window has little room left for the answer. Compact m
 what changes what the model does — the tool names and how to call them, act don't
 describe, report only what tools returned, the security policy, the workspace files — and
 says each once and shortly: a tool's description is its first clause, a schema keeps its
-names, types and what is required and drops examples, defaults and the descriptions of
-optional parameters. The workspace files are the owner's and stay as they are (within the
-budget). Full mode is not touched by any of this.
+names, types and what is required and drops examples, defaults, the optional parameters
+(the tool still takes them) and every parameter's description that shows no format; the
+skills are a line each. The workspace files are the owner's and stay as they are (within
+the budget), but for a placeholder `agent init` wrote that nobody has written in yet. Full
+mode is not touched by any of this.
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ def short_text(text: str, *, formats: bool = False) -> str:
 
 def compact_schema(schema: Any) -> Any:
     """A JSON schema with its types, names, enums and required lists, and no examples: each
-    description its first sentence, an optional value's `anyOf [X, null]` just X, and an
-    optional parameter undescribed (a small model does best without reaching for it)."""
+    description its first sentence, an optional value's `anyOf [X, null]` just X, and the
+    optional parameters left out where some are required (a small model does best without
+    reaching for them)."""
     if isinstance(schema, list):
         return [compact_schema(item) for item in schema]
     if not isinstance(schema, dict):
@@ -67,21 +70,22 @@ def compact_schema(schema: Any) -> Any:
         elif key == "properties" and isinstance(value, dict):
             needed = set(schema.get("required") or ())
             found[key] = {
-                name: _parameter(name, sub, name in needed) for name, sub in value.items()
+                name: _parameter(sub, name in needed)
+                for name, sub in value.items()
+                if name in needed or not needed  # an optional one only where all are
             }
         else:
             found[key] = compact_schema(value)
     return found
 
 
-def _parameter(name: str, schema: Any, required: bool) -> Any:
-    """Undescribed when optional, or when its description only restates its name in a few
-    words ("The command line" for `command`, "File path relative to the workspace")."""
+def _parameter(schema: Any, required: bool) -> Any:
+    """Described only when required and its description shows a value's format (a quoted
+    example: "in 10 minutes", 3 for "#3"); its name and type say the rest to a model."""
     found = compact_schema(schema)
     if isinstance(found, dict):
-        words = re.findall(r"[a-z]+", str(found.get("description", "")).lower())
-        restated = len(words) <= 6 and any(part in words for part in name.lower().split("_"))
-        if not required or restated:
+        shown = str(found.get("description", ""))
+        if not (required and re.search(r"[\"`]", shown)):
             found.pop("description", None)
     return found
 
@@ -133,8 +137,8 @@ def tools(ctx: PromptContext) -> str:
     if not ctx.tools:
         return ""
     if ctx.dispatcher == "native":  # the names and schemas come with the request
-        return "\n".join([f"## Tools\n\n{_ACT}", *_load_first(ctx)])
-    lines = ["## Tools", ""]
+        return "\n".join([f"## Tools\n\n{_ACT} {_PATHS}", *_load_first(ctx)])
+    lines = ["## Tools", "", _PATHS]
     for info in ctx.tools:
         lines.append(f"- {info.name}: {info.description}")
         if info.parameters_json:
@@ -179,6 +183,7 @@ def hardware(ctx: PromptContext) -> str:
     )
 
 
+_PATHS = "Paths are relative to the workspace folder."
 _ACT = (
     "When a message needs a tool, call it at once, then answer from its result. Do not "
     "describe what you would do: do it."
@@ -211,7 +216,7 @@ def safety(ctx: PromptContext) -> str:
     lines = [
         "## Safety",
         "",
-        "Keep private data private, prefer what can be undone, never bypass the policy. "
+        "Keep private data private; prefer what can be undone; never bypass the policy. "
         + _AUTONOMY.get(ctx.autonomy, _AUTONOMY["supervised"]),
     ]
     if ctx.security_summary:  # its autonomy line is the rule just said
@@ -221,7 +226,7 @@ def safety(ctx: PromptContext) -> str:
 
 
 def workspace(ctx: PromptContext) -> str:
-    return "## Workspace\n\nPaths you give the tools are relative to the workspace folder."
+    return ""  # said with the tools (_PATHS), the only ones that take paths
 
 
 def date_time(ctx: PromptContext) -> str:
@@ -240,7 +245,7 @@ def channel(ctx: PromptContext) -> str:
         else f"the {caps.display_name} chat (sent for you)"
     )
     markup = "plain text, no Markdown" if caps.markup == "plain" else "simple Markdown"
-    lines = ["## Channel Capabilities", "", f"- Your reply goes to {where}: {markup}."]
+    lines = ["## Channel Capabilities", "", f"- Replies go to {where}: {markup}."]
     if caps.max_message_chars:
         lines.append(
             f"- Keep replies short (over {caps.max_message_chars:,} characters are split)."
@@ -251,7 +256,7 @@ def channel(ctx: PromptContext) -> str:
             f"- To send a file, put {kinds} in your reply; the same marker in a user's message "
             "is a file they sent, saved at that path."
         )
-    lines.append("- Never reveal or store secrets; [REDACTED] in tool output is one.")
+    lines.append("- Never reveal or store secrets ([REDACTED] in tool output is one).")
     return "\n".join(lines)
 
 

@@ -16,7 +16,7 @@ from agent.prompt.context import (
     PromptSection,
 )
 from agent.prompt.skills import render_skills
-from agent.workspace import BootstrapBlock, read_bootstrap_file
+from agent.workspace import BootstrapBlock, holds_only_its_template, read_bootstrap_file
 from channels.registry import has_groups
 
 log = logging.getLogger(__name__)
@@ -213,6 +213,8 @@ def _file_blocks(ctx: PromptContext, names: list[str]) -> _Files:
     for name in names:
         limit = min(ctx.bootstrap_max_chars, remaining)
         block = read_bootstrap_file(ctx.workspace_files, name, limit, ctx.bootstrap_scale)
+        if ctx.mode == "compact" and holds_only_its_template(name, block.text):
+            continue
         if block.text:
             files.blocks.append(f"### {name}\n\n{block.text}")
             remaining -= block.chars
@@ -255,8 +257,8 @@ def _project_context(ctx: PromptContext) -> str:
         + (", except the rest of a cut file:" if files.cuts else ".")
     )
     if ctx.mode == "compact":
-        intro = "Your workspace files (already here: no need to read them" + (
-            "; read the rest of a cut one when it matters):" if files.cuts else "):"
+        intro = "Your workspace files, already read" + (
+            " (the rest of a cut one: read it when it matters):" if files.cuts else ":"
         )
     for cut in files.cuts:
         intro += f"\n{cut}"

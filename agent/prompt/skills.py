@@ -233,6 +233,9 @@ def _render(
     if mode == "names":
         lines += ["", "Available skills: " + ", ".join(s.name for s in skills)]
         return "\n".join(lines)
+    inlined = [s for s in skills if (mode == "full" or s.always) and s.instructions]
+    if short and not inlined:  # a line a skill: a third of the tags' tokens
+        return "\n".join([*lines, "", *_short_lines(skills)])
     lines += ["", "<available_skills>"]
     for skill in skills:
         lines += [
@@ -247,6 +250,12 @@ def _render(
         lines.append("</skill>")
     lines.append("</available_skills>")
     return "\n".join(lines)
+
+
+def _short_lines(skills: Sequence[SkillInfo]) -> list[str]:
+    """The compact prompt's list when no instructions are inlined: `- name: description`,
+    the description on one line (the tags stay where instructions must be told apart)."""
+    return [f"- {skill.name}: {' '.join(skill.description.split())}" for skill in skills]
 
 
 def _names_capped(skills: Sequence[SkillInfo], max_chars: int) -> str:

@@ -100,8 +100,8 @@ class ScheduleTools:
         this chat, and your reply is sent there.
 
         Args:
-            when: An ISO-8601 time ("2030-06-01T08:30"), a delay ("in 10 minutes") or a
-                5-field cron expression to repeat ("0 8 * * 1-5").
+            when: A time ("2030-06-01T08:30"), a delay ("in 10 minutes") or a cron line
+                to repeat ("0 8 * * 1-5"). The time is ISO 8601; cron has five fields.
             task: What to do then, as an instruction to yourself.
         """
         if self._book is None:
