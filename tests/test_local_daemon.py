@@ -307,6 +307,42 @@ def test_the_daemon_killed_mid_answer_is_a_clear_error_then_one_shots_run_here(
     assert "httpx" in loaded  # answered in this process (the fake's model: served directly)
 
 
+def test_the_daemon_has_the_first_prompt_read_ahead_as_a_turn_sends_it(tmp_path: Path) -> None:
+    with FakeLLM() as llm:
+        env = {**Shared(tmp_path, llm).env, "PINCLAW_LLM__MODEL": "openai/test-model"}
+        daemon = DaemonProcess(env, tmp_path / "daemon.log").start().wait_ready()
+        try:
+            wait_until(lambda: "read the cli prompt ahead" in daemon.log, 30, "read-ahead", daemon)
+            result, _ = agent(env, "run", "-m", "first words")
+            assert result.returncode == 0 and result.stdout.endswith("first words\n")
+        finally:
+            daemon.ensure_stopped()
+        [ahead] = llm.read_aheads
+        [first] = llm.requests
+        # What the server read ahead is where the first turn's request begins, to the byte.
+        assert ahead["messages"] == [first["messages"][0], {"role": "user", "content": ""}]
+        assert ahead["tools"] == first["tools"] and ahead["max_tokens"] == 1
+        env["PINCLAW_LLM__READ_AHEAD"] = "false"
+        daemon = DaemonProcess(env, tmp_path / "again.log").start().wait_ready()
+        try:
+            wait_until(lambda: "warmed up" in daemon.log, 30, "warm-up", daemon)
+        finally:
+            daemon.ensure_stopped()
+        assert len(llm.read_aheads) == 1 and "read the" not in daemon.log
+
+
+async def test_a_hosted_model_is_never_sent_a_read_ahead(fake_llm: FakeLLM) -> None:
+    from agent.config import LLMSettings
+    from agent.model.client import LLMClient
+
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("OPENAI_BASE_URL", fake_llm.base_url)  # OpenAI itself, as far as it knows
+        env.setenv("OPENAI_API_KEY", "sk-test-key-not-real-0000")
+        hosted = LLMClient(LLMSettings(model="openai/gpt-4o-mini"))
+        assert not await hosted.read_ahead([{"role": "user", "content": ""}], None)
+    assert fake_llm.read_aheads == [] and fake_llm.requests == []
+
+
 def test_no_daemon_answers_in_process(local: Shared) -> None:
     daemon = local.running()
     before = one_shots_in(daemon)

@@ -40,7 +40,7 @@ from agent.daemon.one_shot_op import OneShots, SocketChannel
 from agent.daemon.reload import Reloader
 from agent.daemon.send_op import SendOp
 from agent.daemon.status import Proactive, board_line, lazy_board_line, say
-from agent.daemon.warmup import warm_up
+from agent.daemon.warmup import read_ahead, warm_up
 from agent.durable.file.storage_health import Listener, StorageHealth
 from agent.durable.schedules import Schedules
 from agent.home import settings_fingerprint
@@ -85,6 +85,9 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         # The first message should cost what later ones do: LiteLLM's call path is loaded
         # now, in a thread, while the channels already serve (and before the freeze below).
         await warm_up(settings.llm)
+        one_shots = live.one_shots.runtime if live.one_shots is not None else None
+        readers = [(r.channel.name, r.setup.runner) for r in [one_shots, *runtimes] if r]
+        reading = asyncio.create_task(read_ahead(app.llm, readers))  # the chats' go last
         # Everything loaded so far (LiteLLM's tables, the prompt, the libraries) lives as long
         # as the process: out of the collector's sight, full collections stay short.
         collector.release()
@@ -97,6 +100,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         backups = start_backups(settings, app.store.db.health)
         live.start(scheduler, watcher)  # config.toml and agent.env: the watch, SIGHUP
         await stop.wait()
+        reading.cancel()
         log.info("stopping: no new messages; letting running turns finish")
         if backups is not None:
             backups.cancel()

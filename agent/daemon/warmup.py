@@ -9,6 +9,12 @@ its channels run; it does that work in a worker thread through LiteLLM's own dry
 spent and nothing leaves the machine. A model on a direct road (a server of one's own, or
 OpenAI itself: agent/model/profiles/routes.py) needs only httpx, its TLS context and the
 prompt's tokenizer: neither LiteLLM nor the OpenAI SDK is loaded for it.
+
+A model at a server of one's own also reads the prompt ahead (`read_ahead`): a small model on
+a CPU reads a first request for tens of seconds, and llama-server, Ollama and LM Studio keep
+what they read and reuse a request's longest prefix they have. Each channel's first request
+(its system prompt and tools) is sent once at start for one token, so a new chat's first
+message reads only itself. A server with one slot keeps the last: the chat channels go last.
 """
 
 from __future__ import annotations
@@ -18,12 +24,14 @@ import logging
 import time
 
 from agent.config import LLMSettings
+from agent.model.client import LLMClient
 from agent.model.litellm_call import request
 from agent.model.openai_wire_call import OpenAIWireCall
 from agent.model.profiles.litellm_facts import price_of, supports_native_tools
 from agent.model.profiles.litellm_import import load_litellm
 from agent.model.profiles.routes import Road, load_first_call_modules, road_of
-from agent.model.responses import Message
+from agent.model.responses import Message, ModelClient
+from agent.turns.turn import TurnRunner
 
 log = logging.getLogger(__name__)
 
@@ -69,3 +77,21 @@ async def warm_up(settings: LLMSettings) -> None:
         log.warning("could not warm up the model's client (%s); the first message is slower", exc)
         return
     log.info("model client warmed up for %s in %.2f s", settings.model, took)
+
+
+async def read_ahead(llm: ModelClient, runners: list[tuple[str, TurnRunner]]) -> None:
+    """Each runner's first request read by the model's server, in turn (llm.read_ahead: a
+    server of one's own only). A failure ends it with a line: the first message then reads
+    its whole prompt, as without."""
+    if not isinstance(llm, LLMClient) or not llm.settings.read_ahead:
+        return
+    for channel, runner in runners:
+        started = time.perf_counter()
+        try:
+            if not await llm.read_ahead(*runner.first_request()):
+                return
+        except Exception as exc:
+            log.info("the model's server did not read the prompt ahead (%s)", exc)
+            return
+        took = time.perf_counter() - started
+        log.info("the model's server read the %s prompt ahead in %.1f s", channel, took)

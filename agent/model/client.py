@@ -121,6 +121,20 @@ class LLMClient:
         health.failing_since = None
         return response
 
+    async def read_ahead(self, messages: list[Message], tools: Tools) -> bool:
+        """Send the main model `messages` (a first request's system prompt and an empty user
+        message) for one token, so its server keeps them read: a server of one's own reuses a
+        request's longest prefix it has read. False, nothing sent, for a model on another
+        road: a hosted one would charge for it and keeps no prefix for us. Not retried."""
+        model = self.settings.model
+        if road_of(self.settings, model) is not Road.OWN_SERVER:
+            return False
+        wire = self._transport(model)
+        assert isinstance(wire, OpenAIWireCall)  # the own-server road's transport
+        async with asyncio.timeout(self.settings.first_token_limit_s(model)):
+            await wire.send(model, messages, tools, stream=False, max_tokens=1)
+        return True
+
     def chain(self, first: str | None = None) -> list[str]:
         """The models asked in turn: `first` (else the main one), then the rest of the
         configured chain."""

@@ -132,7 +132,16 @@ class OpenAIWireCall:
                 headers[header] = value
         return headers
 
-    async def send(self, model: str, messages: list[Message], tools: Tools, *, stream: bool) -> Any:
+    async def send(
+        self,
+        model: str,
+        messages: list[Message],
+        tools: Tools,
+        *,
+        stream: bool,
+        max_tokens: int | None = None,
+    ) -> Any:
+        """The request; `max_tokens` instead of llm.max_tokens (a read-ahead asks for one)."""
         import httpx
 
         settings = self._settings
@@ -143,8 +152,8 @@ class OpenAIWireCall:
         }
         if tools:
             body["tools"] = tools
-        if settings.max_tokens:
-            body["max_tokens"] = settings.max_tokens
+        if max_tokens or settings.max_tokens:
+            body["max_tokens"] = max_tokens or settings.max_tokens
         if stream:
             body.update(stream=True, stream_options={"include_usage": True})
         url = openai_base(settings.api_base).rstrip("/") + "/chat/completions"

@@ -67,6 +67,10 @@ class LLMSettings(_Section):
     """seconds a model may think before its first token; 0: 600 for a local model (Ollama, or an
     api_base on this machine or the LAN), 60 for a hosted one (timeout_s when you changed it from
     120)"""
+    read_ahead: bool = True
+    """`agent run` sends a server of your own each channel's first prompt once at start, so a new
+    chat's first message reads only itself (llama-server, Ollama and LM Studio keep what they
+    read); never to a hosted model"""
     num_retries: int = Field(default=2, ge=0, le=10)
     """retries of a model on 429, 5xx, timeouts and connection errors"""
     retry_backoff_s: float = Field(default=1.0, ge=0)

@@ -260,6 +260,20 @@ class TurnRunner:
             return None
         return image_part(data, path.name, max_px)
 
+    def first_request(self) -> tuple[list[Message], list[dict[str, Any]] | None]:
+        """How a new private chat's first request begins, as `_loop` sends it: the system
+        prompt, an empty user message, the tools (what a read-ahead sends)."""
+        model = self.llm.model
+        dispatch = self._dispatcher(model)
+        system = self.prompt(dispatch, merged=self._placement(model) == "system_prompt")
+        dispatcher: Dispatcher = NativeDispatcher() if dispatch == "native" else XmlDispatcher()
+        tools, _ = with_client_tools(self.source.turn_tools())
+        messages: list[Message] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": ""},
+        ]
+        return messages, dispatcher.request_tools(tools)
+
     def _placement(self, model: str) -> Placement:
         configured = self.source.settings.agent.delivery_instructions
         if configured != "after_user":

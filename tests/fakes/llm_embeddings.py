@@ -13,9 +13,12 @@ concept and no word are orthogonal up to a rare hash collision.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import math
 import re
+import struct
+from typing import Any
 
 DIMS = 256
 CONCEPTS: dict[str, str] = {
@@ -70,3 +73,17 @@ def embed_text(text: str) -> list[float]:
 
 def cosine(a: list[float], b: list[float]) -> float:
     return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def embeddings_reply(body: dict[str, Any], texts: list[str]) -> dict[str, Any]:
+    """OpenAI's embeddings answer for `texts`: each vector a list of numbers, or with
+    ``encoding_format`` "base64" little-endian float32 (as the openai SDK asks)."""
+    data = []
+    for index, text_in in enumerate(texts):
+        vector: Any = embed_text(text_in)
+        if body.get("encoding_format") == "base64":
+            vector = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+        data.append({"object": "embedding", "index": index, "embedding": vector})
+    tokens = sum(max(1, len(t) // 4) for t in texts)
+    usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+    return {"object": "list", "data": data, "model": body.get("model", ""), "usage": usage}

@@ -15,3 +15,10 @@ def last_user_content(request: dict[str, Any]) -> Any:
 def tool_results(request: dict[str, Any]) -> list[str]:
     """The tool results a request gave the model, in order."""
     return [str(m["content"]) for m in request["messages"] if m["role"] == "tool"]
+
+
+def reads_ahead(request: dict[str, Any]) -> bool:
+    """A daemon's read-ahead (agent/daemon/warmup.py): one token after an empty user message."""
+    messages = request.get("messages") or [{}]
+    last = messages[-1] if isinstance(messages[-1], dict) else {}
+    return request.get("max_tokens") == 1 and last.get("role") == "user" and not last.get("content")

@@ -11,11 +11,9 @@ connections for a time window. ``/v1/embeddings`` answers with the deterministic
 from __future__ import annotations
 
 import asyncio
-import base64
 import dataclasses
 import itertools
 import json
-import struct
 import threading
 import time
 from collections import deque
@@ -24,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from fakes.llm_embeddings import embed_text
+from fakes.llm_embeddings import embeddings_reply
 from fakes.llm_faults import Outage, OutageMode
-from fakes.llm_requests import last_user_content, tool_results
+from fakes.llm_requests import last_user_content, reads_ahead, tool_results
 from fakes.llm_speech import Speech
 from fakes.llm_usage import usage_block
 
@@ -190,6 +188,7 @@ class FakeLLM:
         self._failing: dict[str, int] = {}
         self._outages: list[Outage] = []
         self._requests: list[dict[str, Any]] = []
+        self._read_aheads: list[dict[str, Any]] = []
         self._headers: list[dict[str, str]] = []
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -208,6 +207,12 @@ class FakeLLM:
         """Parsed JSON bodies of every chat request received, oldest first (a copy)."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def read_aheads(self) -> list[dict[str, Any]]:
+        """A daemon's read-aheads (llm_requests.reads_ahead): not in `requests` nor scripted."""
+        with self._lock:
+            return list(self._read_aheads)
 
     @property
     def request_headers(self) -> list[dict[str, str]]:
@@ -248,6 +253,7 @@ class FakeLLM:
                 outage.end()
             self._outages.clear()
             self._requests.clear()
+            self._read_aheads.clear()
             self._headers.clear()
         self.responder, self.latency_s = echo, 0.0
         self.speech = Speech()
@@ -339,8 +345,7 @@ class FakeLLM:
         return web.json_response({"text": self.transcript})
 
     async def _embeddings(self, request: web.Request) -> web.Response:
-        """OpenAI's embeddings: ``input`` a string or a list of them; ``encoding_format``
-        "float" (lists of numbers) or "base64" (little-endian float32, as the openai SDK asks)."""
+        """OpenAI's embeddings: ``input`` a string or a list of them (llm_embeddings.py)."""
         body = await request.json()
         texts = body.get("input")
         texts = [texts] if isinstance(texts, str) else texts
@@ -351,16 +356,7 @@ class FakeLLM:
             status = self.embeddings_status
         if status is not None:
             return self._error_response(Error(status, "embeddings are unavailable"))
-        data = []
-        for index, text_in in enumerate(texts):
-            vector: Any = embed_text(text_in)
-            if body.get("encoding_format") == "base64":
-                vector = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
-            data.append({"object": "embedding", "index": index, "embedding": vector})
-        tokens = sum(max(1, len(t) // 4) for t in texts)
-        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-        model = body.get("model", "")
-        return web.json_response({"object": "list", "data": data, "model": model, "usage": usage})
+        return web.json_response(embeddings_reply(body, texts))
 
     async def _list_models(self, _: web.Request) -> web.Response:
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
@@ -391,13 +387,17 @@ class FakeLLM:
             body = None
         if not isinstance(body, dict):
             return self._error_response(Error(400, "request body is not a JSON object"))
+        ahead = reads_ahead(body)  # answered as any request, outside the tests' log and script
         with self._lock:
-            self._requests.append(body)
-            self._headers.append({k.lower(): v for k, v in request.headers.items()})
-            outage = next((o for o in self._outages if o.take()), None)
+            if ahead:
+                self._read_aheads.append(body)
+            else:
+                self._requests.append(body)
+                self._headers.append({k.lower(): v for k, v in request.headers.items()})
+            outage = None if ahead else next((o for o in self._outages if o.take()), None)
         if outage is not None:
             return await self._outage_response(request, outage)
-        outcome = self._decide(body)
+        outcome = text("Hi") if ahead else self._decide(body)
         if isinstance(outcome, str):
             outcome = text(outcome)
         wait = self.latency_s + outcome.delay_s
