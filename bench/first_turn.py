@@ -2,12 +2,13 @@
 takes when nothing of pinclaw's prompt is read yet (cold), and through a daemon that read
 its prompt ahead at start (`llm.read_ahead`, agent/daemon/warmup.py).
 
-Each run takes a fresh home (`agent init`) and first moves the server's prompt cache off
-pinclaw's prompt (an unrelated request is read), then times
-- cold: `agent run -m MESSAGE --no-daemon`, start to exit: the whole first request is read;
-- read ahead: the cache moved off again, `agent run` started, its log waited for until the
-  read-ahead's line (how long the server took is printed too), then the same one-shot
-  through the daemon, start to exit.
+Each run takes a fresh home (`agent init`) whose AGENTS.md starts with a line of its own, so
+no cache of the server (llama-server also keeps earlier prompts in RAM) holds the prompt
+past the sections before the workspace files (about 230 of its 1,400 tokens), and times
+- cold: `agent run -m MESSAGE --no-daemon`, start to exit: the rest of the first request is
+  read, then the reply written;
+- read ahead: `agent run` started, its log waited for until the read-ahead's line (how long
+  the server took is printed too), then the same one-shot through the daemon, start to exit.
 
     bash ../shared/real-model/setup.sh --serve 8091 &
     .venv/bin/python bench/first_turn.py --api-base http://127.0.0.1:8091/v1 \\
@@ -17,7 +18,6 @@ pinclaw's prompt (an unrelated request is read), then times
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,21 +47,14 @@ def agent(*argv: str) -> list[str]:
     return [sys.executable, "-m", "agent", *argv]
 
 
-def move_cache_off(args: argparse.Namespace) -> None:
-    """An unrelated request read by the server: its one slot's cache no longer holds pinclaw's
-    prompt."""
-    body = {
-        "model": args.model.split("/", 1)[1],
-        "messages": [{"role": "user", "content": f"Say hi. ({time.time()})"}],
-        "max_tokens": 1,
-    }
-    request = urllib.request.Request(
-        args.api_base.rstrip("/") + "/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "Authorization": "Bearer x"},
-    )
-    with urllib.request.urlopen(request, timeout=args.timeout) as response:
-        response.read()
+def fresh_home(args: argparse.Namespace, folder: str) -> tuple[dict[str, str], Path]:
+    """`agent init` in a new home whose AGENTS.md no server has read before."""
+    home = Path(folder) / "home"
+    env = environment(args, home)
+    subprocess.run(agent("init"), env=env, cwd=REPO, check=True, capture_output=True)
+    agents = home / "workspace" / "AGENTS.md"
+    agents.write_text(f"- This home is {uuid.uuid4()}.\n{agents.read_text()}")
+    return env, home
 
 
 def one_shot(env: dict[str, str], timeout: float, *flags: str) -> float:
@@ -109,16 +102,10 @@ def main() -> None:
     cold, ahead, warm = [], [], []
     for run in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="pinclaw-first-turn-") as folder:
-            home = Path(folder) / "home"
-            env = environment(args, home)
-            subprocess.run(agent("init"), env=env, cwd=REPO, check=True, capture_output=True)
-            move_cache_off(args)
+            env, _ = fresh_home(args, folder)
             cold.append(one_shot(env, args.timeout, "--no-daemon"))
         with tempfile.TemporaryDirectory(prefix="pinclaw-first-turn-") as folder:
-            home = Path(folder) / "home"
-            env = environment(args, home)
-            subprocess.run(agent("init"), env=env, cwd=REPO, check=True, capture_output=True)
-            move_cache_off(args)
+            env, home = fresh_home(args, folder)
             read, took = through_read_ahead(env, home, args.timeout)
             ahead.append(read)
             warm.append(took)
