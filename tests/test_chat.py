@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import eventually
 from daemon_process import DaemonProcess, env_of, wait_until
 from fakes.llm_server import (
     FakeLLM,
@@ -269,6 +270,25 @@ def test_piped_lines_are_turns_of_one_session_in_plain_text(
     resumed = chat_piped(llm_env, "and now?\n", "--session", session[1])
     assert resumed.returncode == 0, resumed.stderr
     assert "list the files" in str(fake_llm.requests[-1]["messages"])
+
+
+async def test_a_chat_in_this_process_has_its_prompt_read_ahead_while_the_line_is_typed(
+    llm_env: dict[str, str], fake_llm: FakeLLM
+) -> None:
+    from agent.cli.chat.in_process import InProcess
+    from agent.cli.chat.view import PlainView
+    from agent.config import load_settings
+
+    chat = await InProcess.open(load_settings(), "typed-slowly", lambda: None)
+    try:
+        await eventually(lambda: fake_llm.read_aheads, what="the prompt read ahead")
+        assert await chat.turn("hello", PlainView())
+    finally:
+        await chat.close()
+    [ahead] = fake_llm.read_aheads
+    [first] = fake_llm.requests
+    assert ahead["messages"] == [first["messages"][0], {"role": "user", "content": ""}]
+    assert ahead["tools"] == first["tools"]
 
 
 def chat_piped(env: dict[str, str], lines: str, *args: str) -> subprocess.CompletedProcess[str]:

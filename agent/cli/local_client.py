@@ -5,9 +5,9 @@ Standard library only — no asyncio, no pydantic, no LiteLLM, not even pathlib,
 json's regular expressions (the socket and JSON through their C modules): while a daemon
 runs, this and Python's own start are the whole cost of `agent run -m` (on a terminal: a
 stdlib spinner while the daemon works, tool lines coloured as a cold one-shot's, from
-agent/cli/one_shot_screen.py). Without a
-daemon (no socket, or a stale one nobody listens on), or when the daemon runs with other
-settings, the caller runs the one-shot in-process as before.
+agent/cli/one_shot_screen.py). Without a daemon (no socket, or a stale one nobody listens
+on), or when the daemon runs with other settings, the caller runs the one-shot in-process as
+before.
 
 A command line of only a one-shot's options (`plain_one_shot`) is read here by hand, so
 `agent/__main__.py` can hand it over before click and the channel registry are imported:

@@ -1,6 +1,7 @@
 """`agent chat` answered in this process (no daemon runs, or it runs with other settings):
 the App is built once and kept for the whole chat, each line one turn of the terminal channel
-through the same path as `agent run -m` (`agent/runtime/one_shot.py`).
+through the same path as `agent run -m` (`agent/runtime/one_shot.py`); the prompt read ahead
+at a server of one's own while the first line is typed, as the daemon does.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from agent.app import App, build_app
 from agent.cli.chat.view import STOPPED, PlainView, View
 from agent.config import Settings
+from agent.daemon.warmup import read_ahead
 from agent.runtime.one_shot import Ended, answer
 from agent.runtime.turn_setup import Access
 from channels.base import (
@@ -61,6 +63,9 @@ class InProcess:
         self._chat_key = ChatRef("cli", f"session:{session}").key  # as answer() names it
         self._task: asyncio.Task[Ended] | None = None
         self._cut = False
+        # While the person types, a server of one's own reads the prompt (agent run's too).
+        runner = self._runtime.setup.runner
+        self._reading = asyncio.create_task(read_ahead(app.llm, [("cli", runner)]))
 
     @classmethod
     async def open(
@@ -111,6 +116,7 @@ class InProcess:
             self._task.cancel()
 
     async def close(self) -> None:
+        self._reading.cancel()
         keeper = self._app.boards
         if keeper is not None and keeper.boards.finite_patterns:
             pins = ", ".join(keeper.boards.finite_patterns)
