@@ -12,6 +12,8 @@ _.format_commands
 # pydantic-settings calls this hook with every source by keyword (agent/config.py).
 _.settings_customise_sources
 env_settings, dotenv_settings, file_secret_settings
+# The rules json's C scanner reads from its context object (agent/cli/local_client.py).
+_.strict, _.object_hook, _.object_pairs_hook, _.parse_float, _.parse_int, _.parse_constant
 # LiteLLM's module flags, read by LiteLLM (agent/model/profiles/litellm_import.py).
 _.telemetry, _.suppress_debug_info
 # discord.py reads these: VoiceClient's warnings and the gateway intents (channels/discord).

@@ -16,7 +16,6 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from types import TracebackType
     from typing import Protocol, TextIO
 
     from rich.live import Live
@@ -143,12 +142,7 @@ class open_screen:  # used as a function: `with open_screen() as screen`
         self._screen.busy("starting")
         return self._screen
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._screen.idle()
 
 
