@@ -78,7 +78,9 @@ def installed_version(command: str, distribution: str) -> str:
     return subprocess.run([python, "-c", code], capture_output=True, text=True).stdout.strip()
 
 
-def paired(ours: OneShot, theirs: OneShot, llm: FakeLLM, runs: int) -> None:
+def paired(
+    ours: OneShot, theirs: OneShot, llm: FakeLLM, runs: int, road: str = "cold, paired"
+) -> None:
     """pinclaw's cold one-shot and a peer's, alternating (A B A B ...: both see the same
     load), each run in a fresh home and checked to have answered; then the ratio of the
     medians. One run of each first, untimed, compiles their .pyc files."""
@@ -88,6 +90,7 @@ def paired(ours: OneShot, theirs: OneShot, llm: FakeLLM, runs: int) -> None:
     for _ in range(runs):
         answered(ours, llm, mine)
         answered(theirs, llm, peer)
-    print(mine.row("agent run -m (cold, paired)"))
+    print(mine.row(f"agent run -m ({road})"))
     print(peer.row(f"{theirs.name} one-shot"))
-    print(f"{'pinclaw / ' + theirs.name:27} {mine.wall_ms / peer.wall_ms:6.2f} x   (medians)")
+    ratios = f"{mine.wall_ms / peer.wall_ms:6.2f} x, peak RSS {mine.rss_mib / peer.rss_mib:.2f} x"
+    print(f"{'pinclaw / ' + theirs.name:27} {ratios}   (medians)")

@@ -22,8 +22,8 @@ anything else ends the bench. With `--nanobot PATH` (the `nanobot` command of a 
 install) or `--hermes PATH` (the `hermes` command of a hermes-agent install), the cold
 one-shot is also run in pairs with the peer's (`nanobot agent -m`, `hermes -z`; their fresh
 homes and checks in bench/peers.py) against the same fake server, alternating, and the
-ratio of the medians printed: the peer's one-shot does the same job (one message, one
-reply, exit).
+ratio of the medians printed (wall time and peak RSS): the peer's one-shot does the same job
+(one message, one reply, exit). Against nanobot, the one-shot through LiteLLM is paired too.
 
     .venv/bin/python bench/startup.py [--runs 7] [--daemon-runs 20] [--nanobot PATH] [--hermes PATH]
 """
@@ -181,6 +181,7 @@ def main() -> None:
         if options.nanobot:
             print(f"nanobot-ai {installed_version(options.nanobot, 'nanobot-ai')}")
             paired(ours, nanobot(options.nanobot, llm.base_url), llm, runs)
+            paired(via_litellm, nanobot(options.nanobot, llm.base_url), llm, runs, "via LiteLLM")
         if options.hermes:
             print(f"hermes-agent {installed_version(options.hermes, 'hermes-agent')}")
             paired(ours, hermes(options.hermes, llm.base_url), llm, runs)
