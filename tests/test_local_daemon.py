@@ -309,7 +309,7 @@ def test_the_daemon_killed_mid_answer_is_a_clear_error_then_one_shots_run_here(
 
 def test_the_daemon_has_the_first_prompt_read_ahead_as_a_turn_sends_it(tmp_path: Path) -> None:
     with FakeLLM() as llm:
-        env = {**Shared(tmp_path, llm).env, "PINCLAW_LLM__MODEL": "openai/test-model"}
+        env = Shared(tmp_path, llm).env
         daemon = DaemonProcess(env, tmp_path / "daemon.log").start().wait_ready()
         try:
             wait_until(lambda: "read the cli prompt ahead" in daemon.log, 30, "read-ahead", daemon)
