@@ -55,6 +55,29 @@ async def test_edit_not_found_or_not_unique_changes_nothing(workspace: Path) -> 
     assert (workspace / "a.txt").read_text() == "x x"
 
 
+async def test_edit_with_empty_old_text_adds_a_line_at_the_end(workspace: Path) -> None:
+    """What a small model writes for "add butter to the list" (bench/real_model.py's
+    append_file): the line lands at the end, on a line of its own, and a recheck after a
+    crash can tell it was added."""
+    (workspace / "shopping.txt").write_text("milk\n")
+    tools = _tools(workspace, "full")  # supervised asks before changing an existing file
+    add = {"path": "shopping.txt", "old_text": ""}
+    added = await call(workspace, "file_edit", "full", **add, new_text="butter")
+    assert added.ok, added.output
+    again = await call(workspace, "file_edit", "full", **add, new_text="eggs")
+    assert again.ok
+    assert (workspace / "shopping.txt").read_text() == "milk\nbutter\neggs"
+    args = {"path": "shopping.txt", "old_text": "", "new_text": "eggs"}
+    found = await tools["file_edit"].recheck(args, ToolCallContext(workspace))  # type: ignore[attr-defined]
+    assert found is not None and found.ok
+    args["new_text"] = "bread"
+    found = await tools["file_edit"].recheck(args, ToolCallContext(workspace))  # type: ignore[attr-defined]
+    assert found is not None and not found.ok
+    nothing = await call(workspace, "file_edit", "full", **add, new_text="")
+    assert not nothing.ok and "nothing to change" in nothing.output
+    assert (workspace / "shopping.txt").read_text() == "milk\nbutter\neggs"
+
+
 @pytest.mark.parametrize("path", ["../outside.txt", "sub/../../outside.txt"])
 async def test_dotdot_escape_refused(workspace: Path, path: str) -> None:
     result = await call(workspace, "file_write", path=path, content="no")

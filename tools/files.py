@@ -93,7 +93,7 @@ class FileTools:
         start_line: int | None = None,
         end_line: int | None = None,
     ) -> ToolResult:
-        """Read a workspace text file, or some of its lines.
+        """Read a workspace text file (or some of its lines).
 
         Args:
             start_line: First line, from 1.
@@ -141,7 +141,8 @@ class FileTools:
         """Replace one exact, unique piece of text in a workspace file.
 
         Args:
-            old_text: Exact text to replace; it must occur once.
+            old_text: Exact text to replace; it must occur once. Empty: new_text is added as
+                the last line.
         """
         policy = self._policy.for_call(call)
         if not policy.can_write:
@@ -152,7 +153,9 @@ class FileTools:
             return ToolResult.error(f"Refused: {exc}")
         except FileNotFoundError:
             return ToolResult.error(f"No such file: {path}")
-        count = text.count(old_text) if old_text else 0
+        if not old_text:
+            return await self._append(call, policy, path, text, new_text)
+        count = text.count(old_text)
         if count == 0:
             return ToolResult.error(f"old_text was not found in {path}; read the file first")
         if count > 1:
@@ -164,6 +167,20 @@ class FileTools:
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
         return ToolResult.success(f"Edited {path}")
+
+    async def _append(
+        self, call: ToolCallContext, policy: SecurityPolicy, path: str, text: str, new_text: str
+    ) -> ToolResult:
+        """file_edit with an empty old_text: what small models write to add a line at the end
+        ("add butter to the list"), done rather than refused."""
+        if not new_text:
+            return ToolResult.error("old_text and new_text are both empty: nothing to change")
+        joined = text if not text or text.endswith("\n") else text + "\n"
+        try:
+            await self._write(call, policy, path, joined + new_text, "file_edit")
+        except PolicyError as exc:
+            return ToolResult.error(f"Refused: {exc}")
+        return ToolResult.success(f"Added new_text at the end of {path}")
 
     async def recheck_write(self, call: ToolCallContext, path: str, content: str) -> ToolResult:
         """Whether `path` holds what file_write(path, content) writes (nothing written)."""
@@ -190,7 +207,11 @@ class FileTools:
             text = self._read(self._policy.for_call(call), path)
         except (PolicyError, OSError) as exc:
             return ToolResult.error(f"{path} cannot be read to check it ({exc})")
-        if old_text and text.count(old_text) == 1 and new_text not in text:
+        if not old_text:  # an append
+            if new_text and text.endswith(new_text):
+                return ToolResult.success(f"{path} ends with new_text: it was added")
+            return ToolResult.error(f"{path} does not end with new_text: it was not added")
+        if text.count(old_text) == 1 and new_text not in text:
             return ToolResult.error(f"old_text is still in {path} once: the edit was not made")
         if new_text and new_text in text and old_text not in text:
             return ToolResult.success(f"{path} holds new_text, not old_text: the edit was made")
