@@ -142,7 +142,8 @@ TASKS = (
         True,
         _says("alpha.txt", "beta.txt"),
         wrong=lambda answer: bool(
-            set(re.findall(r"[\w-]+\.txt", answer)) - {"alpha.txt", "beta.txt"}
+            # any file named that is not there (a listing made up: docs/index.md...)
+            set(re.findall(r"[\w-]{2,}\.[a-z]{2,4}\b", answer)) - {"alpha.txt", "beta.txt"}
         ),
         files={"docs/alpha.txt": "a", "docs/beta.txt": "b"},
     ),

@@ -33,7 +33,7 @@ from agent.workspace import BUNDLED_SKILLS_DIR
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("UPDATE_SNAPSHOTS") == "1"
 CHANNELS = ("telegram", "discord", "cli")
-MODES = ("full", "minimal", "none")
+MODES = ("full", "compact", "minimal", "none")
 
 
 def check_snapshot(name: str, actual: str) -> None:

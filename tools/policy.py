@@ -16,7 +16,12 @@ from tools.boundaries import DEFAULT_OWNER_PRIVATE, hidden_from, is_identity_pat
 from tools.config import Autonomy, SecuritySettings
 from tools.paths import PathRules, PolicyError
 
-__all__ = ["PolicyError", "SecurityPolicy"]
+__all__ = ["PATHS_INSIDE", "PolicyError", "SecurityPolicy"]
+
+# The summary's line on where paths may go: under full autonomy only the file tools' paths
+# are held inside the workspace.
+FILES_INSIDE = "- File tools stay inside the workspace"
+PATHS_INSIDE = FILES_INSIDE + ", and so do shell path arguments"
 
 
 # The runtime's own files in its home: never reachable by a tool, wherever the home is.
@@ -94,8 +99,7 @@ class SecurityPolicy:
         lines = [
             f"- Autonomy level: {self.autonomy}",
             f"- Allowed shell commands: {commands}",
-            "- File tools stay inside the workspace"
-            + ("" if self.autonomy == "full" else ", and so do shell path arguments"),
+            FILES_INSIDE if self.autonomy == "full" else PATHS_INSIDE,
         ]
         inside = [p for p in self.forbidden_paths if self.workspace in p.parents]
         if inside:  # the others are outside the workspace: already out of reach

@@ -21,6 +21,7 @@ from typing import Any
 
 from agent.prompt.context import HARDWARE_TOOLS, SILENT_REPLY, PromptContext, ToolInfo
 from tools.base import Tool, ToolRegistry
+from tools.policy import PATHS_INSIDE
 
 COMPACT_SKILLS_CHARS = 1_200
 # Examples: an aside with a quote in it ("in 10 minutes", 3 for "#3"), and ", e.g. …" up to
@@ -68,6 +69,8 @@ def compact_schema(schema: Any) -> Any:
             if short := short_text(value, formats=True):
                 found[key] = short
         elif key == "properties" and isinstance(value, dict):
+            if not value:  # {"type": "object"} says as much
+                continue
             needed = set(schema.get("required") or ())
             found[key] = {
                 name: _parameter(sub, name in needed)
@@ -137,7 +140,7 @@ def tools(ctx: PromptContext) -> str:
     if not ctx.tools:
         return ""
     if ctx.dispatcher == "native":  # the names and schemas come with the request
-        return "\n".join([f"## Tools\n\n{_ACT} {_PATHS}", *_load_first(ctx)])
+        return "\n".join([f"## Tools\n\n{_ACT} {_PATHS}\n\n{_HONESTY}", *_load_first(ctx)])
     lines = ["## Tools", "", _PATHS]
     for info in ctx.tools:
         lines.append(f"- {info.name}: {info.description}")
@@ -151,6 +154,8 @@ def tools(ctx: PromptContext) -> str:
         "To call a tool, write only this, then stop:",
         '<tool_call>{"name": "tool_name", "arguments": {"param": "value"}}</tool_call>',
         "pinclaw runs it and sends you the result. Never write a result yourself.",
+        "",
+        _HONESTY,
     ]
     return "\n".join(lines)
 
@@ -183,7 +188,11 @@ def hardware(ctx: PromptContext) -> str:
     )
 
 
-_PATHS = "Paths are relative to the workspace folder."
+_PATHS = "Paths are relative to the workspace folder and stay inside it."
+_HONESTY = (
+    "Say only what a tool returned; when it failed, say so with the error. Never claim an "
+    "action no tool did. Unsure what is wanted? Ask."
+)
 _ACT = (
     "When a message needs a tool, call it at once, then answer from its result. Do not "
     "describe what you would do: do it."
@@ -199,10 +208,7 @@ def task(ctx: PromptContext) -> str:
 
 
 def honesty(ctx: PromptContext) -> str:
-    return (
-        "## Tool Honesty\n\nSay only what a tool returned; when it failed, say so with the "
-        "error. Never claim an action no tool did. Unsure what is wanted? Ask."
-    )
+    return ""  # said in the tools' section (_HONESTY), without a heading of its own
 
 
 _AUTONOMY = {
@@ -216,12 +222,13 @@ def safety(ctx: PromptContext) -> str:
     lines = [
         "## Safety",
         "",
-        "Keep private data private; prefer what can be undone; never bypass the policy. "
-        + _AUTONOMY.get(ctx.autonomy, _AUTONOMY["supervised"]),
+        "Never reveal or store secrets ([REDACTED] in tool output is one); prefer what can be "
+        "undone; never bypass the policy. " + _AUTONOMY.get(ctx.autonomy, _AUTONOMY["supervised"]),
     ]
     if ctx.security_summary:  # its autonomy line is the rule just said
         policy = ctx.security_summary.replace("`", "").splitlines()
-        lines += ["", *(line for line in policy if not line.startswith("- Autonomy level:"))]
+        said = ("- Autonomy level:", PATHS_INSIDE)  # the second: _PATHS says it
+        lines += ["", *(line for line in policy if not line.startswith(said))]
     return "\n".join(lines)
 
 
@@ -256,8 +263,7 @@ def channel(ctx: PromptContext) -> str:
             f"- To send a file, put {kinds} in your reply; the same marker in a user's message "
             "is a file they sent, saved at that path."
         )
-    lines.append("- Never reveal or store secrets ([REDACTED] in tool output is one).")
-    return "\n".join(lines)
+    return "\n".join(lines)  # secrets: said in the safety section
 
 
 def silent_replies(ctx: PromptContext) -> str:
