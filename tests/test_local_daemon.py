@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from daemon_process import DaemonProcess, wait_until
 from fakes.llm_server import FakeLLM, error, text, tool_calls
 
 from agent.cli.local_client import PlainOneShot, plain_one_shot
+from agent.daemon.warmup import READ_AGAIN_EVERY_S
 from agent.cli.service import command_line, service_file
 from agent.home import settings_fingerprint
 
@@ -311,24 +313,47 @@ def test_the_daemon_has_the_first_prompt_read_ahead_as_a_turn_sends_it(tmp_path:
     with FakeLLM() as llm:
         env = Shared(tmp_path, llm).env
         daemon = DaemonProcess(env, tmp_path / "daemon.log").start().wait_ready()
+        soul = tmp_path / "home" / "workspace" / "SOUL.md"
         try:
             wait_until(lambda: "read the cli prompt ahead" in daemon.log, 30, "read-ahead", daemon)
             result, _ = agent(env, "run", "-m", "first words")
             assert result.returncode == 0 and result.stdout.endswith("first words\n")
+            # A workspace file changed (by the owner here; by a turn as often): the prompt it
+            # makes is read again before the next message needs it, and only once.
+            soul.write_text("Answer like a ship's captain.\n")
+            wait_until(lambda: len(llm.read_aheads) == 2, 30, "the new prompt read", daemon)
+            result, _ = agent(env, "run", "-m", "second words")
+            assert result.returncode == 0 and result.stdout.endswith("second words\n")
+            # Changed while a turn runs: read once the turn is over, not between its requests.
+            llm.script(text("slow words", delay_s=4 * READ_AGAIN_EVERY_S))
+            slow = subprocess.Popen(
+                [sys.executable, "-m", "agent", "run", "-m", "take your time"], env=env,
+                cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            wait_until(lambda: len(llm.requests) == 3, 20, "the slow turn began", daemon)
+            soul.write_text("Answer like a lighthouse keeper.\n")
+            time.sleep(2.5 * READ_AGAIN_EVERY_S)
+            assert len(llm.read_aheads) == 2 and slow.poll() is None  # the turn still runs
+            assert slow.communicate(timeout=30)[0].endswith("slow words\n")
+            wait_until(lambda: len(llm.read_aheads) == 3, 30, "read after the turn", daemon)
+            time.sleep(3 * READ_AGAIN_EVERY_S)
         finally:
             daemon.ensure_stopped()
-        [ahead] = llm.read_aheads
-        [first] = llm.requests
+        ahead, again, after_turn = llm.read_aheads
+        first, second, _ = llm.requests
+        assert "lighthouse keeper" in after_turn["messages"][0]["content"]
         # What the server read ahead is where the first turn's request begins, to the byte.
         assert ahead["messages"] == [first["messages"][0], {"role": "user", "content": ""}]
         assert ahead["tools"] == first["tools"] and ahead["max_tokens"] == 1
+        assert "ship's captain" in again["messages"][0]["content"]
+        assert again["messages"] == [second["messages"][0], {"role": "user", "content": ""}]
         env["PINCLAW_LLM__READ_AHEAD"] = "false"
         daemon = DaemonProcess(env, tmp_path / "again.log").start().wait_ready()
         try:
             wait_until(lambda: "warmed up" in daemon.log, 30, "warm-up", daemon)
         finally:
             daemon.ensure_stopped()
-        assert len(llm.read_aheads) == 1 and "read the" not in daemon.log
+        assert len(llm.read_aheads) == 3 and "read the" not in daemon.log
 
 
 async def test_a_hosted_model_is_never_sent_a_read_ahead(fake_llm: FakeLLM) -> None:

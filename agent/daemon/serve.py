@@ -40,7 +40,7 @@ from agent.daemon.one_shot_op import OneShots, SocketChannel
 from agent.daemon.reload import Reloader
 from agent.daemon.send_op import SendOp
 from agent.daemon.status import Proactive, board_line, lazy_board_line, say
-from agent.daemon.warmup import read_ahead, warm_up
+from agent.daemon.warmup import keep_read_ahead, warm_up
 from agent.durable.file.storage_health import Listener, StorageHealth
 from agent.durable.schedules import Schedules
 from agent.home import settings_fingerprint
@@ -85,9 +85,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         # The first message should cost what later ones do: LiteLLM's call path is loaded
         # now, in a thread, while the channels already serve (and before the freeze below).
         await warm_up(settings.llm)
-        one_shots = live.one_shots.runtime if live.one_shots is not None else None
-        readers = [(r.channel.name, r.setup.runner) for r in [one_shots, *runtimes] if r]
-        reading = asyncio.create_task(read_ahead(app.llm, readers))  # the chats' go last
+        reading = asyncio.create_task(keep_read_ahead(partial(_readers, live, chat_runtimes)))
         # Everything loaded so far (LiteLLM's tables, the prompt, the libraries) lives as long
         # as the process: out of the collector's sight, full collections stay short.
         collector.release()
@@ -124,6 +122,14 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> int
         await app.close(board_grace_s=app.settings.agent.shutdown_grace_s)
         if stopped:
             say("stopped")
+
+
+def _readers(live: Reloader, chat_runtimes: Mapping[str, ChannelRuntime]) -> list[ChannelRuntime]:
+    """The runtimes whose prompts a server of one's own reads ahead, as they are now (a
+    reload may change them): the one-shots' first, the chats' last (a one-slot server keeps
+    the last it read)."""
+    one_shots = live.one_shots.runtime if live.one_shots is not None else None
+    return [r for r in [one_shots, *chat_runtimes.values()] if r is not None]
 
 
 def local_server(

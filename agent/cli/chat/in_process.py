@@ -14,7 +14,7 @@ from collections.abc import Callable
 from agent.app import App, build_app
 from agent.cli.chat.view import STOPPED, PlainView, View
 from agent.config import Settings
-from agent.daemon.warmup import read_ahead
+from agent.daemon.warmup import keep_read_ahead
 from agent.runtime.one_shot import Ended, answer
 from agent.runtime.turn_setup import Access
 from channels.base import (
@@ -64,8 +64,7 @@ class InProcess:
         self._task: asyncio.Task[Ended] | None = None
         self._cut = False
         # While the person types, a server of one's own reads the prompt (agent run's too).
-        runner = self._runtime.setup.runner
-        self._reading = asyncio.create_task(read_ahead(app.llm, [("cli", runner)]))
+        self._reading = asyncio.create_task(keep_read_ahead(lambda: [self._runtime]))
 
     @classmethod
     async def open(
