@@ -30,8 +30,8 @@ from daemon_process import DaemonProcess, wait_until
 from fakes.llm_server import FakeLLM, error, text, tool_calls
 
 from agent.cli.local_client import PlainOneShot, plain_one_shot
-from agent.daemon.warmup import READ_AGAIN_EVERY_S
 from agent.cli.service import command_line, service_file
+from agent.daemon.warmup import READ_AGAIN_EVERY_S
 from agent.home import settings_fingerprint
 
 REPO = Path(__file__).resolve().parent.parent
