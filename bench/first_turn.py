@@ -37,6 +37,7 @@ def environment(args: argparse.Namespace, home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PINCLAW_")}
     return env | {
         "PINCLAW_HOME": str(home),
+        "PINCLAW_AGENT__WARM_START_S": "0",  # cold is cold (agent/warm would save ~0.5 s)
         "PINCLAW_LLM__MODEL": args.model,
         "PINCLAW_LLM__API_BASE": args.api_base,
         "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "x"),

@@ -249,6 +249,7 @@ def environment(args: argparse.Namespace, home: Path) -> dict[str, str]:
         "PINCLAW_LLM__MODEL": args.model,
         "PINCLAW_LLM__API_BASE": args.api_base,
         "PINCLAW_SECURITY__AUTONOMY": args.autonomy,
+        "PINCLAW_AGENT__WARM_START_S": "0",  # each task its own process: none left running
         # A terminal's schedule runs in the owner's private chat: one must be configured (the
         # one-shot never connects to Telegram).
         "PINCLAW_CHANNELS__TELEGRAM__ENABLED": "true",

@@ -6,6 +6,10 @@
   directly (OpenAI's protocol over httpx: the fake is a server of one's own), as OpenAI's
   own chat model (directly too, and LiteLLM's table read for its window and price; the fake
   stands at OPENAI_BASE_URL) and through LiteLLM (what every other hosted model's one-shot pays);
+- a warm start (agent/warm; off in the rows above): one cold one-shot leaves it, then the
+  one-shot in fresh homes runs in its forks — wall time and the client's peak RSS (the fork's
+  is the warm start's, printed after), for a server of one's own and through LiteLLM, each
+  with a warm start of its own;
 - the local daemon (`agent run`, no chat channel): how long until its socket is served, the
   first one-shot sent at once and, in a second daemon, the first one sent once the model
   client's warm-up is done, then `agent run -m` through it — wall time and the client's peak
@@ -23,7 +27,8 @@ install) or `--hermes PATH` (the `hermes` command of a hermes-agent install), th
 one-shot is also run in pairs with the peer's (`nanobot agent -m`, `hermes -z`; their fresh
 homes and checks in bench/peers.py) against the same fake server, alternating, and the
 ratio of the medians printed (wall time and peak RSS): the peer's one-shot does the same job
-(one message, one reply, exit). Against nanobot, the one-shot through LiteLLM is paired too.
+(one message, one reply, exit). Against nanobot, the one-shot through LiteLLM and both warm
+starts' are paired too.
 
     .venv/bin/python bench/startup.py [--runs 7] [--daemon-runs 20] [--nanobot PATH] [--hermes PATH]
 """
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -67,6 +73,31 @@ def cold(agent: str, env: dict[str, str]) -> OneShot:
         partial(pinclaw_home, agent, env),
         lambda message: [agent, "run", "-m", message, "--no-daemon"],
     )
+
+
+@contextmanager
+def warm_start(agent: str, env: dict[str, str], runs: int) -> Iterator[OneShot]:
+    """A warm start (agent/warm) in a folder of its own, left by one cold one-shot (untimed),
+    and waited for until it serves; the one-shot that then runs in its forks, each run in a
+    fresh home as `cold`'s. Ended afterwards, its resident set printed."""
+    with tempfile.TemporaryDirectory() as runtime:
+        env = {**env, "PINCLAW_AGENT__WARM_START_S": "600", "XDG_RUNTIME_DIR": runtime}
+        one_shot = cold(agent, env)
+        with one_shot.home() as (_, fresh):
+            subprocess.run(one_shot.command("hello"), env=fresh, check=True, capture_output=True)
+        folder = Path(runtime) / "pinclaw"
+        deadline = time.monotonic() + 120
+        while not any(served(path) for path in folder.glob("*.sock")):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"no warm start served in {folder}")
+            time.sleep(0.05)
+        [lock] = folder.glob("*.lock")
+        pid = int(lock.read_text().split()[0])
+        try:
+            yield one_shot
+            print(f"warm start: resident       {resident_mib(pid):7.0f} MiB  (after its one-shots)")
+        finally:
+            os.kill(pid, signal.SIGTERM)
 
 
 def served(path: Path) -> bool:
@@ -153,6 +184,7 @@ def main() -> None:
             "PINCLAW_LLM__MODEL": "openai/bench",
             "PINCLAW_LLM__API_BASE": llm.base_url,
             "OPENAI_API_KEY": "sk-bench-not-real",
+            "PINCLAW_AGENT__WARM_START_S": "0",  # cold is cold: no warm start (see warm_start)
         }
         subprocess.run([agent, "init"], env=env, check=True, capture_output=True)
         ours = cold(agent, env)
@@ -161,7 +193,8 @@ def main() -> None:
         at_openai = {k: v for k, v in env.items() if k != "PINCLAW_LLM__API_BASE"}
         at_openai.update(PINCLAW_LLM__MODEL="openai/gpt-4o-mini", OPENAI_BASE_URL=llm.base_url)
         as_openai = cold(agent, at_openai)
-        via_litellm = cold(agent, {**env, "PINCLAW_LLM__CLIENT": "litellm"})
+        lite_env = {**env, "PINCLAW_LLM__CLIENT": "litellm"}
+        via_litellm = cold(agent, lite_env)
         for one_shot in (ours, as_openai, via_litellm):
             answered(one_shot, llm, Figures())  # compiles the .pyc files
         helps = max(runs, 20)
@@ -182,6 +215,15 @@ def main() -> None:
             print(f"nanobot-ai {installed_version(options.nanobot, 'nanobot-ai')}")
             paired(ours, nanobot(options.nanobot, llm.base_url), llm, runs)
             paired(via_litellm, nanobot(options.nanobot, llm.base_url), llm, runs, "via LiteLLM")
+        for road, road_env in (("warm start", env), ("warm start, via LiteLLM", lite_env)):
+            with warm_start(agent, road_env, runs) as warm:
+                if options.nanobot:
+                    paired(warm, nanobot(options.nanobot, llm.base_url), llm, runs, road)
+                else:
+                    figures = Figures()
+                    for _ in range(runs):
+                        answered(warm, llm, figures)
+                    print(figures.row(f"agent run -m ({road})"))
         if options.hermes:
             print(f"hermes-agent {installed_version(options.hermes, 'hermes-agent')}")
             paired(ours, hermes(options.hermes, llm.base_url), llm, runs)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -26,6 +27,13 @@ if TYPE_CHECKING:
 
 # LiteLLM reads its bundled price map instead of fetching one at import.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# No warm start (agent/warm) answers a test's one-shot or outlives its test: their folder is
+# one that others may read, so none is used or started; tests/test_warm_start.py gives each
+# test a folder of its own. (An environment variable would not do: most tests drop PINCLAW_.)
+_NO_WARM_STARTS = Path(tempfile.mkdtemp(prefix="pinclaw-tests-"))
+(_NO_WARM_STARTS / "pinclaw").mkdir(mode=0o755)
+(_NO_WARM_STARTS / "pinclaw").chmod(0o755)
+os.environ["XDG_RUNTIME_DIR"] = str(_NO_WARM_STARTS)
 
 TEST_MODEL = "openai/test-model"
 # The longest tests (each one a minute or more of a CI run: a venv installed from the lock, a

@@ -92,7 +92,13 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "agent.collector": (),
     **{floor: (*AGENT_CORE, *AGENT_FLOORS[: i + 1]) for i, floor in enumerate(AGENT_FLOORS)},
     "agent.cli": ("agent", "channels", "tools"),  # the top floor
-    "agent.__main__": ("agent.cli",),
+    # The warm start: its folder and its start are light (stdlib; the commands use them), its
+    # client (before click) and its process (a fork runs the commands) sit above the commands.
+    "agent.warm": ("agent.warm.place",),
+    "agent.warm.client": ("agent.cli.local_client", "agent.warm.place"),
+    "agent.warm.server": ("agent.cli", "agent.daemon.local_server", "agent.warm"),
+    "agent.warm.__main__": ("agent.warm.server",),
+    "agent.__main__": ("agent.cli", "agent.warm.client"),
     "agent": (),  # agent/__init__.py
 }
 

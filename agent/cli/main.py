@@ -248,6 +248,7 @@ def _cold_one_shot(ctx: click.Context, message: str, session: str | None) -> int
 
         code = asyncio.run(run_once(settings, message, session=session, screen=screen))
     ctx.obj["leave_at_once"] = True  # everything is written: main() skips the teardown
+    ctx.obj["warm_start_s"] = settings.agent.warm_start_s  # main() leaves one for the next
     return code
 
 
@@ -357,6 +358,9 @@ def main(argv: Any = None, *, daemon_tried: bool = False) -> None:
     except SystemExit as done:
         if state.get("leave_at_once"):
             from agent.cli.one_shot import leave
+            from agent.warm.spawn import start_warm
+
+            start_warm(state.get("warm_start_s", 0.0))
 
             leave(done.code if isinstance(done.code, int) else 1)
         raise

@@ -73,6 +73,9 @@ class AgentSettings(_Section):
     """"the model is unreachable" only once its calls have failed this long"""
     still_thinking_after_s: float = Field(default=60.0, ge=0)
     """"still thinking" when a turn has shown nothing this long; 0: never"""
+    warm_start_s: float = Field(default=600.0, ge=0)
+    """a one-shot answered in its own process leaves a warm start process (imports done) for the
+    next ones, which ends after this many seconds without one; 0: none"""
 
 
 class WorkspaceSettings(_Section):

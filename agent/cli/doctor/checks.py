@@ -86,6 +86,9 @@ async def _checks(settings: Settings, check_model: bool) -> int:
     state_problem = _report_state(settings, report) or report_home(settings.home, report)
     _report_sandbox(settings, report, approvals=state_problem is None)
     print(_daemon_line(settings.home))
+    from agent.warm.spawn import status_line
+
+    print(status_line(settings.agent.warm_start_s))
     if state_problem is None and settings.state_url is not None:
         _report_processes(settings.state_url, report)
     if state_problem is None:
