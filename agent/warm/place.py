@@ -1,7 +1,7 @@
 """Where a warm start process listens, and which one-shots it may answer.
 
 One per user, installation and start environment: its files' names carry a checksum of this
-Python, pinclaw's folder and the variables modules read as they are imported (PYTHON*, LANG,
+Python (its environment and binary), pinclaw's folder and the variables modules read as they are imported (PYTHON*, LANG,
 LC_*, LITELLM_*, TMPDIR; never a key, token or password), so a one-shot started with other
 values gets a warm start of its own. The folder is $XDG_RUNTIME_DIR/pinclaw, else
 $TMPDIR/pinclaw-<uid> (/tmp), made 0700 and used only while it is a real folder of this user
@@ -67,7 +67,8 @@ def folder(environ: Mapping[str, str]) -> str | None:
 def name(environ: Mapping[str, str]) -> str:
     """The file name (without suffix) of the warm start for this installation and `environ`."""
     shared = sorted(start_env(environ).items())
-    checksum = zlib.crc32(repr((sys.executable, PACKAGE_DIR, shared)).encode())
+    python = (sys.prefix, os.path.realpath(sys.executable))  # `python`, `python3`: the same
+    checksum = zlib.crc32(repr((python, PACKAGE_DIR, shared)).encode())
     return f"warm-{checksum:08x}"
 
 

@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", type=float, required=True, help="seconds to stay unused")
     parser.add_argument("--modules", help="a file of module names to import (then removed)")
     options = parser.parse_args(argv)
+    names = _listed(options.modules)
     found = paths(os.environ)
     if found is None:
         return 1
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0  # another one runs for these one-shots
     os.ftruncate(lock, 0)
     os.write(lock, f"{os.getpid()} {options.idle:g}\n".encode())  # for `agent doctor`
-    _preload(options.modules)
+    _preload(names)
     if threading.active_count() > 1:
         return 1  # a fork would lack a thread some module started: no warm start here
     stamps = _stamps()
@@ -73,18 +74,25 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _preload(modules_file: str | None) -> None:
-    """What the cold one-shot had imported, by name (a module that fails is skipped: its
-    one-shot imports it again), and at least the one-shot's own path."""
+def _listed(modules_file: str | None) -> list[str]:
+    """The module names the cold one-shot wrote for this start; the file is removed."""
+    if not modules_file:
+        return []
+    try:
+        with open(modules_file, encoding="utf-8") as listed:
+            names = listed.read().split()
+        os.unlink(modules_file)
+    except OSError:
+        return []
+    return names
+
+
+def _preload(names: list[str]) -> None:
+    """What the cold one-shot had imported (a module that fails is skipped: its one-shot
+    imports it again), and at least the one-shot's own path."""
     # As agent/model/profiles/litellm_import.py has it: LiteLLM's import never goes online
     # for its price map (nor leaves a thread retrying, which a fork would not have).
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    names: list[str] = []
-    if modules_file:
-        with contextlib.suppress(OSError):
-            with open(modules_file, encoding="utf-8") as listed:
-                names = listed.read().split()
-            os.unlink(modules_file)
     for name in ["agent.cli.main", "agent.cli.one_shot", *names]:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
