@@ -18,12 +18,13 @@ def main() -> None:
         code = through_daemon(found.message, found.session, found.config, verbose=found.verbose > 0)
         if code is not None:
             sys.exit(code)
-    from agent.warm.client import hand_over, one_shot
+    if "run" in args:  # the warm start's client only for what may be a one-shot
+        from agent.warm.client import hand_over, one_shot
 
-    if one_shot(args):
-        code = hand_over(args, daemon_tried=found is not None)
-        if code is not None:
-            sys.exit(code)
+        if one_shot(args):
+            code = hand_over(args, daemon_tried=found is not None)
+            if code is not None:
+                sys.exit(code)
     from agent.cli.main import main as with_click
 
     with_click(daemon_tried=found is not None)

@@ -3,15 +3,13 @@
 input, output and error, which the fork that runs it writes to directly. This process waits
 for its exit status, passing on the signals a person sends it (Ctrl-C, a terminal closed).
 
-Only what Python has loaded at start, plus C modules, as agent/cli/local_client.py.
+Only what Python has loaded at start, plus C modules (zlib), as agent/cli/local_client.py.
 """
 
 from __future__ import annotations
 
 import _socket
-import contextlib
 import os
-import signal
 import sys
 
 from agent.cli.local_client import decode, encode
@@ -88,12 +86,15 @@ def _wait(sock: _socket.socket, pid: int) -> int:
     """The fork's exit status; meanwhile the signals this process gets go to it."""
 
     def pass_on(signum: int, _frame: object) -> None:
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105  # contextlib: more imports than this whole path
             os.kill(pid, signum)
+        except OSError:
+            pass
 
+    signals = sys.modules["_signal"]  # loaded at every start; `signal` imports enum
     for name in _PASSED_ON:
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), pass_on)
+        if hasattr(signals, name):
+            signals.signal(getattr(signals, name), pass_on)
     try:
         ended = _next(sock)
     except OSError:

@@ -1,11 +1,11 @@
 """Where a warm start process listens, and which one-shots it may answer.
 
 One per user, installation and start environment: its files' names carry a checksum of this
-Python (its environment and binary), pinclaw's folder and the variables modules read as they are imported (PYTHON*, LANG,
-LC_*, LITELLM_*, TMPDIR; never a key, token or password), so a one-shot started with other
-values gets a warm start of its own. The folder is $XDG_RUNTIME_DIR/pinclaw, else
-$TMPDIR/pinclaw-<uid> (/tmp), made 0700 and used only while it is a real folder of this user
-with no access for others.
+Python (its environment and binary), pinclaw's folder and the variables modules read as they
+are imported (PYTHON*, LANG, LC_*, LITELLM_*, TMPDIR; never a key, token or password), so a
+one-shot started with other values gets a warm start of its own. The folder is
+$XDG_RUNTIME_DIR/pinclaw, else $TMPDIR/pinclaw-<uid> (/tmp), made 0700 and used only while it
+is a real folder of this user with no access for others.
 
 Standard library only, and at import only what Python has loaded by then: the thin client
 reads it before anything else.
