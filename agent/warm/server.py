@@ -96,6 +96,15 @@ def _preload(names: list[str]) -> None:
     for name in ["agent.cli.main", "agent.cli.one_shot", *names]:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
+    # Caches each one-shot would fill on its way, filled once here for every fork: the TLS
+    # context (the CA bundle read) and the tokenizer the prompt is counted with.
+    from agent.model.openai_wire_call import tls_context
+    from agent.model.stand_in_tokenizer import stand_in_counter
+
+    with contextlib.suppress(Exception):
+        tls_context()
+        if (counter := stand_in_counter()) is not None:
+            counter("warm")
 
 
 def _stamps() -> dict[str, float]:
