@@ -96,7 +96,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     # client (before click) and its process (a fork runs the commands) sit above the commands.
     "agent.warm": ("agent.warm.place",),
     "agent.warm.client": ("agent.cli.local_client", "agent.warm.place"),
-    "agent.warm.server": ("agent.cli", "agent.daemon.local_server", "agent.warm"),
+    "agent.warm.server": ("agent", "channels", "tools"),  # above the commands it runs
     "agent.warm.__main__": ("agent.warm.server",),
     "agent.__main__": ("agent.cli", "agent.warm.client"),
     "agent": (),  # agent/__init__.py
