@@ -20,6 +20,7 @@ from fakes.llm_server import FakeLLM, text
 from test_local_daemon import REPO
 from test_local_daemon import agent as one_shot
 
+from agent.warm import spawn as spawn_module
 from agent.warm.place import paths
 from agent.warm.spawn import running
 from tools.base import ToolCallContext
@@ -72,6 +73,15 @@ class Warm:
             pid = lock.read_text().split()[:1]  # empty for a moment as one starts
             if running(str(lock)) and pid:
                 os.kill(int(pid[0]), signal.SIGTERM)
+
+
+def alive(pid: int) -> bool:
+    """A process that has not ended (a zombie a subreaper has yet to reap has ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 @pytest.fixture
@@ -189,3 +199,36 @@ async def test_a_sandboxed_command_cannot_use_the_warm_start(warm: Warm, sandbox
     assert "No such file" in said or '"error": "no token of this warm start"' in said, said
     assert all("hijacked-canary" not in str(r) for r in warm.llm.requests)
     assert not (warm.tmp / "x").exists()
+
+
+def test_a_changed_pinclaw_or_a_killed_warm_start_means_a_cold_one_shot_then_a_new_one(
+    warm: Warm,
+) -> None:
+    """An upgrade (a file of pinclaw it loaded, changed): declined and ended. A warm start
+    killed -9 (its socket left behind): the next one-shot runs cold and leaves a new one."""
+    one_shot(warm.home("a"), "run", "-m", "first words")
+    warm.started()
+    first = int(Path(warm.lock).read_text().split()[0])
+    source = Path(spawn_module.__file__)
+    before = source.stat()
+    try:
+        os.utime(source, (before.st_atime, before.st_mtime + 60))
+        cold, loaded = one_shot(warm.home("b"), "run", "-m", "second words")
+        assert cold.returncode == 0 and cold.stdout.endswith("second words\n")
+        assert "pydantic" in loaded
+        wait_until(lambda: not alive(first), 30, "the outdated one's end")
+    finally:
+        os.utime(source, (before.st_atime, before.st_mtime))
+    warm.stop()  # one the cold one-shot may have left
+    wait_until(lambda: not running(warm.lock), 30, "every warm start ended")
+    one_shot(warm.home("c"), "run", "-m", "third words")  # cold: leaves one
+    warm.started()
+    pid = int(Path(warm.lock).read_text().split()[0])
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not running(warm.lock), 30, "the killed warm start gone")
+    assert os.path.exists(warm.socket)  # left behind: nobody listens on it
+    again, loaded = one_shot(warm.home("d"), "run", "-m", "fourth words")
+    assert again.returncode == 0 and again.stdout.endswith("fourth words\n")
+    assert "pydantic" in loaded
+    warm.started()
+    assert int(Path(warm.lock).read_text().split()[0]) != pid
