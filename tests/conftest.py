@@ -6,7 +6,9 @@ fixed time."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +33,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # one that others may read, so none is used or started; tests/test_warm_start.py gives each
 # test a folder of its own. (An environment variable would not do: most tests drop PINCLAW_.)
 _NO_WARM_STARTS = Path(tempfile.mkdtemp(prefix="pinclaw-tests-"))
+atexit.register(shutil.rmtree, _NO_WARM_STARTS, True)
 (_NO_WARM_STARTS / "pinclaw").mkdir(mode=0o755)
 (_NO_WARM_STARTS / "pinclaw").chmod(0o755)
 os.environ["XDG_RUNTIME_DIR"] = str(_NO_WARM_STARTS)

@@ -43,7 +43,9 @@ async def test_a_finite_pattern_in_the_background_ends_before_close_returns(
     )
     assert emulator.transitions(13) < 14
     await board.close()  # as `agent run -m` does right after the turn
-    assert (emulator.transitions(13), emulator.level(13)) == (14, 0)
+    # The emulator reads the serial line in a thread of its own: what close wrote last is
+    # there a moment later.
+    await eventually(lambda: (emulator.transitions(13), emulator.level(13)) == (14, 0))
 
 
 async def test_a_pattern_too_long_to_wait_for_is_cut_low_and_said(
@@ -54,7 +56,7 @@ async def test_a_pattern_too_long_to_wait_for_is_cut_low_and_said(
     await eventually(lambda: emulator.level(13) == 1)  # cut while the pin is high
     with caplog.at_level(logging.WARNING):
         await board.close()
-    assert emulator.level(13) == 0
+    await eventually(lambda: emulator.level(13) == 0)  # as above: read in its own thread
     [cut] = [r.getMessage() for r in caplog.records if "was cut" in r.getMessage()]
     assert cut.startswith("The pulse on pin 13 was cut after ")
     assert cut.endswith(
