@@ -122,7 +122,7 @@ def decode(line: bytes) -> Any:
     return value
 
 
-class _Lines:
+class JsonLines:
     """JSON lines from the socket, buffered by hand so `select` sees only unread data."""
 
     def __init__(self, sock: _socket.socket, token: str) -> None:
@@ -180,8 +180,9 @@ class PlainOneShot:
         return f"PlainOneShot{self._values()!r}"
 
 
-def plain_one_shot(args: list[str]) -> PlainOneShot | None:
-    """The one-shot `args` ask for, or None when click must read them (anything unusual)."""
+def run_command(args: list[str]) -> tuple[str | None, int, int, list[str]] | None:
+    """`args` read as `[global options] run ...`: the config file named, -v's and -q's
+    counts, and the run command's own arguments; None for anything else."""
     config: str | None = None
     verbose = quiet = 0
     rest = list(args)
@@ -197,9 +198,18 @@ def plain_one_shot(args: list[str]) -> PlainOneShot | None:
             config = arg.partition("=")[2]
         else:
             return None
-    if not rest or (quiet and verbose):
+    return (config, verbose, quiet, rest[1:]) if rest else None
+
+
+def plain_one_shot(args: list[str]) -> PlainOneShot | None:
+    """The one-shot `args` ask for, or None when click must read them (anything unusual)."""
+    found = run_command(args)
+    if found is None:
         return None
-    options = _run_options(rest[1:])
+    config, verbose, quiet, run_args = found
+    if quiet and verbose:
+        return None
+    options = _run_options(run_args)
     if options is None or not options.get("message", "").strip() or options["message"] == "-":
         return None
     return PlainOneShot(options["message"], options.get("session"), config, verbose)
@@ -255,7 +265,7 @@ def pong(home: Folder) -> dict[str, Any]:
     if sock is None:
         return {}
     try:
-        lines = _Lines(sock, token(home))
+        lines = JsonLines(sock, token(home))
         lines.request({"op": "ping"})
         event = lines.next()
     finally:
@@ -297,7 +307,7 @@ def call(
     if sock is None:
         return None
     try:
-        lines = _Lines(sock, token(home))
+        lines = JsonLines(sock, token(home))
         taken = True
         try:
             lines.request(request)
@@ -318,7 +328,7 @@ def call(
 
 
 def _follow(
-    lines: _Lines, verbose: bool, taken: bool, spinner: TextSpinner | None = None
+    lines: JsonLines, verbose: bool, taken: bool, spinner: TextSpinner | None = None
 ) -> int | None:
     """Print the events until the last one. Exit status; None when the daemon declined, or
     hung up without a word before taking the request (then it is answered here)."""
@@ -358,7 +368,7 @@ def _say(err: TextIO, line: str, *, tool: bool = False) -> None:
     print(line, file=err, flush=True)
 
 
-def _ask(event: dict[str, Any], lines: _Lines, err: TextIO) -> None:
+def _ask(event: dict[str, Any], lines: JsonLines, err: TextIO) -> None:
     """y/N/a on this terminal, as the in-process one-shot asks; when the daemon speaks first
     (the question timed out), it is given up."""
     print(f"{event.get('text', '')}\nAllow? [y/N/a(lways)] ", end="", file=err, flush=True)

@@ -12,33 +12,23 @@ import _socket
 import os
 import sys
 
-from agent.cli.local_client import decode, encode
+from agent.cli.local_client import JsonLines, encode, run_command
 from agent.warm.place import paths, start_env
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 GONE = (
     "error: the warm start process went away before the one-shot ended (it was stopped or "
     "crashed); the message may be unanswered: run it again"
 )
-_GLOBAL_FLAGS = ("-q", "--quiet", "--verbose")
 _PASSED_ON = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGWINCH")
 
 
 def one_shot(args: list[str]) -> bool:
     """Whether `args` are `[global options] run ... -m MESSAGE ...` (never --help)."""
-    rest = list(args)
-    while rest and rest[0] != "run":
-        arg = rest.pop(0)
-        if arg == "--config" and rest:
-            rest.pop(0)
-        elif not (arg in _GLOBAL_FLAGS or arg.startswith(("--config=", "-v"))):
-            return False
-    if not rest or "--help" in rest or "-h" in rest:
+    found = run_command(args)
+    run_args = found[3] if found is not None else []
+    if "--help" in run_args or "-h" in run_args:
         return False
-    return any(a in ("-m", "--message") or a.startswith(("-m", "--message=")) for a in rest[1:])
+    return any(a in ("-m", "--message") or a.startswith(("-m", "--message=")) for a in run_args)
 
 
 def hand_over(args: list[str], *, daemon_tried: bool) -> int | None:
@@ -71,7 +61,8 @@ def hand_over(args: list[str], *, daemon_tried: bool) -> int | None:
         }
         fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))
         sock.sendmsg([encode(request)], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
-        first = _next(sock)
+        lines = JsonLines(sock, token)
+        first = lines.next()
     except OSError:
         sock.close()
         return None
@@ -79,10 +70,10 @@ def hand_over(args: list[str], *, daemon_tried: bool) -> int | None:
     if not isinstance(pid, int):  # declined, or refused: answered here
         sock.close()
         return None
-    return _wait(sock, pid)
+    return _wait(lines, pid)
 
 
-def _wait(sock: _socket.socket, pid: int) -> int:
+def _wait(lines: JsonLines, pid: int) -> int:
     """The fork's exit status; meanwhile the signals this process gets go to it."""
 
     def pass_on(signum: int, _frame: object) -> None:
@@ -96,28 +87,13 @@ def _wait(sock: _socket.socket, pid: int) -> int:
         if hasattr(signals, name):
             signals.signal(getattr(signals, name), pass_on)
     try:
-        ended = _next(sock)
+        ended = lines.next()
     except OSError:
         ended = None
     finally:
-        sock.close()
+        lines.sock.close()
     code = ended.get("exit") if ended else None
     if not isinstance(code, int):
         sys.stderr.write(GONE + "\n")
         return 1
     return code
-
-
-def _next(sock: _socket.socket) -> dict[str, Any] | None:
-    """The next JSON line from the warm start; None when it hung up first."""
-    data = b""
-    while not data.endswith(b"\n"):
-        try:
-            chunk = sock.recv(65536)
-        except InterruptedError:
-            continue
-        if not chunk:
-            return None
-        data += chunk
-    value = decode(data)
-    return value if isinstance(value, dict) else None

@@ -26,10 +26,11 @@ import sys
 import threading
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 from agent.daemon.local_server import peer_uid
-from agent.warm import spawn
+from agent.home import create_private_file
 from agent.warm.place import PACKAGE_DIR, paths, start_env
 
 MAX_REQUEST_BYTES = 4 << 20  # a command line and an environment; a message may be long
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     os.chmod(socket_path, 0o600)
     listener.listen(16)
     try:
-        Server(listener, token, stamps).serve(options.idle)
+        Server(listener, token, stamps, lock).serve(options.idle)
     finally:
         for path in (socket_path, token_path):
             with contextlib.suppress(FileNotFoundError):
@@ -120,10 +121,10 @@ def _stamps() -> dict[str, float]:
 
 
 def _write_private(path: str, text: str) -> None:
-    partial = f"{path}.{os.getpid()}"
-    handle = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(handle, "w") as out:
-        out.write(text)
+    """`text` at `path`, 0600 from its first moment, replacing a former start's at once."""
+    partial = Path(f"{path}.{os.getpid()}")
+    partial.unlink(missing_ok=True)
+    create_private_file(partial, text)
     os.replace(partial, path)
 
 
@@ -134,8 +135,13 @@ class _Declined(Exception):
 class Server:
     """The accept loop: a fork per one-shot, its exit status sent back when it ends."""
 
-    def __init__(self, listener: socket.socket, token: str, stamps: dict[str, float]) -> None:
+    def __init__(
+        self, listener: socket.socket, token: str, stamps: dict[str, float], lock: int
+    ) -> None:
         self._listener, self._token, self._stamps = listener, token, stamps
+        # Held while this process runs: a fork's one-shot finds it held and starts no other;
+        # the fork lets go of it, so a fork outliving this process does not hold it on.
+        self._lock = lock
         self._children: dict[int, socket.socket] = {}
         self._start_env = start_env(os.environ)
         self._stopping = False
@@ -196,6 +202,7 @@ class Server:
         if pid == 0:
             self._listener.close()
             conn.close()
+            os.close(self._lock)
             _run_fork(request, fds)
         for fd in fds:
             os.close(fd)
@@ -272,7 +279,6 @@ def _run_fork(request: dict[str, Any], fds: list[int]) -> None:
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
         os.umask(int(request["umask"]))
-        spawn.INSIDE = True  # a fork never starts another warm start
         argv = [str(arg) for arg in request["argv"]]
         sys.argv = ["agent", *argv]
         from agent.cli.main import main as with_click

@@ -10,8 +10,6 @@ import sys
 
 from agent.warm.place import paths, start_env
 
-INSIDE = False  # set in a warm start's forks: they never start another
-
 
 def running(lock_path: str) -> bool:
     """Whether a warm start holds its lock."""
@@ -29,11 +27,11 @@ def running(lock_path: str) -> bool:
 
 
 def start_warm(idle_s: float) -> None:
-    """Start one unless this is a fork of one, warm starts are off (`idle_s` 0, or the
-    variable), or one runs already. Nothing waits for it; a failure only means the next
-    one-shot runs cold too."""
+    """Start one unless warm starts are off (`idle_s` 0, or the variable) or one runs
+    already (a warm start's fork finds its lock held). Nothing waits for it; a failure only
+    means the next one-shot runs cold too."""
     environ = os.environ
-    found = paths(environ) if idle_s > 0 and not INSIDE else None
+    found = paths(environ) if idle_s > 0 else None
     if found is None or running(found[2]):
         return
     modules = f"{found[0]}.{os.getpid()}.modules"
