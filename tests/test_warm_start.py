@@ -20,8 +20,8 @@ from fakes.llm_server import FakeLLM, text
 from test_local_daemon import REPO
 from test_local_daemon import agent as one_shot
 
-from agent.warm import spawn as spawn_module
 from agent.warm.place import paths
+from agent.warm.server import changed
 from agent.warm.spawn import running
 from tools.base import ToolCallContext
 from tools.config import SecuritySettings, ShellSettings
@@ -29,13 +29,15 @@ from tools.policy import SecurityPolicy
 from tools.sandbox.sandboxes import choose_sandbox
 from tools.shell.shell_tool import ShellTool
 
-# A one-shot sent to the warm start's socket without its token.
+# A one-shot sent to the warm start's socket by hand: with a token given, else a guess, and
+# without the import-time variables a one-shot sends.
 GUESS = """
 import socket, sys
 with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
     sock.connect(sys.argv[1])
-    request = b'{"token": "guess", "argv": ["run", "-m", "hi"], "env": {}, "cwd": "/"}\\n'
-    socket.send_fds(sock, [request], [0, 1, 2])
+    token = sys.argv[2] if len(sys.argv) > 2 else "guess"
+    request = ('{"token": "%s", "argv": ["run", "-m", "hi"], "env": {}, "cwd": "/"}\\n' % token)
+    socket.send_fds(sock, [request.encode()], [0, 1, 2])
     print(sock.recv(4096).decode())
 """
 
@@ -201,26 +203,25 @@ async def test_a_sandboxed_command_cannot_use_the_warm_start(warm: Warm, sandbox
     assert not (warm.tmp / "x").exists()
 
 
-def test_a_changed_pinclaw_or_a_killed_warm_start_means_a_cold_one_shot_then_a_new_one(
-    warm: Warm,
+def test_what_it_declines_runs_cold_and_a_killed_one_is_replaced(
+    warm: Warm, tmp_path: Path
 ) -> None:
-    """An upgrade (a file of pinclaw it loaded, changed): declined and ended. A warm start
+    """A request with other import-time variables is declined, nothing run; so is any once
+    a file of pinclaw it loaded has changed (an upgrade: `_changed`, tried on a file of this
+    test's own, as a checkout's are shared by the tests running at once). A warm start
     killed -9 (its socket left behind): the next one-shot runs cold and leaves a new one."""
+    loaded_file = tmp_path / "module.py"
+    loaded_file.write_text("")
+    stamps = {str(loaded_file): loaded_file.stat().st_mtime}
+    assert not changed(stamps)
+    os.utime(loaded_file, (0, loaded_file.stat().st_mtime + 60))
+    assert changed(stamps) and changed({str(tmp_path / "gone.py"): 0.0})
     one_shot(warm.home("a"), "run", "-m", "first words")
     warm.started()
-    first = int(Path(warm.lock).read_text().split()[0])
-    source = Path(spawn_module.__file__)
-    before = source.stat()
-    try:
-        os.utime(source, (before.st_atime, before.st_mtime + 60))
-        cold, loaded = one_shot(warm.home("b"), "run", "-m", "second words")
-        assert cold.returncode == 0 and cold.stdout.endswith("second words\n")
-        assert "pydantic" in loaded
-        wait_until(lambda: not alive(first), 30, "the outdated one's end")
-    finally:
-        os.utime(source, (before.st_atime, before.st_mtime))
-    warm.stop()  # one the cold one-shot may have left
-    wait_until(lambda: not running(warm.lock), 30, "every warm start ended")
+    token = Path(warm.token).read_text().strip()
+    other = subprocess.run([sys.executable, "-c", GUESS, warm.socket, token], capture_output=True)
+    assert b'"declined"' in other.stdout, other.stderr
+    assert len(warm.llm.requests) == 1
     one_shot(warm.home("c"), "run", "-m", "third words")  # cold: leaves one
     warm.started()
     pid = int(Path(warm.lock).read_text().split()[0])

@@ -185,7 +185,7 @@ class Server:
             request, fds = _receive(conn)
             if request.get("token") != self._token:
                 raise PermissionError("no token of this warm start")
-            if _changed(self._stamps):
+            if changed(self._stamps):
                 self._stopping = True  # ends once its forks have
             if self._stopping or request.get("start") != self._start_env:
                 _send(conn, {"declined": "this warm start began with other files or variables"})
@@ -251,7 +251,8 @@ def _send(conn: socket.socket, value: dict[str, Any]) -> None:
     conn.sendall(json.dumps(value).encode() + b"\n")
 
 
-def _changed(stamps: dict[str, float]) -> bool:
+def changed(stamps: dict[str, float]) -> bool:
+    """Whether a file of `stamps` (path: modification time) changed or went away."""
     for path, mtime in stamps.items():
         try:
             if os.stat(path).st_mtime != mtime:
