@@ -85,7 +85,8 @@ async def test_results_paired_with_calls_and_final_text(model: ScriptedModel) ->
 
 
 async def test_calls_of_one_reply_run_concurrently(model: ScriptedModel) -> None:
-    model.script(tool_calls(*[("nap", {"seconds": 0.4}) for _ in range(3)]), text("rested"))
+    naps = [("nap", {"seconds": s}) for s in (0.4, 0.41, 0.42)]  # three calls: none the same
+    model.script(tool_calls(*naps), text("rested"))
     started = time.perf_counter()
     result = await loop(model)
     assert result.text == "rested"
@@ -131,6 +132,43 @@ async def test_fourth_identical_call_is_refused_and_turn_ends(model: ScriptedMod
     assert "tools" not in model.requests[4]
 
 
+async def test_an_effect_asked_again_is_not_done_again(model: ScriptedModel) -> None:
+    """Qwen2.5-Coder-1.5B scheduled "stretch" twice and edited a file twice (the second
+    failing, and its error became the answer): a call with effects is not run again until
+    another effect ran, and the model gets the first result back."""
+    lines: list[str] = []
+
+    async def add(call: ToolCallContext, line: str) -> ToolResult:
+        """Add a line.
+
+        Args:
+            line: The line.
+        """
+        lines.append(line)
+        return ToolResult.success(f"added {line}, now {len(lines)} lines")
+
+    async def clear(call: ToolCallContext) -> ToolResult:
+        """Clear the lines."""
+        lines.clear()
+        return ToolResult.success("cleared")
+
+    tools = ToolRegistry([FunctionTool(add, writes=True), FunctionTool(clear, writes=True)])
+    butter = ("add", {"line": "butter"})
+    model.script(
+        tool_calls(butter), tool_calls(butter), tool_calls(("clear", {})), tool_calls(butter),
+        text("Done: butter."),
+    )  # fmt: skip
+    result = await run_tool_call_loop(
+        HISTORY, tools, model, context=ToolCallContext(Path(".")),
+    )  # fmt: skip
+    assert lines == ["butter"] and result.text == "Done: butter."
+    assert result.stop_reason == "done"
+    assert [e.ok for e in result.events] == [True, False, True, True]
+    [again] = tool_messages(model.requests[2])[-1:]
+    assert again["content"].startswith("Not run again: this same add call already ran")
+    assert "added butter, now 1 lines" in again["content"]
+
+
 async def test_iteration_limit_then_one_answer_without_tools(model: ScriptedModel) -> None:
     model.script(*[tool_calls(("echo", {"word": str(i)})) for i in range(3)], text("summary"))
     result = await loop(model, max_iterations=3)
@@ -171,6 +209,57 @@ async def test_parallel_calls_count_one_by_one_against_the_caps(model: ScriptedM
     assert all(m["content"].startswith("Error: Not run: at most 8 tool calls") for m in first[8:])
     assert len(first) == 25  # every call answered, run or not
     assert "tools" not in model.requests[2]  # past the turn's cap: an answer, no more tools
+
+
+@pytest.mark.parametrize("dispatcher", [None, XmlDispatcher()], ids=["native", "xml"])
+async def test_the_same_call_written_three_times_in_one_reply_runs_once(
+    model: ScriptedModel, dispatcher: Any
+) -> None:
+    """Qwen2.5-Coder-1.5B wrote file_write three times in one reply: it runs once, and the
+    next request shows one call and one result (three would read as three questions)."""
+    ran: list[str] = []
+
+    async def note(call: ToolCallContext, line: str) -> ToolResult:
+        """Add a line.
+
+        Args:
+            line: The line.
+        """
+        ran.append(line)
+        return ToolResult.success(f"noted {line}")
+
+    same = '{"name": "note", "arguments": {"line": "butter"}}'
+    other = '{"name": "note", "arguments": {"line": "milk"}}'
+    if dispatcher:
+        reply = text(
+            "Adding.\n"
+            + "\n".join(f"<tool_call>{c}</tool_call>" for c in (same, same, other, same))
+        )
+    else:
+        reply = tool_calls(*[("note", {"line": w}) for w in ("butter", "butter", "milk", "butter")])
+    model.script(reply, text("Both noted."))
+    result = await run_tool_call_loop(
+        HISTORY,
+        ToolRegistry([FunctionTool(note)]),
+        model,
+        context=ToolCallContext(Path(".")),
+        dispatcher=dispatcher,
+    )
+    assert ran == ["butter", "milk"] and result.text == "Both noted."
+    assert [e.ok for e in result.events] == [True, True]
+    sent = model.requests[1]["messages"]
+    if dispatcher:
+        assert sent[2]["content"].count("<tool_call>") == 2 and "Adding." in sent[2]["content"]
+        assert sent[3]["content"].count("<tool_result") == 2
+    else:
+        assert [c["function"]["arguments"] for c in sent[2]["tool_calls"]] == [
+            '{"line": "butter"}',
+            '{"line": "milk"}',
+        ]
+        assert [m["content"] for m in tool_messages(model.requests[1])] == [
+            "noted butter",
+            "noted milk",
+        ]
 
 
 @pytest.mark.parametrize("dispatcher", [None, XmlDispatcher()], ids=["native", "xml"])

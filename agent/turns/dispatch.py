@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from agent.config import Settings
+from agent.durable.tool_journal import canonical
 from agent.model.profiles.litellm_facts import supports_native_tools
 from agent.model.responses import LLMResponse, Message, ToolCall
 from agent.prompt.context import Dispatch
@@ -195,3 +196,20 @@ def configured_dispatcher(settings: Settings, model: str) -> Dispatch:
 def visible_text(response: LLMResponse) -> str:
     """The reply without any `<tool_call>` blocks, for the user to read."""
     return _TOOL_CALL.sub("", response.content).strip()
+
+
+def distinct_calls(parsed: ParsedCalls, response: LLMResponse, dispatch: Dispatcher) -> ParsedCalls:
+    """One reply's calls, each once: a small model may write the same call three times in a
+    row (Qwen2.5-Coder-1.5B did, for file_write and memory_store). It runs once, and the
+    history shows it once, so the model is not answered three times for one question."""
+    kept: dict[tuple[str, str], ToolCall] = {}
+    for call in parsed.calls:
+        kept.setdefault((call.name, canonical(call.arguments)), call)
+    if len(kept) == len(parsed.calls):
+        return parsed
+    calls = tuple(kept.values())
+    content = parsed.content
+    if content is None and dispatch.name == "xml":  # its <tool_call> blocks, each once
+        narration = without_results(_TOOL_CALL.sub("", response.content)).strip()
+        content = "\n".join([narration, *map(_block, calls)]).strip()
+    return replace(parsed, calls=calls, content=content)

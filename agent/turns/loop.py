@@ -19,15 +19,21 @@ import json
 import logging
 import re
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent.durable.tool_journal import CallReplay, canonical
+from agent.durable.tool_journal import CallReplay
 from agent.model.responses import LLMResponse, Message, ModelClient, OnRetry, ToolCall, Usage
 from agent.turns import honesty
-from agent.turns.dispatch import Dispatcher, NativeDispatcher, ParsedCalls, visible_text
+from agent.turns.dispatch import (
+    Dispatcher,
+    NativeDispatcher,
+    ParsedCalls,
+    distinct_calls,
+    visible_text,
+)
+from agent.turns.repeats import NotRun, Repeats
 from agent.turns.taint_gate import ask_if_tainted
 from agent.turns.tool_call_text import find_tool_calls, offered
 from tools.base import ApprovalRequest, JournalEntry, ToolCallContext, ToolRegistry, ToolResult
@@ -37,7 +43,6 @@ log = logging.getLogger(__name__)
 StopReason = Literal[
     "done", "iteration_limit", "call_limit", "loop_detected", "error", "client_tools"
 ]
-MAX_SAME_CALL = 3  # the fourth identical call in a turn is refused
 _WRAP_UP = (
     "Stop calling tools now. Answer the user with what you have found so far, and say "
     "plainly what is unfinished."
@@ -92,7 +97,7 @@ async def run_tool_call_loop(
     dispatch = dispatcher or NativeDispatcher()
     messages = list(history)
     result = TurnResult(text="", new_messages=[], stop_reason="done")
-    seen: Counter[tuple[str, str]] = Counter()
+    repeats = Repeats(tools)
     corrected: set[str] = set()  # the kinds of slip already re-asked in this turn
     calls_run = 0  # tool calls let through (parallel ones each count), against the caps
     journal = context.journal
@@ -110,7 +115,7 @@ async def run_tool_call_loop(
             on_retry=on_retry,
         )
         result.usage.add(response)
-        parsed = dispatch.parse(response, tools)
+        parsed = distinct_calls(dispatch.parse(response, tools), response, dispatch)
         if not parsed.calls and not parsed.problems:
             slips = _slips(response, parsed, result.events, offered=len(tools) > 0)
             fresh = [(kind, correction) for kind, correction in slips if kind not in corrected]
@@ -128,23 +133,27 @@ async def run_tool_call_loop(
         if handed := [call for call in parsed.calls if call.name in options.hand_back]:
             result.text, result.stop_reason, result.handed_back = "", "client_tools", handed
             return result  # the client runs them (agent/turns/client_tools.py)
-        repeated = [_is_repeat(seen, call) for call in parsed.calls]
+        not_run = [repeats.check(call) for call in parsed.calls]
+        skipped = [why is not None for why in not_run]
         room = min(options.max_calls_per_reply, options.max_calls_per_turn - calls_run)
         over = [index >= room for index in range(len(parsed.calls))]
         calls_run += min(room, len(parsed.calls))
-        claims = await replay.claim(parsed.calls, repeated) if replay else [None] * len(repeated)
+        claims = await replay.claim(parsed.calls, skipped) if replay else [None] * len(skipped)
         outcomes = await asyncio.gather(
             *(
                 _refuse_over(call, options)
                 if beyond
-                else _refuse_repeat(call)
-                if again
+                else _not_run(call, why)
+                if why
                 else _run_timed(call, tools, context, options, scrub, replay, claim)
-                for call, again, beyond, claim in zip(
-                    parsed.calls, repeated, over, claims, strict=True
+                for call, why, beyond, claim in zip(
+                    parsed.calls, not_run, over, claims, strict=True
                 )
             )
         )
+        for call, skip, beyond, (_, ran) in zip(parsed.calls, skipped, over, outcomes, strict=True):
+            if not (skip or beyond):
+                repeats.ran(call, ran)
         for event, _ in outcomes:
             result.events.append(event)
             if on_event:
@@ -153,7 +162,7 @@ async def run_tool_call_loop(
             add(message)
         for message in await steer() if steer else ():
             add(message)
-        if any(repeated):
+        if any(why and why.ends_tools for why in not_run):
             result.stop_reason = "loop_detected"
             break
         if calls_run >= options.max_calls_per_turn:
@@ -296,17 +305,8 @@ def _finish(
     result.text = text
 
 
-def _is_repeat(seen: Counter[tuple[str, str]], call: ToolCall) -> bool:
-    seen[(call.name, canonical(call.arguments))] += 1
-    return seen[(call.name, canonical(call.arguments))] > MAX_SAME_CALL
-
-
-async def _refuse_repeat(call: ToolCall) -> tuple[ToolEvent, ToolResult]:
-    message = (
-        f"Not run: {call.name} was already called {MAX_SAME_CALL} times with these same "
-        "arguments in this turn and it would not change the outcome. Answer the user now."
-    )
-    return ToolEvent(call.name, call.arguments, False, 0.0), ToolResult.error(message)
+async def _not_run(call: ToolCall, why: NotRun) -> tuple[ToolEvent, ToolResult]:
+    return ToolEvent(call.name, call.arguments, False, 0.0), why.result
 
 
 async def _refuse_over(call: ToolCall, options: LoopOptions) -> tuple[ToolEvent, ToolResult]:
