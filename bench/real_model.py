@@ -263,6 +263,8 @@ def environment(args: argparse.Namespace, home: Path) -> dict[str, str]:
         env["PINCLAW_AGENT__PROMPT_MODE"] = args.mode
     if args.dispatcher != "auto":
         env["PINCLAW_AGENT__TOOL_DISPATCHER"] = args.dispatcher
+    if args.temperature is not None:
+        env["PINCLAW_LLM__TEMPERATURE"] = str(args.temperature)
     if args.sub_agents:
         env["PINCLAW_AGENT__SUB_AGENTS"] = "true"
     if args.repo is not None:
@@ -295,7 +297,10 @@ def run_task(task: Task, world: World, env: dict[str, str], timeout: float) -> O
         out, err = "", f"[timed out after {timeout:g} s]"
     seconds = time.monotonic() - started
     answer = out.strip()
-    held = task.held(world, answer)
+    # A task that asks for no change leaves its files as they were (a small model once
+    # wrote the code it had read back over fact.txt).
+    kept = task.effect or all(world.text(name) == text for name, text in task.files.items())
+    held = task.held(world, answer) and kept
     claimed = task.effect and CLAIMS.search(answer) and ADMITS.search(answer) is None
     made_up = bool(FAKE_RESULT.search(answer)) or (not held and bool(claimed or task.wrong(answer)))
     ended = (err.strip().splitlines() or [""])[-1]
@@ -362,6 +367,7 @@ def main() -> None:
     parser.add_argument(
         "--sub-agents", action="store_true", help="delegate offered; the delegation tasks too"
     )
+    parser.add_argument("--temperature", type=float, help="llm.temperature (default: pinclaw's)")
     parser.add_argument("--autonomy", default="full", help="full: no approval to wait for")
     parser.add_argument("--tasks", default="", help="comma-separated names (default: all)")
     parser.add_argument("--timeout", type=float, default=1200.0)

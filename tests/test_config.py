@@ -48,13 +48,13 @@ def test_file_then_environment_override(
 ) -> None:
     config = tmp_path / "c.toml"
     config.write_text(
-        '[llm]\nmodel = "openai/a"\ntemperature = 0.2\n'
+        '[llm]\nmodel = "openai/a"\ntemperature = 0.35\n'
         '[channels.telegram]\nallowed_users = [12345, "@bob"]\n'
     )
     monkeypatch.setenv("PINCLAW_LLM__MODEL", "openai/b")
     settings = load_settings(config)
     assert settings.llm.model == "openai/b"
-    assert settings.llm.temperature == 0.2
+    assert settings.llm.temperature == 0.35
     assert settings.channels.telegram.allowed_users == ["12345", "@bob"]
     assert settings.config_file == config
     assert settings.workspace_dir == home / "workspace"
