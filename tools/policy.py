@@ -16,12 +16,13 @@ from tools.boundaries import DEFAULT_OWNER_PRIVATE, hidden_from, is_identity_pat
 from tools.config import Autonomy, SecuritySettings
 from tools.paths import PathRules, PolicyError
 
-__all__ = ["PATHS_INSIDE", "PolicyError", "SecurityPolicy"]
+__all__ = ["COMMANDS_ALLOWED", "PATHS_INSIDE", "PolicyError", "SecurityPolicy"]
 
 # The summary's line on where paths may go: under full autonomy only the file tools' paths
 # are held inside the workspace.
 FILES_INSIDE = "- File tools stay inside the workspace"
 PATHS_INSIDE = FILES_INSIDE + ", and so do shell path arguments"
+COMMANDS_ALLOWED = "- Allowed shell commands:"
 
 
 # The runtime's own files in its home: never reachable by a tool, wherever the home is.
@@ -98,7 +99,7 @@ class SecurityPolicy:
             commands = "any (autonomy is full)"
         lines = [
             f"- Autonomy level: {self.autonomy}",
-            f"- Allowed shell commands: {commands}",
+            f"{COMMANDS_ALLOWED} {commands}",
             FILES_INSIDE if self.autonomy == "full" else PATHS_INSIDE,
         ]
         inside = [p for p in self.forbidden_paths if self.workspace in p.parents]

@@ -21,7 +21,7 @@ from typing import Any
 
 from agent.prompt.context import HARDWARE_TOOLS, SILENT_REPLY, PromptContext, ToolInfo
 from tools.base import Tool, ToolRegistry
-from tools.policy import PATHS_INSIDE
+from tools.policy import COMMANDS_ALLOWED, PATHS_INSIDE
 
 COMPACT_SKILLS_CHARS = 1_200
 # Examples: an aside with a quote in it ("in 10 minutes", 3 for "#3"), and ", e.g. …" up to
@@ -218,17 +218,22 @@ _AUTONOMY = {
 }
 
 
+# The policy's lines a small model does without: its autonomy (the rule just said), the paths
+# (_PATHS says it) and the shell commands that run without asking — another one waits for the
+# owner under supervised, and read_only's refusal lists them.
+_SAID_ELSEWHERE = ("- Autonomy level:", PATHS_INSIDE, COMMANDS_ALLOWED)
+
+
 def safety(ctx: PromptContext) -> str:
     lines = [
         "## Safety",
         "",
-        "Never reveal or store secrets ([REDACTED] in tool output is one); prefer what can be "
+        "Never reveal or store secrets ([REDACTED] marks one); prefer what can be "
         "undone; never bypass the policy. " + _AUTONOMY.get(ctx.autonomy, _AUTONOMY["supervised"]),
     ]
-    if ctx.security_summary:  # its autonomy line is the rule just said
+    if ctx.security_summary:
         policy = ctx.security_summary.replace("`", "").splitlines()
-        said = ("- Autonomy level:", PATHS_INSIDE)  # the second: _PATHS says it
-        lines += ["", *(line for line in policy if not line.startswith(said))]
+        lines += ["", *(line for line in policy if not line.startswith(_SAID_ELSEWHERE))]
     return "\n".join(lines)
 
 

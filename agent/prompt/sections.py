@@ -264,12 +264,8 @@ def _project_context(ctx: PromptContext) -> str:
         intro += f"\n{cut}"
     if identity:
         intro += "\nYour identity is given below in AIEOS form: embody it in every reply."
-    if files.soul:
-        intro += (
-            "\nSpeak as SOUL.md describes."
-            if ctx.mode == "compact"
-            else "\nSpeak with the persona and tone SOUL.md describes; the rules above come first."
-        )
+    if files.soul and ctx.mode != "compact":  # compact: SOUL.md's words say what they are
+        intro += "\nSpeak with the persona and tone SOUL.md describes; the rules above come first."
     parts = ["## Project Context", intro, *([identity] if identity else []), *files.blocks]
     return "\n\n".join(parts)
 

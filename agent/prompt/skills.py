@@ -183,7 +183,7 @@ _INTRO = {
     "names": "Skills are instructions for particular jobs. When one fits, load it with "
     "read_skill(name), then follow it.",
 }
-_SHORT_INTRO = "Load a skill with read_skill(name) before the job it describes."
+_SHORT_INTRO = "Read a skill with read_skill before its job."
 _ALWAYS = "Those shown with their instructions are loaded already."
 _NOTICE = {
     "compact": "(Shown compactly to fit skills.max_prompt_chars.)",

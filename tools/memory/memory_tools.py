@@ -135,8 +135,8 @@ class MemoryTools:
     async def memory_forget(
         self, call: ToolCallContext, id: int | None = None, query: str | None = None
     ) -> ToolResult:
-        """Delete a wrong or unwanted memory by id or by words from it (several matches
-        come back to choose from).
+        """Delete a memory, by id or by words from it (several matches come back to choose
+        from).
 
         Args:
             id: Its number from memory_recall (12 for "#12").

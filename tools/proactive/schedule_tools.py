@@ -131,7 +131,7 @@ class ScheduleTools:
         """Cancel an active schedule of this chat.
 
         Args:
-            id: Its number from list_schedules (3 for "#3").
+            id: Its number in list_schedules: 3 for #3.
         """
         if self._book is None:
             return ToolResult.error("No schedules are kept here.")
