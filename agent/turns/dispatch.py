@@ -200,7 +200,7 @@ def visible_text(response: LLMResponse) -> str:
 
 def distinct_calls(parsed: ParsedCalls, response: LLMResponse, dispatch: Dispatcher) -> ParsedCalls:
     """One reply's calls, each once: a small model may write the same call three times in a
-    row (Qwen2.5-Coder-1.5B did, for file_write and memory_store). It runs once, and the
+    row (Qwen2.5-Coder-1.5B did, for file_list, `date` and file_write). It runs once, and the
     history shows it once, so the model is not answered three times for one question."""
     kept: dict[tuple[str, str], ToolCall] = {}
     for call in parsed.calls:
