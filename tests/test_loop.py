@@ -49,6 +49,29 @@ async def leak(call: ToolCallContext) -> ToolResult:
 
 
 REGISTRY = ToolRegistry([FunctionTool(f) for f in (echo, nap, explode, leak)])
+
+
+class Lines:
+    """A list that tools with effects change, for the calls a model makes again."""
+
+    def __init__(self) -> None:
+        self.held: list[str] = []
+
+    async def add(self, call: ToolCallContext, line: str) -> ToolResult:
+        """Add a line.
+
+        Args:
+            line: The line.
+        """
+        self.held.append(line)
+        return ToolResult.success(f"added {line}, now {len(self.held)} lines")
+
+    async def clear(self, call: ToolCallContext) -> ToolResult:
+        """Clear the lines."""
+        self.held.clear()
+        return ToolResult.success("cleared")
+
+
 HISTORY = [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
 
 
@@ -136,23 +159,10 @@ async def test_an_effect_asked_again_is_not_done_again(model: ScriptedModel) -> 
     """Qwen2.5-Coder-1.5B scheduled "stretch" twice and edited a file twice (the second
     failing, and its error became the answer): a call with effects is not run again until
     another effect ran, and the model gets the first result back."""
-    lines: list[str] = []
-
-    async def add(call: ToolCallContext, line: str) -> ToolResult:
-        """Add a line.
-
-        Args:
-            line: The line.
-        """
-        lines.append(line)
-        return ToolResult.success(f"added {line}, now {len(lines)} lines")
-
-    async def clear(call: ToolCallContext) -> ToolResult:
-        """Clear the lines."""
-        lines.clear()
-        return ToolResult.success("cleared")
-
-    tools = ToolRegistry([FunctionTool(add, writes=True), FunctionTool(clear, writes=True)])
+    lines = Lines()
+    tools = ToolRegistry(
+        [FunctionTool(lines.add, writes=True), FunctionTool(lines.clear, writes=True)]
+    )
     butter = ("add", {"line": "butter"})
     model.script(
         tool_calls(butter), tool_calls(butter), tool_calls(("clear", {})), tool_calls(butter),
@@ -161,7 +171,7 @@ async def test_an_effect_asked_again_is_not_done_again(model: ScriptedModel) -> 
     result = await run_tool_call_loop(
         HISTORY, tools, model, context=ToolCallContext(Path(".")),
     )  # fmt: skip
-    assert lines == ["butter"] and result.text == "Done: butter."
+    assert lines.held == ["butter"] and result.text == "Done: butter."
     assert result.stop_reason == "done"
     assert [e.ok for e in result.events] == [True, False, True, True]
     [again] = tool_messages(model.requests[2])[-1:]
@@ -217,35 +227,25 @@ async def test_the_same_call_written_three_times_in_one_reply_runs_once(
 ) -> None:
     """Qwen2.5-Coder-1.5B wrote file_write three times in one reply: it runs once, and the
     next request shows one call and one result (three would read as three questions)."""
-    ran: list[str] = []
-
-    async def note(call: ToolCallContext, line: str) -> ToolResult:
-        """Add a line.
-
-        Args:
-            line: The line.
-        """
-        ran.append(line)
-        return ToolResult.success(f"noted {line}")
-
-    same = '{"name": "note", "arguments": {"line": "butter"}}'
-    other = '{"name": "note", "arguments": {"line": "milk"}}'
+    lines = Lines()
+    same = '{"name": "add", "arguments": {"line": "butter"}}'
+    other = '{"name": "add", "arguments": {"line": "milk"}}'
     if dispatcher:
         reply = text(
             "Adding.\n"
             + "\n".join(f"<tool_call>{c}</tool_call>" for c in (same, same, other, same))
         )
     else:
-        reply = tool_calls(*[("note", {"line": w}) for w in ("butter", "butter", "milk", "butter")])
+        reply = tool_calls(*[("add", {"line": w}) for w in ("butter", "butter", "milk", "butter")])
     model.script(reply, text("Both noted."))
     result = await run_tool_call_loop(
         HISTORY,
-        ToolRegistry([FunctionTool(note)]),
+        ToolRegistry([FunctionTool(lines.add, writes=True)]),
         model,
         context=ToolCallContext(Path(".")),
         dispatcher=dispatcher,
     )
-    assert ran == ["butter", "milk"] and result.text == "Both noted."
+    assert lines.held == ["butter", "milk"] and result.text == "Both noted."
     assert [e.ok for e in result.events] == [True, True]
     sent = model.requests[1]["messages"]
     if dispatcher:
@@ -257,8 +257,8 @@ async def test_the_same_call_written_three_times_in_one_reply_runs_once(
             '{"line": "milk"}',
         ]
         assert [m["content"] for m in tool_messages(model.requests[1])] == [
-            "noted butter",
-            "noted milk",
+            "added butter, now 1 lines",
+            "added milk, now 2 lines",
         ]
 
 
