@@ -101,6 +101,41 @@ async def test_an_action_claimed_twice_reaches_the_user_with_a_note(
     assert world.file("notes.txt") is None and len(model.requests) == 2
 
 
+# What Qwen2.5-Coder-1.5B answered, no tool run, to "Which files are in the folder called docs?"
+MADE_UP_LISTING = '```json\n{\n  "files": [\n    "docs/file1.md",\n    "docs/file2.md"\n  ]\n}\n```'
+LIST_DOCS = '{"name": "file_list", "arguments": {"path": "docs"}}'
+
+
+async def test_a_listing_made_up_as_json_is_re_asked_then_the_tool_really_runs(
+    model: ScriptedModel, world: World
+) -> None:
+    (world.workspace / "docs").mkdir()
+    (world.workspace / "docs" / "alpha.txt").write_text("a")
+    model.script(text(MADE_UP_LISTING), text(LIST_DOCS), text("docs holds alpha.txt."))
+    result = await run(model, world, asked="Which files are in the folder called docs?")
+    assert result.text == "docs holds alpha.txt."
+    correction = model.requests[1]["messages"][-1]
+    assert correction["content"].startswith("pinclaw: your reply is only JSON, and no tool ran")
+    [listed] = [m for m in model.requests[2]["messages"] if m["role"] == "tool"]
+    assert "alpha.txt" in listed["content"] and "file1.md" not in listed["content"]
+
+
+async def test_json_sent_again_reaches_the_user_with_a_note(
+    model: ScriptedModel, world: World
+) -> None:
+    model.script(text(MADE_UP_LISTING), text(MADE_UP_LISTING))
+    result = await run(model, world, asked="Which files are in the folder called docs?")
+    assert result.text == f"{MADE_UP_LISTING}\n\n{NO_TOOL_NOTE}" and len(model.requests) == 2
+
+
+async def test_json_asked_for_is_the_answer(model: ScriptedModel, world: World) -> None:
+    reply = '```json\n{"name": "Ada", "age": 36, "langs": ["en"]}\n```'
+    model.script(text(reply))
+    result = await run(model, world, asked="Show Ada as JSON.")
+    assert result.text == reply and result.events == [] and len(model.requests) == 1
+    assert list(world.workspace.glob("*.txt")) == []
+
+
 async def test_claims_after_a_tool_ran_and_plain_answers_are_left_alone(
     model: ScriptedModel, world: World
 ) -> None:

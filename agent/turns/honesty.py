@@ -16,6 +16,8 @@ import json
 import re
 from collections.abc import Sequence
 
+from agent.model.responses import Message
+
 _RESULT_LINE = re.compile(
     r"(?im)^[ \t*_]*(?:tool|function) ?(?:result|output|response)s?[*_]*[ \t]*:"
 )
@@ -64,6 +66,10 @@ NO_TOOL_RAN = (
     "the request needs a tool, call it now; otherwise answer honestly that it is not done."
 )
 EMPTY = "pinclaw: your reply was empty. Answer the user now, in plain text."
+BARE_JSON = (
+    "pinclaw: your reply is only JSON, and no tool ran in this turn. If it stands for what a "
+    "tool would return, call the tool now; if the user asked for JSON, send it again."
+)
 NEAR_MISS = (
     "pinclaw: that looked like a tool call, but nothing ran: {problems}. Call the tool "
     "again with arguments that fit its parameters, or answer in plain text."
@@ -79,6 +85,27 @@ def result_marker(text: str) -> str:
         if start.search(text):
             return what
     return '{"tool_result": ...}' if _JSON_RESULT.search(text) else ""
+
+
+def bare_json(text: str) -> bool:
+    """Whether `text` is only a JSON object or list, fenced or not. With no tool run and no
+    JSON asked for, a small model's made-up result: `{"files": ["docs/file1.md", ...]}`
+    answered "Which files are in docs?" (Qwen2.5-Coder-1.5B, twice in these benches)."""
+    body = re.sub(r"^```(?:json)?\s*|\s*```$", "", text.strip())
+    try:
+        return isinstance(json.loads(body), dict | list)
+    except json.JSONDecodeError:
+        return False
+
+
+def asks_for_json(history: Sequence[Message]) -> bool:
+    """Whether the turn's user messages (those after the last answer) mention JSON."""
+    for message in reversed(history):
+        if message.get("role") == "assistant":
+            return False
+        if message.get("role") == "user" and "json" in str(message.get("content")).lower():
+            return True
+    return False
 
 
 def claims_action(text: str) -> bool:

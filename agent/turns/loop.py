@@ -99,6 +99,7 @@ async def run_tool_call_loop(
     result = TurnResult(text="", new_messages=[], stop_reason="done")
     repeats = Repeats(tools)
     corrected: set[str] = set()  # the kinds of slip already re-asked in this turn
+    json_slips = len(tools) > 0 and not honesty.asks_for_json(history)  # a bare JSON reply
     calls_run = 0  # tool calls let through (parallel ones each count), against the caps
     journal = context.journal
     replay = CallReplay(journal, tools, scrub, options.tool_timeout_s) if journal else None
@@ -117,7 +118,7 @@ async def run_tool_call_loop(
         result.usage.add(response)
         parsed = distinct_calls(dispatch.parse(response, tools), response, dispatch)
         if not parsed.calls and not parsed.problems:
-            slips = _slips(response, parsed, result.events, offered=len(tools) > 0)
+            slips = _slips(response, parsed, result.events, offered=bool(tools), json=json_slips)
             fresh = [(kind, correction) for kind, correction in slips if kind not in corrected]
             if fresh:
                 corrected.add(fresh[0][0])
@@ -252,7 +253,12 @@ class HoldCallPrefix:
 
 
 def _slips(
-    response: LLMResponse, parsed: ParsedCalls, events: list[ToolEvent], *, offered: bool
+    response: LLMResponse,
+    parsed: ParsedCalls,
+    events: list[ToolEvent],
+    *,
+    offered: bool,
+    json: bool = False,
 ) -> list[tuple[str, str]]:
     """What is wrong with a reply that would be the answer, each with its correction."""
     found: list[tuple[str, str]] = []
@@ -267,6 +273,8 @@ def _slips(
         found.append(("slip", honesty.FAKE_RESULT.format(what=marker)))
     elif offered and not events and honesty.claims_action(text):
         found.append(("slip", honesty.NO_TOOL_RAN))
+    elif json and not (events or found) and honesty.bare_json(text):  # none asked for
+        found.append(("bare_json", honesty.BARE_JSON))
     return found
 
 
@@ -293,7 +301,7 @@ def _finish(
     """The answer as the user gets it: never empty, never a made-up result as fact."""
     if "empty" in slips:
         text = honesty.account([(event.name, event.ok) for event in result.events])
-    elif "slip" in slips:
+    elif "slip" in slips or "bare_json" in slips:  # the second time: shown, with a note
         text = honesty.slipped_answer(text, tools_ran=bool(result.events))
     elif "near_miss" in slips:
         text = honesty.not_run_answer(text)
