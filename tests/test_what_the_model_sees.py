@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 from conftest import Daemon, eventually
-from daemon_process import agent, rows
+from daemon_process import rows
 from fakes.llm_server import FakeLLM, last_user_content
-from fakes.llm_server import text as said
 from fakes.model_double import ScriptedModel, echo, error, text
 from fakes.telegram_server import FakeTelegram
 from PIL import Image
@@ -112,46 +111,6 @@ async def test_a_strict_template_is_answered_after_one_refusal_and_remembered(
     assert len(model.requests) == 3  # one refusal, then both answered at once
     asked = last_user_content(model.requests[-1])
     assert "Operator note, not from the user" in asked and "Telegram" in asked
-    with sqlite3.connect(home / "state.db") as db:
-        assert db.execute("SELECT quirk, value FROM provider_quirks").fetchall() == [
-            ("delivery", "in_user")
-        ]
-
-
-QWEN = "openai/qwen2.5-coder-1.5b"  # its template puts the tool schemas after the system text
-
-
-def test_qwen_gets_the_shared_half_of_the_prompt_alone_the_same_in_every_home(
-    llm_env: dict[str, str], fake_llm: FakeLLM, home: Path, tmp_path: Path
-) -> None:
-    """A local server caches a prompt's beginning: two homes' first requests begin with the
-    same system message (the rules; the tool schemas follow it in Qwen's template), and only
-    the second, each home's own files, differs. A server that refuses a second system
-    message gets one, after one refusal, from then on."""
-    fake_llm.script(said("one"), said("two"))
-    first_words = {home: "- This home waters plants.", tmp_path / "other": "- This one feeds cats."}
-    for where, line in first_words.items():
-        env = {**llm_env, "PINCLAW_HOME": str(where), "PINCLAW_LLM__MODEL": QWEN}
-        assert agent("init", env=env).returncode == 0
-        agents = where / "workspace" / "AGENTS.md"
-        agents.write_text(f"{line}\n{agents.read_text()}")
-        done = agent("run", "-m", "hi", env=env)
-        assert done.returncode == 0 and done.stdout.strip() in ("one", "two"), done.stderr
-    first, second = (request["messages"] for request in fake_llm.requests)
-    assert [m["role"] for m in first] == [m["role"] for m in second] == ["system"] * 2 + ["user"]
-    assert first[0] == second[0] and first[0]["content"].startswith("## Tools")
-    assert "This home" not in first[0]["content"] and "Project Context" not in first[0]["content"]
-    assert "waters plants" in first[1]["content"] and "feeds cats" in second[1]["content"]
-
-    fake_llm.reject_non_leading_system = True
-    fake_llm.script(said("three"), said("four"))
-    for _ in range(2):
-        done = agent("run", "-m", "again", env={**llm_env, "PINCLAW_LLM__MODEL": QWEN})
-        assert done.returncode == 0 and done.stdout.strip() in ("three", "four"), done.stderr
-    refused, third, fourth = (request["messages"] for request in fake_llm.requests[2:])
-    assert [m["role"] for m in refused] == ["system", "system", "user"]
-    assert [m["role"] for m in third] == [m["role"] for m in fourth] == ["system", "user"]
-    assert third[0]["content"] == f"{first[0]['content']}\n\n{first[1]['content']}"
     with sqlite3.connect(home / "state.db") as db:
         assert db.execute("SELECT quirk, value FROM provider_quirks").fetchall() == [
             ("delivery", "in_user")

@@ -86,12 +86,10 @@ class LearnedModelFacts:
         return dict(self._learned.get(model, {}))
 
     async def learn_placement(self, model: str, placement: Placement) -> None:
-        """`in_user`: its server refused a system message after the first, so the system
-        prompt goes as one message and delivery instructions join the user's."""
         where = placement.replace("_", " ")
         log.warning(
-            "%s refused a system message after the first; its prompt now goes as one, and "
-            "delivery instructions %s",
+            "%s refused the delivery instructions after the user turn; they now go %s "
+            "for this model",
             model,
             where,
         )

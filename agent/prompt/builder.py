@@ -25,11 +25,6 @@ log = logging.getLogger(__name__)
 
 _SHRINK_STEPS = (0.75, 0.5, 0.3, 0.15, 0.0)
 NONE_MODE_XML_SECTIONS = frozenset({"tools"})  # what mode "none" keeps with the xml dispatcher
-# What every home and channel of one configuration shares, when it leads the prompt: a model
-# whose template puts the tool schemas right after the system message gets these as a system
-# message of their own, so a server's prompt cache holds them and the schemas from one home
-# to the next (agent/turns/turn.py, `system_messages`).
-SHARED_SECTIONS = frozenset({"tools", "hardware", "task", "tool_honesty", "safety"})
 
 
 @dataclass(frozen=True)
@@ -37,12 +32,6 @@ class BuiltPrompt:
     text: str
     sections: tuple[SectionText, ...]
     cuts: tuple[str, ...] = ()  # what the budget cut, in order
-
-    def shared_and_own(self) -> tuple[str, str]:
-        """(the leading sections every home shares, the rest), each joined: together, `text`."""
-        names = [section.name for section in self.sections]
-        at = next((i for i, name in enumerate(names) if name not in SHARED_SECTIONS), len(names))
-        return join(self.sections[:at]), join(self.sections[at:])
 
 
 class SystemPromptBuilder:

@@ -15,7 +15,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agent.durable.learned_model_facts import LearnedModelFacts, Placement
 from agent.durable.triggers import Trigger, trigger_text
-from agent.model.profiles.builtin import builtin_profile
 from agent.model.profiles.litellm_facts import supports_vision
 from agent.model.responses import (
     BudgetSpent,
@@ -90,15 +89,13 @@ class TurnRunner:
         self.llm = llm
         self.quirks = quirks
         self._scrub = scrub
-        self._prompts: dict[tuple[Dispatch, bool, bool], tuple[str, str]] = {}
+        self._prompts: dict[tuple[Dispatch, bool, bool], str] = {}
         self._fingerprint: Fingerprint = ()
         self.prompt("native", merged=False)  # built now, at start, not for the first message
 
-    def prompt(
-        self, dispatcher: Dispatch, *, merged: bool, private: bool = True
-    ) -> tuple[str, str]:
-        """The channel's prompt as (what every home shares, the rest), built once per
-        (dispatcher, delivery placement, audience) and kept until its inputs change."""
+    def prompt(self, dispatcher: Dispatch, *, merged: bool, private: bool = True) -> str:
+        """The channel's prompt, built once per (dispatcher, delivery placement, audience)
+        and kept until the inputs it was built from change."""
         fingerprint = self.source.fingerprint()
         if fingerprint != self._fingerprint:
             self._prompts.clear()
@@ -111,25 +108,11 @@ class TurnRunner:
                 dispatcher=dispatcher,
                 private=private,
             )
-            shared, own = self.source.build(ctx).shared_and_own()
-            own = self._scrub(own)  # a secret pasted in SOUL.md
+            text = self._scrub(self.source.build(ctx).text)  # a secret pasted in SOUL.md
             if merged and self.channel.delivery_instructions:
-                own = "\n\n".join(filter(None, (own, self.channel.delivery_instructions)))
-            self._prompts[key] = (self._scrub(shared), own)
+                text = f"{text}\n\n{self.channel.delivery_instructions}"
+            self._prompts[key] = text
         return self._prompts[key]
-
-    def system_messages(
-        self, model: str, dispatch: Dispatch, *, merged: bool, private: bool = True
-    ) -> list[Message]:
-        """The prompt as one system message; as two (what every home shares, then the rest)
-        when the model's template puts the tool schemas right after the first (Qwen), so a
-        local server's prompt cache keeps them from one home or channel to the next. A
-        server that refuses the second is remembered (`learn_placement`)."""
-        shared, own = self.prompt(dispatch, merged=merged, private=private)
-        split = builtin_profile(model).system_split and dispatch == "native"
-        if shared and own and split and self.quirks.placement.get(model) != "in_user":
-            return [{"role": "system", "content": shared}, {"role": "system", "content": own}]
-        return [{"role": "system", "content": "\n\n".join(filter(None, (shared, own)))}]
 
     async def run(
         self,
@@ -210,9 +193,9 @@ class TurnRunner:
         instructions = self.channel.delivery_instructions
         for _attempt in range(3):
             merged = placement == "system_prompt"
-            system = self.system_messages(model, dispatch, merged=merged, private=private)
+            system = self.prompt(dispatch, merged=merged, private=private)
             asked = with_operator_note(user, instructions) if placement == "in_user" else user
-            history = [*system, *prior, asked]
+            history = [{"role": "system", "content": system}, *prior, asked]
             if instructions and placement == "after_user":
                 history.append({"role": "system", "content": instructions})
             dispatcher: Dispatcher = NativeDispatcher() if dispatch == "native" else XmlDispatcher()
@@ -246,7 +229,7 @@ class TurnRunner:
                 if dispatch == "native" and names_tools and agent.tool_dispatcher == "auto":
                     await self.quirks.learn_xml_tools(model)
                     dispatch = "xml"
-                elif len(system) > 1 or (instructions and placement == "after_user"):
+                elif instructions and placement == "after_user":
                     await self.quirks.learn_placement(model, "in_user")
                     placement = "in_user"
                 else:
@@ -282,11 +265,11 @@ class TurnRunner:
         prompt, an empty user message, the tools (what a read-ahead sends)."""
         model = self.llm.model
         dispatch = self._dispatcher(model)
-        merged = self._placement(model) == "system_prompt"
+        system = self.prompt(dispatch, merged=self._placement(model) == "system_prompt")
         dispatcher: Dispatcher = NativeDispatcher() if dispatch == "native" else XmlDispatcher()
         tools, _ = with_client_tools(self.source.turn_tools())
         messages: list[Message] = [
-            *self.system_messages(model, dispatch, merged=merged),
+            {"role": "system", "content": system},
             {"role": "user", "content": ""},
         ]
         return messages, dispatcher.request_tools(tools)

@@ -24,9 +24,6 @@ class ModelProfile:
     first_token_s: float | None = None  # learned: time to the first token, measured
     server: str = ""  # learned: which server answers for it
     local: bool = False  # served on this machine or the local network (its api_base)
-    # Its chat template puts the tool schemas right after the first system message and shows
-    # a later one where it stands: the prompt's shared half goes first, alone (cacheable).
-    system_split: bool = False
 
     @property
     def fitting_window(self) -> int | None:
@@ -45,10 +42,8 @@ _TEXT = "no tool template: the <tool_call> text protocol"
 _Entry = tuple[str, ModelProfile]  # a pattern searched in the model's name, its profile
 
 
-def _family(
-    pattern: str, family: str, window: int, native: bool, works: str, *, split: bool = False
-) -> _Entry:
-    return pattern, ModelProfile(family, window, native, works, system_split=split)
+def _family(pattern: str, family: str, window: int, native: bool, works: str) -> _Entry:
+    return pattern, ModelProfile(family, window, native, works)
 
 
 # Searched in order in the model's name (lower case, without LiteLLM's provider prefix):
@@ -57,21 +52,9 @@ def _family(
 # wins, so a narrower pattern goes before a wider one ("gemma-3-1b" before "gemma-3").
 BUILTIN_PROFILES: tuple[_Entry, ...] = (
     _family(r"deepseek-?r1", "DeepSeek-R1 and distills", 131_072, False, _TEXT + "; thinks first"),
+    _family(r"qwen-?3(?![.\d])", "Qwen3", 32_768, True, "native calls; thinks first (/no_think)"),
     _family(
-        r"qwen-?3(?![.\d])",
-        "Qwen3",
-        32_768,
-        True,
-        "native calls; thinks first (/no_think)",
-        split=True,
-    ),
-    _family(
-        r"qwen-?2\.5",
-        "Qwen2.5",
-        32_768,
-        True,
-        "native calls; small ones write them as JSON text",
-        split=True,
+        r"qwen-?2\.5", "Qwen2.5", 32_768, True, "native calls; small ones write them as JSON text"
     ),
     _family(r"llama-?3\.2", "Llama 3.2 1B/3B", 131_072, True, "native calls; 1B misses arguments"),
     _family(
