@@ -175,8 +175,7 @@ async def test_an_effect_asked_again_is_not_done_again(model: ScriptedModel) -> 
     assert result.stop_reason == "done"
     assert [e.ok for e in result.events] == [True, False, True, True]
     [again] = tool_messages(model.requests[2])[-1:]
-    assert again["content"].startswith("Not run again: this same add call already ran")
-    assert "added butter, now 1 lines" in again["content"]
+    assert again["content"].startswith("added butter, now 1 lines\n\n(Not run again: this")
 
 
 async def test_iteration_limit_then_one_answer_without_tools(model: ScriptedModel) -> None:

@@ -50,10 +50,10 @@ class Repeats:
                 ends_tools=True,
             )
         if key in self._done:
-            return NotRun(
+            return NotRun(  # its result first: a small model may answer with it verbatim
                 ToolResult.success(
-                    f"Not run again: this same {call.name} call already ran in this turn, and "
-                    f"did what it says:\n{self._done[key]}\nAnswer the user from that."
+                    f"{self._done[key]}\n\n(Not run again: this same {call.name} call already "
+                    "ran in this turn, and the above is what it did. Answer the user from it.)"
                 ),
                 ends_tools=False,
             )
