@@ -99,7 +99,7 @@ async def run_tool_call_loop(
     result = TurnResult(text="", new_messages=[], stop_reason="done")
     repeats = Repeats(tools)
     corrected: set[str] = set()  # the kinds of slip already re-asked in this turn
-    json_slips = len(tools) > 0 and not honesty.asks_for_json(history)  # a bare JSON reply
+    json_ok = honesty.asks_for_json(history)  # else a bare JSON answer is a slip
     calls_run = 0  # tool calls let through (parallel ones each count), against the caps
     journal = context.journal
     replay = CallReplay(journal, tools, scrub, options.tool_timeout_s) if journal else None
@@ -118,7 +118,7 @@ async def run_tool_call_loop(
         result.usage.add(response)
         parsed = distinct_calls(dispatch.parse(response, tools), response, dispatch)
         if not parsed.calls and not parsed.problems:
-            slips = _slips(response, parsed, result.events, offered=bool(tools), json=json_slips)
+            slips = _slips(response, parsed, result.events, offered=bool(tools), json_ok=json_ok)
             fresh = [(kind, correction) for kind, correction in slips if kind not in corrected]
             if fresh:
                 corrected.add(fresh[0][0])
@@ -134,27 +134,25 @@ async def run_tool_call_loop(
         if handed := [call for call in parsed.calls if call.name in options.hand_back]:
             result.text, result.stop_reason, result.handed_back = "", "client_tools", handed
             return result  # the client runs them (agent/turns/client_tools.py)
-        not_run = [repeats.check(call) for call in parsed.calls]
-        skipped = [why is not None for why in not_run]
         room = min(options.max_calls_per_reply, options.max_calls_per_turn - calls_run)
-        over = [index >= room for index in range(len(parsed.calls))]
+        not_run = [
+            _over_caps(options) if index >= room else repeats.check(call)
+            for index, call in enumerate(parsed.calls)
+        ]
         calls_run += min(room, len(parsed.calls))
+        skipped = [why is not None for why in not_run]
         claims = await replay.claim(parsed.calls, skipped) if replay else [None] * len(skipped)
         outcomes = await asyncio.gather(
             *(
-                _refuse_over(call, options)
-                if beyond
-                else _not_run(call, why)
+                _not_run(call, why)
                 if why
                 else _run_timed(call, tools, context, options, scrub, replay, claim)
-                for call, why, beyond, claim in zip(
-                    parsed.calls, not_run, over, claims, strict=True
-                )
+                for call, why, claim in zip(parsed.calls, not_run, claims, strict=True)
             )
         )
-        for call, skip, beyond, (_, ran) in zip(parsed.calls, skipped, over, outcomes, strict=True):
-            if not (skip or beyond):
-                repeats.ran(call, ran)
+        for call, why, (_, done) in zip(parsed.calls, not_run, outcomes, strict=True):
+            if why is None:
+                repeats.ran(call, done)
         for event, _ in outcomes:
             result.events.append(event)
             if on_event:
@@ -258,7 +256,7 @@ def _slips(
     events: list[ToolEvent],
     *,
     offered: bool,
-    json: bool = False,
+    json_ok: bool = True,
 ) -> list[tuple[str, str]]:
     """What is wrong with a reply that would be the answer, each with its correction."""
     found: list[tuple[str, str]] = []
@@ -273,7 +271,7 @@ def _slips(
         found.append(("slip", honesty.FAKE_RESULT.format(what=marker)))
     elif offered and not events and honesty.claims_action(text):
         found.append(("slip", honesty.NO_TOOL_RAN))
-    elif json and not (events or found) and honesty.bare_json(text):  # none asked for
+    elif offered and not (json_ok or events or found) and honesty.bare_json(text):
         found.append(("bare_json", honesty.BARE_JSON))
     return found
 
@@ -317,13 +315,13 @@ async def _not_run(call: ToolCall, why: NotRun) -> tuple[ToolEvent, ToolResult]:
     return ToolEvent(call.name, call.arguments, False, 0.0), why.result
 
 
-async def _refuse_over(call: ToolCall, options: LoopOptions) -> tuple[ToolEvent, ToolResult]:
+def _over_caps(options: LoopOptions) -> NotRun:
     message = (
         f"Not run: at most {options.max_calls_per_reply} tool calls of one reply and "
         f"{options.max_calls_per_turn} in a turn are run. Answer with what you have, or "
         "make fewer calls."
     )
-    return ToolEvent(call.name, call.arguments, False, 0.0), ToolResult.error(message)
+    return NotRun(ToolResult.error(message), ends_tools=False)
 
 
 async def _run_timed(
