@@ -1,11 +1,11 @@
 """The calls a model makes again within one turn.
 
 A small model often answers a tool's result by making the same call once more: a second
-schedule, a second memory, an edit that now fails because it is done. So a call that
-changes the world and would change it again (not `repeat_safe`) is not run twice while
-nothing else changed the world in between: the model gets the first result back, and
-answers from it. Any call may run three times (a sensor polled, a command retried); the
-fourth identical one is refused and ends the turn's tools.
+schedule, an edit that now fails because it is done. So a call that changes the world and
+would change it again (not `repeat_safe`) is not run twice while nothing else changed the
+world in between: the model gets the first result back, and answers from it. Any other
+call may run three times (a sensor polled, a file read again); the fourth identical one is
+refused and ends the turn's tools.
 """
 
 from __future__ import annotations
