@@ -178,6 +178,30 @@ async def test_an_effect_asked_again_is_not_done_again(model: ScriptedModel) -> 
     assert again["content"].startswith("added butter, now 1 lines\n\n(Not run again: this")
 
 
+async def test_a_refusal_after_the_work_ran_shows_what_it_did(model: ScriptedModel) -> None:
+    """Qwen2.5-Coder-1.5B, its edit made and asked for again, answered "I'm sorry, but I can't
+    assist with that.": the user reads what the edit returned instead of the refusal."""
+    lines = Lines()
+    tools = ToolRegistry([FunctionTool(lines.add, writes=True)])
+    butter = ("add", {"line": "butter"})
+    model.script(
+        tool_calls(butter), tool_calls(butter), text("I'm sorry, but I can't assist with that.")
+    )
+    result = await run_tool_call_loop(HISTORY, tools, model, context=ToolCallContext(Path(".")))
+    assert lines.held == ["butter"]
+    assert result.text == (
+        "(The model said it could not help, but add had run. What it returned:)\n"
+        "added butter, now 1 lines"
+    )
+    assert result.new_messages[-1] == {"role": "assistant", "content": result.text}
+
+
+async def test_a_refusal_with_no_call_asked_again_is_shown_as_said(model: ScriptedModel) -> None:
+    model.script(tool_calls(("echo", {"word": "hi"})), text("Sorry, I can't help with that."))
+    result = await loop(model)
+    assert result.text == "Sorry, I can't help with that."
+
+
 async def test_iteration_limit_then_one_answer_without_tools(model: ScriptedModel) -> None:
     model.script(*[tool_calls(("echo", {"word": str(i)})) for i in range(3)], text("summary"))
     result = await loop(model, max_iterations=3)

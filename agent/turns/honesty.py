@@ -1,5 +1,5 @@
 """What a final reply may not do: carry a tool result the model wrote, claim an action no
-tool took, or say nothing.
+tool took, or say nothing; and what stands in for one that cannot be shown.
 
 Only pinclaw writes tool results. A reply with a result marker (`<tool_result>`,
 `{"tool_result": ...}`, `<tool_response>`, "Tool result:" lines, the result tokens of
@@ -54,6 +54,14 @@ _CLAIMS = (
     ),
     re.compile(r"(?:^|\n)[ \t]*(?:All )?Done[.!,:]", re.I),
     re.compile(r"\bthe file now (?:contains|says|reads)\b", re.I),
+)
+
+# "I'm sorry, but I can't assist with that.", "Sorry, I didn't understand your request."
+_REFUSAL = re.compile(
+    r"(?:(?:I[’']?m |I am )?sorry|I apologi[sz]e)?[\s,.!]*(?:but\s+)?"
+    r"I(?: cannot| can not| can[’']?t|[’']m unable to| am unable to| didn[’']?t) "
+    r"(?:assist|help|understand|receive)\b",
+    re.I,
 )
 
 FAKE_RESULT = (
@@ -166,3 +174,53 @@ def account(events: Sequence[tuple[str, bool]]) -> str:
         return "(No answer from the model, and no tool ran.)"
     done = ", ".join(f"{name} {'ok' if ok else 'failed'}" for name, ok in events)
     return f"(No answer from the model. Tools run: {done}.)"
+
+
+_WHY_STOPPED = {
+    "loop_detected": "the same tool call came again with the same arguments",
+    "iteration_limit": "too many rounds of tool calls",
+    "call_limit": "too many tool calls",
+}
+
+
+def stopped_answer(reason: str, messages: Sequence[Message]) -> str:
+    """The answer when the model's last word was one more call: said plainly, with the last
+    result that came back (never the raw call)."""
+    said = f"(I stopped: {_WHY_STOPPED.get(reason, 'the tools did not finish')}."
+    for name, content in reversed(_results(messages)):
+        if not content.startswith("Error:"):
+            return f"{said} What {name} returned last:)\n{_cut(content)}"
+    return f"{said} No tool gave a result.)"
+
+
+def refuses(text: str) -> bool:
+    """A reply that only says it cannot help or did not understand."""
+    return len(text) < 400 and bool(_REFUSAL.match(text.strip()))
+
+
+def done_anyway(name: str, output: str) -> str:
+    """The answer in place of a refusal that came after the model's call had run and it
+    asked for the same again (Qwen2.5-Coder-1.5B: "I'm sorry, but I can't assist with
+    that." after its edit was made): what the call did, said plainly."""
+    said = f"(The model said it could not help, but {name} had run. What it returned:)"
+    return f"{said}\n{_cut(output)}"
+
+
+def _cut(content: str) -> str:
+    return content if len(content) <= 1500 else content[:1500] + " […]"
+
+
+_XML_RESULT = re.compile(r'<tool_result name="([^"]*)">\n(.*?)\n</tool_result>', re.S)
+
+
+def _results(messages: Sequence[Message]) -> list[tuple[str, str]]:
+    """Every tool result of the turn, in order, as (tool, text): `tool` messages, or the
+    xml protocol's <tool_result> blocks."""
+    found: list[tuple[str, str]] = []
+    for message in messages:
+        content = str(message.get("content") or "")
+        if message.get("role") == "tool":
+            found.append((str(message.get("name") or "the last tool"), content))
+        elif message.get("role") == "user":
+            found += _XML_RESULT.findall(content)
+    return found

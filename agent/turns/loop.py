@@ -17,7 +17,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -128,7 +127,7 @@ async def run_tool_call_loop(
             kinds, said = {kind for kind, _ in slips}, visible_text(response)
             if "near_miss" in kinds:  # a call again that fits no tool: its words, not the call
                 said = find_tool_calls(said, offered(tools)).narration
-            _finish(result, add, answer, said, kinds)
+            _finish(result, add, answer, said, kinds, repeats.declined)
             return result
         add(dispatch.assistant_message(response, parsed))
         if handed := [call for call in parsed.calls if call.name in options.hand_back]:
@@ -177,47 +176,13 @@ async def run_tool_call_loop(
     slips = _slips(final, ParsedCalls(calls=()), result.events, offered=False)
     found = find_tool_calls(final.content, offered(tools))
     if found.calls or found.near_misses:  # a small model writes the call again, as text
-        text = _stopped(result.stop_reason, messages)
+        text = honesty.stopped_answer(result.stop_reason, messages)
         add({"role": "assistant", "content": text})
         result.text = text
         return result
     answer = {"role": "assistant", "content": final.content}
-    _finish(result, add, answer, visible_text(final), {kind for kind, _ in slips})
+    _finish(result, add, answer, visible_text(final), {k for k, _ in slips}, repeats.declined)
     return result
-
-
-_WHY_STOPPED = {
-    "loop_detected": "the same tool call came again with the same arguments",
-    "iteration_limit": "too many rounds of tool calls",
-    "call_limit": "too many tool calls",
-}
-
-
-def _stopped(reason: StopReason, messages: list[Message]) -> str:
-    """The answer when the model's last word was one more call: said plainly, with the last
-    result that came back (never the raw call)."""
-    said = f"(I stopped: {_WHY_STOPPED.get(reason, 'the tools did not finish')}."
-    for name, content in reversed(_results(messages)):
-        if not content.startswith("Error:"):
-            cut = content if len(content) <= 1500 else content[:1500] + " […]"
-            return f"{said} What {name} returned last:)\n{cut}"
-    return f"{said} No tool gave a result.)"
-
-
-_XML_RESULT = re.compile(r'<tool_result name="([^"]*)">\n(.*?)\n</tool_result>', re.S)
-
-
-def _results(messages: list[Message]) -> list[tuple[str, str]]:
-    """Every tool result of the turn, in order, as (tool, text): `tool` messages, or the
-    xml protocol's <tool_result> blocks."""
-    found: list[tuple[str, str]] = []
-    for message in messages:
-        content = str(message.get("content") or "")
-        if message.get("role") == "tool":
-            found.append((str(message.get("name") or "the last tool"), content))
-        elif message.get("role") == "user":
-            found += _XML_RESULT.findall(content)
-    return found
 
 
 # How a reply that is a call written as text begins (agent/model/profiles/text_call_formats.py).
@@ -295,14 +260,18 @@ def _finish(
     answer: Message,
     text: str,
     slips: set[str],
+    declined: list[tuple[str, str]],
 ) -> None:
-    """The answer as the user gets it: never empty, never a made-up result as fact."""
+    """The answer as the user gets it: never empty, never a made-up result as fact, never
+    "I can't help" after the work it was asked for ran (and was asked for again)."""
     if "empty" in slips:
         text = honesty.account([(event.name, event.ok) for event in result.events])
     elif "slip" in slips or "bare_json" in slips:  # the second time: shown, with a note
         text = honesty.slipped_answer(text, tools_ran=bool(result.events))
     elif "near_miss" in slips:
         text = honesty.not_run_answer(text)
+    elif declined and honesty.refuses(text):
+        text = honesty.done_anyway(*declined[-1])
     else:
         add(answer)
         result.text = text
