@@ -196,6 +196,14 @@ async def test_a_refusal_after_the_work_ran_shows_what_it_did(model: ScriptedMod
     assert result.new_messages[-1] == {"role": "assistant", "content": result.text}
 
 
+async def test_a_refusal_after_a_read_made_twice_shows_what_it_read(model: ScriptedModel) -> None:
+    """The same model read lines.txt twice, then: "I'm sorry, but I didn't receive any input"."""
+    hi = ("echo", {"word": "hi", "times": 2})
+    model.script(tool_calls(hi), tool_calls(hi), text("I'm sorry, but I didn't receive any input."))
+    result = await loop(model)
+    assert result.text.endswith("but echo had run. What it returned:)\nhi hi")
+
+
 async def test_a_refusal_with_no_call_asked_again_is_shown_as_said(model: ScriptedModel) -> None:
     model.script(tool_calls(("echo", {"word": "hi"})), text("Sorry, I can't help with that."))
     result = await loop(model)

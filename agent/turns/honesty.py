@@ -199,9 +199,9 @@ def refuses(text: str) -> bool:
 
 
 def done_anyway(name: str, output: str) -> str:
-    """The answer in place of a refusal that came after the model's call had run and it
-    asked for the same again (Qwen2.5-Coder-1.5B: "I'm sorry, but I can't assist with
-    that." after its edit was made): what the call did, said plainly."""
+    """The answer in place of a refusal that came after the model had made a call again
+    (Qwen2.5-Coder-1.5B: "I'm sorry, but I can't assist with that." once its edit was made;
+    "I didn't receive any input" after reading the file twice): what the call returned."""
     said = f"(The model said it could not help, but {name} had run. What it returned:)"
     return f"{said}\n{_cut(output)}"
 

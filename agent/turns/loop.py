@@ -127,7 +127,7 @@ async def run_tool_call_loop(
             kinds, said = {kind for kind, _ in slips}, visible_text(response)
             if "near_miss" in kinds:  # a call again that fits no tool: its words, not the call
                 said = find_tool_calls(said, offered(tools)).narration
-            _finish(result, add, answer, said, kinds, repeats.declined)
+            _finish(result, add, answer, said, kinds, repeats.asked_again)
             return result
         add(dispatch.assistant_message(response, parsed))
         if handed := [call for call in parsed.calls if call.name in options.hand_back]:
@@ -181,7 +181,7 @@ async def run_tool_call_loop(
         result.text = text
         return result
     answer = {"role": "assistant", "content": final.content}
-    _finish(result, add, answer, visible_text(final), {k for k, _ in slips}, repeats.declined)
+    _finish(result, add, answer, visible_text(final), {k for k, _ in slips}, repeats.asked_again)
     return result
 
 
@@ -260,18 +260,18 @@ def _finish(
     answer: Message,
     text: str,
     slips: set[str],
-    declined: list[tuple[str, str]],
+    asked_again: list[tuple[str, str]],
 ) -> None:
     """The answer as the user gets it: never empty, never a made-up result as fact, never
-    "I can't help" after the work it was asked for ran (and was asked for again)."""
+    "I can't help" after a call that ran was asked for again."""
     if "empty" in slips:
         text = honesty.account([(event.name, event.ok) for event in result.events])
     elif "slip" in slips or "bare_json" in slips:  # the second time: shown, with a note
         text = honesty.slipped_answer(text, tools_ran=bool(result.events))
     elif "near_miss" in slips:
         text = honesty.not_run_answer(text)
-    elif declined and honesty.refuses(text):
-        text = honesty.done_anyway(*declined[-1])
+    elif asked_again and honesty.refuses(text):
+        text = honesty.done_anyway(*asked_again[-1])
     else:
         add(answer)
         result.text = text

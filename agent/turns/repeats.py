@@ -3,10 +3,12 @@
 A small model often answers a tool's result by making the same call once more: a second
 schedule, an edit that now fails because it is done. So a call that changes the world and
 would change it again (not `repeat_safe`) is not run twice while nothing else changed the
-world in between: the model gets the first result back, and answers from it (a bare "I
-can't assist with that" then gives way to that result: agent/turns/honesty.py). Any other
+world in between: the model gets the first result back, and answers from it. Any other
 call may run three times (a sensor polled, a file read again); the fourth identical one is
 refused and ends the turn's tools.
+
+What a call made again returned is kept: a bare "I can't assist with that" after it gives
+way to that result (agent/turns/honesty.py's done_anyway).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class Repeats:
         self._tools = tools
         self._seen: Counter[tuple[str, str]] = Counter()
         self._done: dict[tuple[str, str], str] = {}  # effects that ran, and what they said
-        self.declined: list[tuple[str, str]] = []  # (tool, its first result): asked again
+        self.asked_again: list[tuple[str, str]] = []  # (tool, what it returned) of repeats
 
     def check(self, call: ToolCall) -> NotRun | None:
         """Why `call` is not run (None: run it); counts it either way."""
@@ -52,7 +54,7 @@ class Repeats:
                 ends_tools=True,
             )
         if key in self._done:
-            self.declined.append((call.name, self._done[key]))
+            self.asked_again.append((call.name, self._done[key]))
             return NotRun(  # its result first: a small model may answer with it verbatim
                 ToolResult.success(
                     f"{self._done[key]}\n\n(Not run again: this same {call.name} call already "
@@ -64,6 +66,8 @@ class Repeats:
 
     def ran(self, call: ToolCall, result: ToolResult) -> None:
         """Note a call that ran: one with effects changes what an earlier call would do."""
+        if self._seen[_key(call)] > 1 and result.ok:
+            self.asked_again.append((call.name, result.output))
         tool = self._tools.get(call.name)
         if tool is None or not has_effects(tool):
             return
