@@ -46,7 +46,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-TOOL_LINE = re.compile(r"^\s+tool (\w+)\((.*)\) (ok|error) [\d.]+ s$", re.M)
+TOOL_LINE = re.compile(r"^\s+tool (\w+)\((.*)\) (ok|error|skipped) [\d.]+ s$", re.M)
 # A reply that says something failed or was not found is not a made-up result.
 ADMITS = re.compile(
     r"n[’']t\b|\b(not|no such|cannot|unable|error|fail\w*|missing|sorry|no tool ran)\b", re.I

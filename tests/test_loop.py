@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from fakes.model_double import ScriptedModel, text, tool_calls
 
+from agent.runtime.one_shot import describe_event
 from agent.security import Scrubber
 from agent.turns.dispatch import XmlDispatcher
 from agent.turns.loop import LoopOptions, run_tool_call_loop
@@ -174,6 +175,7 @@ async def test_an_effect_asked_again_is_not_done_again(model: ScriptedModel) -> 
     assert lines.held == ["butter"] and result.text == "Done: butter."
     assert result.stop_reason == "done"
     assert [e.ok for e in result.events] == [True, False, True, True]
+    assert describe_event(result.events[1]) == '  tool add(line="butter") skipped 0.00 s'
     [again] = tool_messages(model.requests[2])[-1:]
     assert again["content"].startswith("added butter, now 1 lines\n\n(Not run again: this")
 

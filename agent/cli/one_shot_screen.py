@@ -41,14 +41,15 @@ def on_terminal(stream: TextIO) -> bool:
 
 
 def paint(line: str) -> str:
-    """A tool line in colour: dim, its outcome green (ok) or red (error); NO_COLOR: as is."""
+    """A tool line in colour: dim, its outcome green (ok), red (error) or plain (skipped);
+    NO_COLOR: as is."""
     if os.environ.get("NO_COLOR"):
         return line
     found = _tool_line_parts(line)
     if found is None:
         return f"{DIM}{line}{RESET}"
     head, outcome, tail = found
-    colour = GREEN if outcome == "ok" else RED
+    colour = {"ok": GREEN, "error": RED}.get(outcome, "")
     return f"{DIM}{head}{RESET}{colour}{outcome}{RESET}{DIM}{tail}{RESET}"
 
 
@@ -58,7 +59,7 @@ def _tool_line_parts(line: str) -> tuple[str, str, str] | None:
     call, closed, rest = line.rpartition(") ")
     outcome, _, seconds = rest.partition(" ")
     number, unit = seconds[:-2], seconds[-2:]
-    if not closed or outcome not in ("ok", "error") or unit != " s":
+    if not closed or outcome not in ("ok", "error", "skipped") or unit != " s":
         return None
     if not number or number.strip("0123456789."):
         return None

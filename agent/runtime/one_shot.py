@@ -23,7 +23,8 @@ ARGS_PREVIEW = 80
 
 
 def describe_event(event: ToolEvent) -> str:
-    """`shell(command="cat a.txt") ok 0.01 s`: enough to follow along, never whole files."""
+    """`shell(command="cat a.txt") ok 0.01 s` (or error, or skipped: a call made again or
+    over the caps, not run): enough to follow along, never whole files."""
     try:
         args = json.loads(event.arguments or "{}")
         shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
@@ -31,7 +32,7 @@ def describe_event(event: ToolEvent) -> str:
         shown = event.arguments
     if len(shown) > ARGS_PREVIEW:
         shown = shown[: ARGS_PREVIEW - 1] + "…"
-    status = "ok" if event.ok else "error"
+    status = "ok" if event.ok else "error" if event.ran else "skipped"
     return f"  tool {event.name}({shown}) {status} {event.seconds:.2f} s"
 
 

@@ -65,6 +65,7 @@ class ToolEvent:
     arguments: str
     ok: bool
     seconds: float
+    ran: bool = True  # False: not run (made again, or over the caps); its result says why
 
 
 @dataclass
@@ -281,7 +282,7 @@ def _finish(
 
 
 async def _not_run(call: ToolCall, why: NotRun) -> tuple[ToolEvent, ToolResult]:
-    return ToolEvent(call.name, call.arguments, False, 0.0), why.result
+    return ToolEvent(call.name, call.arguments, False, 0.0, ran=False), why.result
 
 
 def _over_caps(options: LoopOptions) -> NotRun:
