@@ -46,6 +46,19 @@ async def test_write_read_edit_list(workspace: Path) -> None:
     assert listing.output == "notes/"
 
 
+async def test_listing_a_file_says_it_is_one(workspace: Path) -> None:
+    """A small model listed lines.txt to count its lines, read "No such folder" and told the
+    user the file did not exist: the error says it is a file and how to read it."""
+    (workspace / "lines.txt").write_text("a\nb\n")
+    listed = await call(workspace, "file_list", path="lines.txt")
+    assert (
+        not listed.ok
+        and listed.output == "lines.txt is a file, not a folder: read it with file_read"
+    )
+    missing = await call(workspace, "file_list", path="nothing")
+    assert not missing.ok and missing.output == "No such folder: nothing"
+
+
 async def test_edit_not_found_or_not_unique_changes_nothing(workspace: Path) -> None:
     (workspace / "a.txt").write_text("x x")
     missing = await call(workspace, "file_edit", path="a.txt", old_text="y", new_text="z")

@@ -224,6 +224,8 @@ class FileTools:
             target = policy.resolve_path(path)
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
+        if target.is_file() and not _hidden(policy, target):  # Qwen2.5-Coder-1.5B: lines.txt
+            return ToolResult.error(f"{path} is a file, not a folder: read it with file_read")
         if not target.is_dir():
             return ToolResult.error(f"No such folder: {path}")
         entries = sorted(
