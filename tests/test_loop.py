@@ -166,7 +166,7 @@ async def test_an_effect_asked_again_is_not_done_again(model: ScriptedModel) -> 
     )
     butter = ("add", {"line": "butter"})
     model.script(
-        tool_calls(butter), tool_calls(butter), tool_calls(("clear", {})), tool_calls(butter),
+        tool_calls(butter), tool_calls(butter, ("clear", {})), tool_calls(butter),
         text("Done: butter."),
     )  # fmt: skip
     result = await run_tool_call_loop(
@@ -176,23 +176,24 @@ async def test_an_effect_asked_again_is_not_done_again(model: ScriptedModel) -> 
     assert result.stop_reason == "done"
     assert [e.ok for e in result.events] == [True, False, True, True]
     assert describe_event(result.events[1]) == '  tool add(line="butter") skipped 0.00 s'
-    [again] = tool_messages(model.requests[2])[-1:]
+    again = tool_messages(model.requests[2])[-2]
     assert again["content"].startswith("added butter, now 1 lines\n\n(Not run again: this")
 
 
-async def test_a_refusal_after_the_work_ran_shows_what_it_did(model: ScriptedModel) -> None:
-    """Qwen2.5-Coder-1.5B, its edit made and asked for again, answered "I'm sorry, but I can't
-    assist with that.": the user reads what the edit returned instead of the refusal."""
+async def test_a_reply_that_only_asks_again_is_answered_by_its_result(
+    model: ScriptedModel,
+) -> None:
+    """Asked again for its edit alone, the same model answered the note with "the previous
+    command was already run and did not change the file", or "I'm sorry, but I can't assist
+    with that": the turn ends on what the edit returned, with no further model call."""
     lines = Lines()
     tools = ToolRegistry([FunctionTool(lines.add, writes=True)])
     butter = ("add", {"line": "butter"})
-    model.script(
-        tool_calls(butter), tool_calls(butter), text("I'm sorry, but I can't assist with that.")
-    )
+    model.script(tool_calls(butter), tool_calls(butter))  # the fixture: nothing left unasked
     result = await run_tool_call_loop(HISTORY, tools, model, context=ToolCallContext(Path(".")))
-    assert lines.held == ["butter"]
+    assert lines.held == ["butter"] and len(model.requests) == 2
     assert result.text == (
-        "(The model said it could not help, but add had run. What it returned:)\n"
+        "(add ran; the model asked for it again, and it was not run twice. What it returned:)\n"
         "added butter, now 1 lines"
     )
     assert result.new_messages[-1] == {"role": "assistant", "content": result.text}

@@ -198,6 +198,16 @@ def refuses(text: str) -> bool:
     return len(text) < 400 and bool(_REFUSAL.match(text.strip()))
 
 
+def made_again(name: str, output: str) -> str:
+    """The answer when a reply only asks again for work that already ran (a small model's
+    habit: the same schedule, the same edit): what it returned, not a second model call,
+    which the same model answered with "the previous command did not change the file"."""
+    said = (
+        f"({name} ran; the model asked for it again, and it was not run twice. What it returned:)"
+    )
+    return f"{said}\n{_cut(output)}"
+
+
 def done_anyway(name: str, output: str) -> str:
     """The answer in place of a refusal that came after the model had made a call again
     (Qwen2.5-Coder-1.5B: "I'm sorry, but I can't assist with that." once its edit was made;

@@ -3,7 +3,8 @@
 A small model often answers a tool's result by making the same call once more: a second
 schedule, an edit that now fails because it is done. So a call that changes the world and
 would change it again (not `repeat_safe`) is not run twice while nothing else changed the
-world in between: the model gets the first result back, and answers from it. Any other
+world in between: a reply asking only for such work again ends the turn on what it returned
+(agent/turns/loop.py); beside other calls, the model gets the first result back. Any other
 call may run three times (a sensor polled, a file read again); the fourth identical one is
 refused and ends the turn's tools.
 
@@ -29,6 +30,7 @@ class NotRun:
 
     result: ToolResult
     ends_tools: bool
+    ran_before: str | None = None  # made again after it ran: what it returned then
 
 
 class Repeats:
@@ -61,6 +63,7 @@ class Repeats:
                     "ran in this turn, and the above is what it did. Answer the user from it.)"
                 ),
                 ends_tools=False,
+                ran_before=self._done[key],
             )
         return None
 
