@@ -160,7 +160,7 @@ async def run_tool_call_loop(
         for message in dispatch.result_messages(parsed, [res for _, res in outcomes]):
             add(message)
         before = [why.ran_before for why in not_run if why and why.ran_before is not None]
-        if len(before) == len(not_run):  # only work that already ran, asked for again
+        if before and len(before) == len(not_run):  # only work that ran, asked for again
             text = honesty.made_again(parsed.calls[-1].name, before[-1])
             add({"role": "assistant", "content": text})
             result.text = text
