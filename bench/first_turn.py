@@ -12,7 +12,7 @@ past the sections before the workspace files (about 230 of its 1,400 tokens), an
 
     bash ../shared/real-model/setup.sh --serve 8091 &
     .venv/bin/python bench/first_turn.py --api-base http://127.0.0.1:8091/v1 \\
-        --model openai/qwen2.5-coder-1.5b [--runs 3]
+        --model openai/qwen2.5-coder-1.5b [--runs 3] [--dispatcher native|xml]
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ READ_AHEAD = re.compile(r"read the cli prompt ahead in ([\d.]+) s")
 
 def environment(args: argparse.Namespace, home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PINCLAW_")}
+    if args.dispatcher:
+        env["PINCLAW_AGENT__TOOL_DISPATCHER"] = args.dispatcher
     return env | {
         "PINCLAW_HOME": str(home),
         "PINCLAW_AGENT__WARM_START_S": "0",  # cold is cold (agent/warm would save ~0.5 s)
@@ -98,6 +100,7 @@ def main() -> None:
     parser.add_argument("--model", default="openai/qwen2.5-coder-1.5b")
     parser.add_argument("--api-base", default="http://127.0.0.1:8091/v1")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--dispatcher", choices=["native", "xml"], help="agent.tool_dispatcher")
     parser.add_argument("--timeout", type=float, default=600.0)
     args = parser.parse_args()
     cold, ahead, warm = [], [], []
