@@ -14,6 +14,7 @@ from fakes.firmata_board import FirmataBoard
 from hardware_calls import call, eventually
 
 from tools.board.board import Board
+from tools.board.patterns import Patterns
 from tools.config import HardwareSettings
 
 
@@ -62,6 +63,24 @@ async def test_a_pattern_too_long_to_wait_for_is_cut_low_and_said(
     assert cut.endswith(
         " of 50 cycles: it did not end within 0.3 s of pinclaw exiting; pin 13 left low."
     )
+
+
+async def test_a_pattern_cut_while_it_writes_high_still_leaves_the_pin_low() -> None:
+    """The link sends a level at once and then waits for the read-back: a cut in that wait
+    (the process exiting) must not take the pin for the low it was before."""
+    line: dict[int, int] = {}
+
+    async def write(pin: int, level: int) -> float:
+        line[pin] = level
+        if level:
+            await asyncio.sleep(5)  # the read-back of the high, still awaited at the cut
+        return float(level)
+
+    patterns = Patterns(write)
+    patterns.start(13, "pulse", [(0, 0.01), (1, 0.01)], repeat=3)
+    await eventually(lambda: line.get(13) == 1)
+    [note] = await patterns.finish(0.05)
+    assert (line[13], note.endswith("pin 13 left low.")) == (0, True)
 
 
 async def test_an_endless_pattern_stops_low_at_close(board: Board, emulator: FirmataBoard) -> None:

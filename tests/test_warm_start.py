@@ -68,6 +68,13 @@ class Warm:
 
     def started(self) -> None:
         wait_until(lambda: running(self.lock) and os.path.exists(self.socket), 60, "the warm start")
+        wait_until(lambda: self.pid() is not None, 10, "the warm start's pid in its lock")
+
+    def pid(self) -> int | None:
+        """The live warm start's pid in the lock: empty, or the one before, for a moment as one
+        starts."""
+        written = Path(self.lock).read_text().split()[:1]
+        return int(written[0]) if written and alive(int(written[0])) else None
 
     def stop(self) -> None:
         """Every warm start of this test's folder ended."""
@@ -224,7 +231,8 @@ def test_what_it_declines_runs_cold_and_a_killed_one_is_replaced(
     assert len(warm.llm.requests) == 1
     one_shot(warm.home("c"), "run", "-m", "third words")  # cold: leaves one
     warm.started()
-    pid = int(Path(warm.lock).read_text().split()[0])
+    pid = warm.pid()
+    assert pid is not None
     os.kill(pid, signal.SIGKILL)
     wait_until(lambda: not running(warm.lock), 30, "the killed warm start gone")
     assert os.path.exists(warm.socket)  # left behind: nobody listens on it
@@ -232,4 +240,4 @@ def test_what_it_declines_runs_cold_and_a_killed_one_is_replaced(
     assert again.returncode == 0 and again.stdout.endswith("fourth words\n")
     assert "pydantic" in loaded
     warm.started()
-    assert int(Path(warm.lock).read_text().split()[0]) != pid
+    assert warm.pid() not in (None, pid)

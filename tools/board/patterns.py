@@ -32,7 +32,7 @@ class PatternRun:
     steps: tuple[tuple[int, float], ...]
     repeat: int  # 0: until stopped
     cycles: int = 0
-    level: float | None = None  # as the board last read it back; None before the first write
+    level: float | None = None  # as the board last read it back; None before, or during, a write
     ended: str = ""  # "" while running, else "completed" or why it stopped
     rest_on_stop: bool = True
     task: asyncio.Task[None] | None = field(default=None, repr=False)
@@ -114,6 +114,7 @@ class Patterns:
         try:
             while run.repeat == 0 or run.cycles < run.repeat:
                 for level, seconds in run.steps:
+                    run.level = None  # a cut mid-write may still land it: rest the pin then
                     run.level = await self._write(run.pin, level)
                     due += seconds
                     await asyncio.sleep(max(0.0, due - loop.time()))
