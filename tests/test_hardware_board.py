@@ -3,6 +3,7 @@ taken by servos, resets, the serial line's HUPCL, a port that does not speak Fir
 
 from __future__ import annotations
 
+import asyncio
 import os
 import termios
 import threading
@@ -16,6 +17,7 @@ from fakes.firmata_board import MEGA, FirmataBoard
 from hardware_calls import call, eventually
 
 from tools.board.board import Board, BoardError
+from tools.board.pins import Pins
 from tools.config import HardwareSettings
 
 PINS = {"fan": {"pin": 9, "mode": "pwm"}, "door": {"pin": 10, "mode": "servo"},
@@ -149,6 +151,32 @@ async def test_a_write_cut_by_a_reset_lands_after_it(board: Board, emulator: Fir
     assert time.monotonic() - started >= 0.25  # it waited for the board to come back
     assert (emulator.level(12), emulator.level(13)) == (1, 1)
     assert "The board reset; pinclaw restored pin 12 high" in result.output
+
+
+async def test_a_write_cut_off_while_it_is_confirmed_is_what_a_reset_puts_back(
+    board: Board, emulator: FirmataBoard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner switches the pump off and the turn is stopped while the board confirms it:
+    after a brown-out pinclaw must put back off, not the on before."""
+    await call(board, "gpio_write", pin="led", value=1)
+    confirm = Pins._confirm
+
+    def slow_confirm(pins: Pins, pin: int, mode: int) -> Any:
+        time.sleep(0.5)  # the board's report, slow on a busy link
+        return confirm(pins, pin, mode)
+
+    monkeypatch.setattr(Pins, "_confirm", slow_confirm)
+    writing = asyncio.create_task(call(board, "gpio_write", pin="led", value=0))
+    await eventually(lambda: emulator.level(13) == 0)
+    writing.cancel()  # the turn stopped
+    await asyncio.gather(writing, return_exceptions=True)
+    await asyncio.sleep(0.6)  # the write's thread done
+    monkeypatch.undo()
+    emulator.reset(boot_s=0.2)
+    result = await call(board, "gpio_read", pin="led")
+    lost = "Note: The board reset (nothing pinclaw had set was lost)."
+    said = f"led (pin 13): low, mode output.\n{lost}"
+    assert (emulator.level(13), result.output) == (0, said)
 
 
 async def test_without_restore_the_result_says_what_was_lost(emulator: FirmataBoard) -> None:

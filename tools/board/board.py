@@ -97,25 +97,19 @@ class Board(Connection):
         """Set an output; `check(pins)` runs first under the same lock (an interlock)."""
         what = "high" if level else "low"
         write: Op[PinReading] = lambda pins, pin: pins.digital_write(pin, level)  # noqa: E731
-        reading = await self._write(token, "output", what, check, write)
-        self._record[reading.pin] = Setting("output", reading.value)
-        return reading
+        return await self._write(token, "output", what, check, write)
 
     async def pwm_write(
         self, token: PinToken, duty: float, *, check: Callable[[Pins], None] | None = None
     ) -> PinReading:
         write: Op[PinReading] = lambda pins, pin: pins.pwm_write(pin, duty)  # noqa: E731
-        reading = await self._write(token, "pwm", f"PWM {duty:.0%}", check, write)
-        self._record[reading.pin] = Setting("pwm", reading.value)
-        return reading
+        return await self._write(token, "pwm", f"PWM {duty:.0%}", check, write)
 
     async def servo_write(
         self, token: PinToken, angle: int, *, check: Callable[[Pins], None] | None = None
     ) -> PinReading:
         write: Op[PinReading] = lambda pins, pin: pins.servo_write(pin, angle)  # noqa: E731
-        reading = await self._write(token, "servo", f"servo {angle}°", check, write)
-        self._record[reading.pin] = Setting("servo", reading.value)
-        return reading
+        return await self._write(token, "servo", f"servo {angle}°", check, write)
 
     async def analog_read(self, token: PinToken) -> PinReading:
         reading = await self._op(token, "analog", lambda pins, pin: pins.analog_read(pin))
@@ -198,12 +192,16 @@ class Board(Connection):
         fn: Op[PinReading],
     ) -> PinReading:
         """A write confirmed by the board's own report, or a BoardError saying it could not
-        be confirmed (the link failed after it was sent)."""
+        be confirmed (the link failed after it was sent). It is recorded for a reset to put
+        back on the board's thread, as it lands: a call cut off while the write is confirmed
+        (a stopped turn) must not leave the setting before it to be restored."""
 
         def checked(pins: Pins, pin: int) -> PinReading:
             if check is not None:
                 check(pins)
-            return fn(pins, pin)
+            reading = fn(pins, pin)
+            self._record[reading.pin] = Setting(mode, reading.value)
+            return reading
 
         async with self._lock:
             return await self._guarded(token, mode, checked, what=what)
