@@ -27,6 +27,7 @@ from tools.board.fleet import Boards
 from tools.board.oversight.chart import LINE, Frame
 from tools.board.oversight.keeper import Keeper
 from tools.board.oversight.log_tools import LogTools
+from tools.board.pins import Pins
 from tools.config import HardwareSettings
 
 PINS = {
@@ -97,6 +98,30 @@ async def test_max_on_s_switches_the_pump_off_on_time_and_tells_the_chat(
     assert log[2].endswith(
         " pump (pin 8): high, confirmed high; gpio_write by Ann (@ann) in telegram:42:"
     )
+
+
+async def test_a_pump_switched_on_by_a_call_cut_off_mid_write_still_goes_off_on_time(
+    rig: Rig, emulator: FirmataBoard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn is stopped (or the tool's time runs out) while the board confirms the pump
+    on: the write landed, so its deadline and its log line must too."""
+    confirm = Pins._confirm
+
+    def slow_confirm(pins: Pins, pin: int, mode: int) -> Any:
+        time.sleep(0.4)  # the board's report, slow on a busy link
+        return confirm(pins, pin, mode)
+
+    monkeypatch.setattr(Pins, "_confirm", slow_confirm)
+    writing = asyncio.create_task(rig("gpio_write", pin="pump", value=1))
+    await eventually(lambda: emulator.level(8) == 1)
+    writing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await writing
+    monkeypatch.undo()
+    await eventually(lambda: emulator.level(8) == 0, within=4.0, what="the pump off at max_on_s")
+    on = " pump (pin 8): high, confirmed high; gpio_write by Ann (@ann) in telegram:42:"
+    assert [line for line in (await rig("hardware_log", pin="pump")).splitlines()
+            if line.endswith(on)]  # fmt: skip
 
 
 async def test_the_first_deadline_holds_while_on_and_switching_off_clears_it(

@@ -80,7 +80,21 @@ class Keeper:
         self, call: ToolCallContext, tool: str, target: Target, mode: str, value: float
     ) -> tuple[PinReading, str]:
         """Set an output as `tool` asked in `call`'s chat: the reading the board confirmed,
-        and a note for the result ("" or when max_on_s switches it off)."""
+        and a note for the result ("" or when max_on_s switches it off). A call cut off
+        while the board acts (a stopped turn, the tool's time limit) still has the write
+        logged and its max_on_s deadline kept before the cut goes on: it may have landed."""
+        writing = asyncio.ensure_future(self._write(call, tool, target, mode, value))
+        try:
+            return await asyncio.shield(writing)
+        except asyncio.CancelledError:
+            await asyncio.wait([writing])
+            if not writing.cancelled():
+                writing.exception()  # seen: the caller hears of the cut, not of this
+            raise
+
+    async def _write(
+        self, call: ToolCallContext, tool: str, target: Target, mode: str, value: float
+    ) -> tuple[PinReading, str]:
         board = self.boards[target.board]
         asked = Setting(mode, value)
         check = self.interlocks[target.board].check(target.ref) if asked.on else None
