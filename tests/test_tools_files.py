@@ -126,3 +126,32 @@ async def test_bad_arguments_are_an_error_the_model_can_read(workspace: Path) ->
     result = await call(workspace, "file_read", paht="a.txt")
     assert not result.ok
     assert "path: Field required" in result.output and "paht: unexpected argument" in result.output
+
+
+async def test_a_write_that_would_keep_only_a_piece_of_the_file_is_refused(
+    workspace: Path,
+) -> None:
+    """Asked what fact.txt says, a small model wrote its answer over the file: the write
+    that cuts a file down to a piece of itself is refused, and the file holds what it held.
+    A write that adds or changes text, emptying a file, and a cut made with file_edit go on."""
+    fact = workspace / "fact.txt"
+    fact.write_text("The boiler code is 4417.\n")
+    cut = await call(workspace, "file_write", "full", path="fact.txt", content="4417")
+    assert not cut.ok and cut.output.startswith("Not written: fact.txt holds 25 characters")
+    assert "file_edit" in cut.output
+    assert fact.read_text() == "The boiler code is 4417.\n"
+
+    changed = await call(workspace, "file_write", "full", path="fact.txt", content="code 4418")
+    assert changed.ok and fact.read_text() == "code 4418"
+    same = await call(workspace, "file_write", "full", path="fact.txt", content="code 4418\n")
+    assert same.ok and fact.read_text() == "code 4418\n"
+    emptied = await call(workspace, "file_write", "full", path="fact.txt", content="")
+    assert emptied.ok and fact.read_text() == ""
+
+    fact.write_text("keep\ndrop\n")
+    edited = await call(
+        workspace, "file_edit", "full", path="fact.txt", old_text="drop\n", new_text=""
+    )
+    assert edited.ok and fact.read_text() == "keep\n"
+    (workspace / "folder").mkdir()
+    assert not (await call(workspace, "file_write", "full", path="folder", content="x")).ok

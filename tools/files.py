@@ -18,6 +18,8 @@ from tools.taint import FileProvenance
 
 MAX_READ_CHARS = 50_000
 MAX_LIST_ENTRIES = 500
+# A file larger than this is not read to compare a write with it (file_write's piece check).
+MAX_COMPARED_BYTES = 1_000_000
 _EACH_TIME = "Always allow covers nothing here: a file that shapes every prompt is asked each time"
 
 
@@ -127,13 +129,44 @@ class FileTools:
     async def file_write(self, call: ToolCallContext, path: str, content: str) -> ToolResult:
         """Create or overwrite a workspace text file (and its folders) with the whole
         `content`."""
+        policy = self._policy.for_call(call)
+        if (cut := self._kept_piece(policy, path, content)) is not None:
+            return cut
         try:
-            await self._write(call, self._policy.for_call(call), path, content, "file_write")
+            await self._write(call, policy, path, content, "file_write")
         except PolicyError as exc:
             return ToolResult.error(f"Refused: {exc}")
         except IsADirectoryError:
             return ToolResult.error(f"{path} is a directory")
         return ToolResult.success(f"Wrote {len(content)} characters to {path}")
+
+    def _kept_piece(self, policy: SecurityPolicy, path: str, content: str) -> ToolResult | None:
+        """A write that would cut an existing file down to a piece of itself is refused: it
+        loses the rest and adds nothing. A small model asked about a file writes its answer
+        over it (Qwen2.5-Coder-1.5B, "What is the boiler code written in fact.txt?":
+        file_read, then file_write(fact.txt, "4417"), in 3 of 7 runs). Emptying a file
+        (content "") and a deliberate cut with file_edit stay as they were."""
+        piece = content.strip()
+        if not piece:
+            return None
+        try:
+            fd, _ = policy.paths.open_checked(path, os.O_RDONLY)
+        except (PolicyError, OSError):
+            return None  # a new file, or one the write's own checks answer for
+        try:
+            handle = os.fdopen(fd, encoding="utf-8", errors="replace")
+        except OSError:  # a folder: the write says so
+            os.close(fd)
+            return None
+        with handle:
+            old = handle.read() if os.fstat(fd).st_size <= MAX_COMPARED_BYTES else ""
+        if len(content) >= len(old) or piece == old.strip() or piece not in old:
+            return None
+        return ToolResult.error(
+            f"Not written: {path} holds {len(old)} characters, and this would keep only "
+            f"{len(content)} of them and lose the rest. Asked about a file? Answer from "
+            "file_read. Asked to cut it down? Remove the rest with file_edit."
+        )
 
     async def file_edit(
         self, call: ToolCallContext, path: str, old_text: str, new_text: str
