@@ -259,16 +259,22 @@ class TurnAnswerer:
                 task.cancel()  # we were cancelled (shutdown): stop the turn too
                 raise
             if key in self.turns.interrupted:  # a newer message: nothing of it is kept
-                return TurnOutcome("interrupted", "", [], TurnRecord("cancelled"))
-            user = {"role": "user", "content": runner.envelope(msg, trigger=trigger)}
-            outcome = TurnOutcome("done", "Stopped.", [user], TurnRecord("cancelled"))
+                outcome = TurnOutcome("interrupted", "", [], TurnRecord("cancelled"))
+            else:
+                user = {"role": "user", "content": runner.envelope(msg, trigger=trigger)}
+                outcome = TurnOutcome("done", "Stopped.", [user], TurnRecord("cancelled"))
         finally:
             self.turns.running.pop(key, None)
             self.turns.interrupted.discard(key)
             self.turns.typed.discard(key)
-        last[key] = outcome.record
-        if outcome.unvetted and self._vetting:  # the owner's button for each, in the background
-            self._vetting.offer(outcome.unvetted, msg.chat)
+        # The owner's button for each memory kept unvetted, in the background: however the
+        # run ended (stopped, interrupted, to be retried), as a run again gets memory_store's
+        # result back from the journal without storing, or offering, it again.
+        unvetted = outcome.unvetted or tuple(inputs.context.taint.left_unvetted)
+        if unvetted and self._vetting:
+            self._vetting.offer(unvetted, msg.chat)
+        if outcome.status != "interrupted":
+            last[key] = outcome.record
         return outcome
 
 
