@@ -20,6 +20,7 @@ from agent.runtime.jobs.job_run import JobEnd, JobKit, run_job
 from agent.runtime.jobs.job_texts import result_message
 from agent.runtime.queues.replies import ChatReplies
 from channels.base import Reply
+from tools.background import despite_a_cut
 
 JOBS = "jobs"  # the claim on a job, when processes share the store
 log = logging.getLogger(__name__)
@@ -53,10 +54,16 @@ class JobRunner:
         return self.kit.channel.name
 
     async def start(self, job: Job) -> Job:
-        """The job's row written, then its task started; the job with its id."""
-        job = await self.kit.jobs.add(job)
-        self._spawn(job)
-        return job
+        """The job's row written, then its task started; the job with its id. Both run as one
+        task awaited shielded: a call cut off meanwhile (a stopped turn, its deadline) waits
+        for them before the cut goes on, as the row commits anyway, and a row with no task
+        would never run (until a restart) while the model was told its result will come."""
+        return await despite_a_cut(self._add_and_spawn(job))
+
+    async def _add_and_spawn(self, job: Job) -> Job:
+        added = await self.kit.jobs.add(job)
+        self._spawn(added)
+        return added
 
     def _spawn(self, job: Job) -> None:
         self._jobs[job.id] = job
