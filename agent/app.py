@@ -340,7 +340,10 @@ async def build_app(settings: Settings, *, model: ModelClient | None = None) -> 
         except BaseException:
             await store.close()
             raise
-    policy = SecurityPolicy.from_settings(settings.security, workspace, home=settings.home)
+    aieos = settings.identity.aieos_path if settings.identity.format == "aieos" else ""
+    policy = SecurityPolicy.from_settings(
+        settings.security, workspace, home=settings.home, identity_file=aieos
+    )
     sandbox = choose_sandbox(settings.security.sandbox)  # a probe run: once per App
     boards = make_boards(settings, StateRecords(store.db), claims=store.claims)
     skills = SkillCatalog.from_settings(settings)

@@ -6,6 +6,7 @@ the real daemon, is tests/test_injection_table.py; these pin each rule on its ow
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from tools.base import (
     ToolRegistry,
     ToolResult,
 )
-from tools.config import MemorySettings
+from tools.config import MemorySettings, SecuritySettings
 from tools.files import FileTools
 from tools.memory.memory_tools import MemoryTools
 from tools.policy import SecurityPolicy
@@ -84,8 +85,8 @@ def test_what_the_owners_words_name_and_what_a_fetch_may_reach_without_asking() 
         ("shell", {}, False),  # the shell asks for itself
         ("file_read", {"path": "notes.txt"}, False),
         ("file_write", {"path": "scratch/x.txt"}, False),  # recorded as tainted instead
-        ("file_write", {"path": "AGENTS.md"}, True),
-        ("file_edit", {"path": "skills/new/SKILL.md"}, True),
+        ("file_write", {"path": "AGENTS.md"}, False),  # the file tools ask for themselves
+        ("file_edit", {"path": "skills/new/SKILL.md"}, False),
         ("schedule_task", {}, True),
         ("gpio_write", {}, True),
     ],
@@ -100,11 +101,58 @@ def test_what_a_tainted_turn_asks_before(name: str, args: dict[str, Any], asks: 
     clean = ToolCallContext(Path("."), owner_private=True)
     assert question(tool(name, writes=writes), args, clean) is None  # untainted: as before
     bobs = ToolCallContext(Path("."), chat_key="telegram:43:", speaker=Speaker("43", "Bob"))
-    prompt_file = name in {"file_write", "file_edit"} and asks  # AGENTS.md, skills/
-    request = question(tool(name, writes=writes), args, bobs)
-    assert (request is not None) == prompt_file  # in his own turn, only what shapes prompts
-    if request is not None:
-        assert request.owner_only and request.reason.endswith("in Bob's turn")
+    assert question(tool(name, writes=writes), args, bobs) is None  # his words: his turn
+
+
+@pytest.mark.parametrize(
+    ("path", "turn", "asked"),
+    [
+        ("AGENTS.md", "tainted", f"AGENTS.md shapes later prompts, after reading {PAGE}"),
+        ("skills/new/SKILL.md", "tainted", "skills/new/SKILL.md shapes later prompts"),
+        ("MEMORY.md", "tainted", f"MEMORY.md shapes later prompts, after reading {PAGE}"),
+        ("USER.md", "tainted", "USER.md shapes later prompts"),
+        ("me/identity.json", "tainted", "me/identity.json shapes later prompts"),
+        ("notes.txt", "tainted", None),  # recorded as written after the page instead
+        ("MEMORY.md", "owner", None),  # AGENTS.md asks the model to note things there
+        ("me/identity.json", "owner", None),
+        ("AGENTS.md", "Bob", "AGENTS.md shapes every prompt, in Bob's turn"),
+        ("me/identity.json", "Bob", "me/identity.json shapes every prompt, in Bob's turn"),
+    ],
+)
+async def test_the_file_tools_ask_before_a_change_to_what_shapes_later_prompts(
+    tmp_path: Path, path: str, turn: str, asked: str | None
+) -> None:
+    """At full, where no other rule asks: a file read into later prompts (the identity files,
+    skills, an AIEOS identity; MEMORY.md and USER.md once the turn is tainted) is changed
+    only after the owner's yes, asked each time; Deny leaves it as it was."""
+    workspace = tmp_path / "ws"
+    (workspace / "me").mkdir(parents=True)
+    (workspace / "skills/new").mkdir(parents=True)
+    for name in ("AGENTS.md", "MEMORY.md", "USER.md", "me/identity.json", "notes.txt", path):
+        (workspace / name).write_text("as it was\n")
+    policy = SecurityPolicy.from_settings(
+        SecuritySettings(autonomy="full"), workspace, identity_file="me/identity.json"
+    )
+    file_write = {t.name: t for t in FileTools(policy).tools()}["file_write"]
+    requests: list[ApprovalRequest] = []
+
+    async def deny(request: ApprovalRequest) -> bool:
+        requests.append(request)
+        return False
+
+    fields: dict[str, Any] = {"owner_private": turn != "Bob", "approve": deny}
+    if turn == "Bob":
+        fields |= {"chat_key": "telegram:43:", "speaker": Speaker("43", "Bob")}
+    call = tainted(**fields) if turn == "tainted" else ToolCallContext(Path("."), **fields)
+    call = replace(call, workspace=workspace)
+    result = await file_write.run({"path": path, "content": "planted\n"}, call)
+    if asked is None:
+        assert requests == [] and result.ok
+        assert (workspace / path).read_text() == "planted\n"
+        return
+    assert len(requests) == 1 and requests[0].reason.startswith(asked)
+    assert requests[0].owner_only and requests[0].rules == (f"each-time:{path}",)
+    assert not result.ok and (workspace / path).read_text() == "as it was\n"
 
 
 async def test_a_denied_send_after_a_page_is_not_run_and_the_model_is_told() -> None:

@@ -137,7 +137,7 @@ async def test_a_write_that_would_keep_only_a_piece_of_the_file_is_refused(
     fact = workspace / "fact.txt"
     fact.write_text("The boiler code is 4417.\n")
     cut = await call(workspace, "file_write", "full", path="fact.txt", content="4417")
-    assert not cut.ok and cut.output.startswith("Not written: fact.txt holds 25 characters")
+    assert not cut.ok and cut.output.startswith("Refused: this would keep only 4 of the 25")
     assert "file_edit" in cut.output
     assert fact.read_text() == "The boiler code is 4417.\n"
 

@@ -76,11 +76,12 @@ def make_placeholders(files: PathRules, owner_private: Iterable[str]) -> None:
             os.close(files.open_beneath(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
 
 
-def is_identity_path(workspace: Path, path: Path) -> bool:
+def is_identity_path(workspace: Path, path: Path, more: Iterable[str] = ()) -> bool:
     """True when `path` (resolved, inside the workspace) is a file that shapes every prompt,
-    or lies in the skills folder."""
+    lies in the skills folder, or is one of `more` (workspace-relative names)."""
     try:
-        first = path.relative_to(workspace).parts[:1]
+        where = path.relative_to(workspace)
     except ValueError:
         return False
-    return bool(first) and first[0] in IDENTITY_FILES
+    first = where.parts[:1]
+    return bool(first) and (first[0] in IDENTITY_FILES or where.as_posix() in more)

@@ -11,7 +11,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tools.base import ASK_EACH_TIME, ApprovalRequest, FunctionTool, ToolCallContext, ToolResult
+from tools.background import despite_a_cut
+from tools.base import (
+    ASK_EACH_TIME,
+    ApprovalRequest,
+    FunctionTool,
+    ToolCallContext,
+    ToolResult,
+    not_approved,
+)
 from tools.boundaries import INBOX, SCRATCH_DIRS, inbox_folder
 from tools.policy import PolicyError, SecurityPolicy
 from tools.taint import FileProvenance
@@ -21,6 +29,17 @@ MAX_LIST_ENTRIES = 500
 # A file larger than this is not read to compare a write with it (file_write's piece check).
 MAX_COMPARED_BYTES = 1_000_000
 _EACH_TIME = "Always allow covers nothing here: a file that shapes every prompt is asked each time"
+
+
+class NotApproved(PolicyError):
+    """The owner said no (or nobody could be asked), worded as the other tools word it."""
+
+    def __init__(self, tool: str, reason: str, call: ToolCallContext) -> None:
+        super().__init__(not_approved(tool, reason, tainted=call.taint.tainted))
+
+
+def _refused(exc: PolicyError) -> ToolResult:
+    return ToolResult.error(str(exc) if isinstance(exc, NotApproved) else f"Refused: {exc}")
 
 
 class FileTools:
@@ -63,15 +82,18 @@ class FileTools:
         target = policy.paths.resolve_for_write(raw)
         if target.is_dir():
             raise IsADirectoryError(raw)
-        request = _approval(policy, target, raw, tool)
+        if tool == "file_write" and (cut := _kept_piece(policy, raw, content)):
+            raise PolicyError(cut)
+        request = _approval(policy, target, raw, tool, call)
         if request is not None and not await call.ask(request):
-            raise PolicyError(f"the owner did not approve it ({request.reason})")
+            raise NotApproved(tool, request.reason, call)
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, _ = policy.paths.open_checked(raw, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(content)
         if self._provenance is not None:  # someone else's words, or the owner's again
-            await self._provenance.record([target], call.writer)
+            # The file has them now: a cut (/stop, the deadline) must not lose the record.
+            await despite_a_cut(self._provenance.record([target], call.writer))
 
     async def _source_of(self, target: Path, call: ToolCallContext) -> str:
         """Whose words a file holds, when not the owner's: another chat's incoming file, or
@@ -129,44 +151,13 @@ class FileTools:
     async def file_write(self, call: ToolCallContext, path: str, content: str) -> ToolResult:
         """Create or overwrite a workspace text file (and its folders) with the whole
         `content`."""
-        policy = self._policy.for_call(call)
-        if (cut := self._kept_piece(policy, path, content)) is not None:
-            return cut
         try:
-            await self._write(call, policy, path, content, "file_write")
+            await self._write(call, self._policy.for_call(call), path, content, "file_write")
         except PolicyError as exc:
-            return ToolResult.error(f"Refused: {exc}")
+            return _refused(exc)
         except IsADirectoryError:
             return ToolResult.error(f"{path} is a directory")
         return ToolResult.success(f"Wrote {len(content)} characters to {path}")
-
-    def _kept_piece(self, policy: SecurityPolicy, path: str, content: str) -> ToolResult | None:
-        """A write that would cut an existing file down to a piece of itself is refused: it
-        loses the rest and adds nothing. A small model asked about a file writes its answer
-        over it (Qwen2.5-Coder-1.5B, "What is the boiler code written in fact.txt?":
-        file_read, then file_write(fact.txt, "4417"), in 3 of 7 runs). Emptying a file
-        (content "") and a deliberate cut with file_edit stay as they were."""
-        piece = content.strip()
-        if not piece:
-            return None
-        try:
-            fd, _ = policy.paths.open_checked(path, os.O_RDONLY)
-        except (PolicyError, OSError):
-            return None  # a new file, or one the write's own checks answer for
-        try:
-            handle = os.fdopen(fd, encoding="utf-8", errors="replace")
-        except OSError:  # a folder: the write says so
-            os.close(fd)
-            return None
-        with handle:
-            old = handle.read() if os.fstat(fd).st_size <= MAX_COMPARED_BYTES else ""
-        if len(content) >= len(old) or piece == old.strip() or piece not in old:
-            return None
-        return ToolResult.error(
-            f"Not written: {path} holds {len(old)} characters, and this would keep only "
-            f"{len(content)} of them and lose the rest. Asked about a file? Answer from "
-            "file_read. Asked to cut it down? Remove the rest with file_edit."
-        )
 
     async def file_edit(
         self, call: ToolCallContext, path: str, old_text: str, new_text: str
@@ -198,7 +189,7 @@ class FileTools:
         try:
             await self._write(call, policy, path, text.replace(old_text, new_text, 1), "file_edit")
         except PolicyError as exc:
-            return ToolResult.error(f"Refused: {exc}")
+            return _refused(exc)
         return ToolResult.success(f"Edited {path}")
 
     async def _append(
@@ -212,7 +203,7 @@ class FileTools:
         try:
             await self._write(call, policy, path, joined + new_text, "file_edit")
         except PolicyError as exc:
-            return ToolResult.error(f"Refused: {exc}")
+            return _refused(exc)
         return ToolResult.success(f"Added new_text at the end of {path}")
 
     async def recheck_write(self, call: ToolCallContext, path: str, content: str) -> ToolResult:
@@ -270,14 +261,47 @@ class FileTools:
         return ToolResult.success("\n".join(lines) or "(empty folder)")
 
 
-def _approval(policy: SecurityPolicy, target: Path, raw: str, tool: str) -> ApprovalRequest | None:
-    """What the owner must approve before `tool` writes `target` (None: nothing): under
-    supervised, a file that shapes every prompt (asked each time), or an existing file
-    replaced outside tmp/ and scratch/."""
-    if policy.autonomy != "supervised":
-        return None
+def _kept_piece(policy: SecurityPolicy, raw: str, content: str) -> str:
+    """Why a file_write that would cut an existing file down to a piece of itself is refused
+    ("": it is not one): it loses the rest and adds nothing. A small model asked about a
+    file writes its answer over it (Qwen2.5-Coder-1.5B, "What is the boiler code written in
+    fact.txt?": file_read, then file_write(fact.txt, "4417"), in 3 of 7 runs). Emptying a
+    file (content "") and a deliberate cut with file_edit stay as they were."""
+    piece = content.strip()
+    if not piece:
+        return ""
+    try:
+        fd, _ = policy.paths.open_checked(raw, os.O_RDONLY)
+    except (PolicyError, OSError):
+        return ""  # a new file
+    with os.fdopen(fd, encoding="utf-8", errors="replace") as handle:
+        old = handle.read() if os.fstat(fd).st_size <= MAX_COMPARED_BYTES else ""
+    if len(content) >= len(old) or piece == old.strip() or piece not in old:
+        return ""
+    return (
+        f"this would keep only {len(content)} of the {len(old)} characters in {raw} and "
+        "lose the rest. Asked about a file? Answer from file_read. Asked to cut it down? "
+        "Remove the rest with file_edit."
+    )
+
+
+def _approval(
+    policy: SecurityPolicy, target: Path, raw: str, tool: str, call: ToolCallContext
+) -> ApprovalRequest | None:
+    """What the owner must approve before `tool` writes `target` (None: nothing):
+    - a file that shapes later prompts (`SecurityPolicy.is_identity`), asked each time: at
+      every autonomy level in a tainted turn (words the owner did not write would shape
+      later turns) or in a turn not the owner's own private one; under supervised in any;
+    - under supervised, an existing file replaced outside tmp/ and scratch/."""
     if policy.is_identity(target):
-        reason = f"{raw} shapes every chat's prompt; it is changed only when the owner says so"
+        if call.taint.tainted:
+            reason = f"{raw} shapes later prompts, {call.taint.why()}"
+        elif not call.owner_private:
+            reason = f"{raw} shapes every prompt, in {call.speaker.name or call.chat_key}'s turn"
+        elif policy.autonomy == "supervised":
+            reason = f"{raw} shapes every chat's prompt; it is changed only when the owner says so"
+        else:
+            return None
         return ApprovalRequest(
             tool,
             f"{tool} {raw}",
@@ -286,6 +310,8 @@ def _approval(policy: SecurityPolicy, target: Path, raw: str, tool: str) -> Appr
             always_covers=_EACH_TIME,
             owner_only=True,
         )
+    if policy.autonomy != "supervised":
+        return None
     scratch = any(policy.workspace / folder in target.parents for folder in SCRATCH_DIRS)
     if target.is_file() and not scratch:
         reason = f"{tool} replaces the existing file {raw}"

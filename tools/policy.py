@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from tools.base import ToolCallContext
-from tools.boundaries import DEFAULT_OWNER_PRIVATE, hidden_from, is_identity_path
+from tools.boundaries import (
+    DEFAULT_OWNER_PRIVATE,
+    IDENTITY_FILES,
+    hidden_from,
+    is_identity_path,
+)
 from tools.config import Autonomy, SecuritySettings
 from tools.paths import PathRules, PolicyError
 
@@ -45,39 +51,61 @@ class SecurityPolicy:
     allowed_commands: tuple[str, ...]
     forbidden_paths: tuple[Path, ...]
     owner_private: tuple[str, ...] = DEFAULT_OWNER_PRIVATE  # workspace-relative names
+    # Beyond IDENTITY_FILES, what shapes every prompt: the AIEOS identity, when in the workspace.
+    prompt_files: tuple[str, ...] = ()
+    tainted: bool = False  # the call's turn read words the owner did not write
 
     @classmethod
     def from_settings(
-        cls, settings: SecuritySettings, workspace: Path, *, home: Path | None = None
+        cls,
+        settings: SecuritySettings,
+        workspace: Path,
+        *,
+        home: Path | None = None,
+        identity_file: str = "",
     ) -> SecurityPolicy:
         """The policy for `workspace`; with `home` (the pinclaw home), its config, state
-        database and logs are forbidden too, wherever PINCLAW_HOME points."""
+        database and logs are forbidden too, wherever PINCLAW_HOME points; `identity_file`:
+        an AIEOS identity's path (relative to the workspace), guarded as SOUL.md is."""
         forbidden = [Path(p).expanduser() for p in settings.forbidden_paths]
         if home is not None:
             forbidden += [home / name for name in RUNTIME_FILES]
+        workspace = workspace.expanduser().resolve()
         return cls(
-            workspace=workspace.expanduser().resolve(),
+            workspace=workspace,
             autonomy=settings.autonomy,
             allowed_commands=tuple(settings.allowed_commands),
             forbidden_paths=tuple(p.resolve() for p in forbidden),
             owner_private=tuple(dict.fromkeys((*DEFAULT_OWNER_PRIVATE, *settings.owner_private))),
+            prompt_files=_inside(workspace, identity_file),
         )
 
     def for_call(self, call: ToolCallContext) -> SecurityPolicy:
-        """The policy of one call: this one for the owner's own private turn; for any other
-        turn, the owner-private files and the other chats' inbox folders are forbidden too,
-        so the resolver, the shell's parser and the sandbox's masks all keep them out."""
+        """The policy of one call: for any turn but the owner's own private one, the
+        owner-private files and the other chats' inbox folders are forbidden too, so the
+        resolver, the shell's parser and the sandbox's masks all keep them out; a tainted
+        turn's counts the owner's prompt files as identity files (`is_identity`)."""
+        tainted = call.taint.tainted
         if call.owner_private:
-            return self
+            return dataclasses.replace(self, tainted=True) if tainted else self
         hidden = hidden_from(
             self.workspace, owner_private=self.owner_private, own_chat_key=call.chat_key
         )
-        return dataclasses.replace(self, forbidden_paths=(*self.forbidden_paths, *hidden))
+        forbidden = (*self.forbidden_paths, *hidden)
+        return dataclasses.replace(self, forbidden_paths=forbidden, tainted=tainted)
 
     def is_identity(self, path: Path) -> bool:
-        """A resolved path that shapes every chat's prompt (tools/boundaries.py): changing
-        it needs the owner's approval under supervised."""
-        return is_identity_path(self.workspace, path)
+        """A resolved path that shapes later prompts (tools/boundaries.py): the identity
+        files, skills and an AIEOS identity; in a tainted turn also MEMORY.md and USER.md,
+        read into the owner's own turns' prompts (words planted there would be obeyed
+        later in a turn that starts untainted). Changing one asks the owner each time."""
+        more = (*self.prompt_files, *(DEFAULT_OWNER_PRIVATE if self.tainted else ()))
+        return is_identity_path(self.workspace, path, more)
+
+    @property
+    def identity_paths(self) -> tuple[Path, ...]:
+        """The files and folders that shape every chat's prompt, for a sandbox to freeze."""
+        return tuple(self.workspace / name for name in (*IDENTITY_FILES, *self.prompt_files))
 
     @functools.cached_property
     def paths(self) -> PathRules:
@@ -106,3 +134,11 @@ class SecurityPolicy:
         if inside:  # the others are outside the workspace: already out of reach
             lines.append("- Forbidden inside it: " + ", ".join(f"`{p}`" for p in inside))
         return "\n".join(lines)
+
+
+def _inside(workspace: Path, name: str) -> tuple[str, ...]:
+    """`name` relative to the workspace, when it lies inside (a file outside is no tool's)."""
+    if not name:
+        return ()
+    path = Path(os.path.normpath(workspace / Path(name).expanduser()))
+    return (path.relative_to(workspace).as_posix(),) if workspace in path.parents else ()

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from tools.paths import GIT_DIR_NAME
+
 # A web address as people write one: with a scheme, or a bare host with a dot (a port, a path).
 _URLS = re.compile(
     r"\bhttps?://[^\s<>\"')\]]+|\b(?:[a-z0-9-]+\.)+[a-z]{2,}(?::\d+)?(?=[/\s]|$)", re.I
@@ -115,19 +117,27 @@ class FileProvenance(Protocol):
 
 def written_since(folder: Path, since: float, *, limit: int = 20_000) -> list[Path]:
     """The files under `folder` changed at or after `since` (seconds since the epoch): what a
-    command of a tainted turn may have written. At most `limit` entries are looked at."""
+    command of a tainted turn may have written. The change time (st_ctime) is compared: every
+    write, create, rename or chmod moves it and no command can set it back, as `touch -d`
+    sets the mtime back. Every folder is looked in, dot-folders too (`.notes/` is as
+    readable as `notes/`); a git folder last, so that its objects, often thousands, do not
+    use up the `limit` of files looked at before the rest of the workspace."""
     found: list[Path] = []
     seen = 0
-    for directory, folders, files in os.walk(folder):
-        folders[:] = [name for name in folders if not name.startswith(".")]
-        for name in files:
-            seen += 1
-            if seen > limit:
-                return found
-            path = Path(directory, name)
-            try:
-                if path.stat(follow_symlinks=False).st_mtime >= since:
-                    found.append(path)
-            except OSError:
-                continue
+    tops = [folder]
+    for top in tops:  # grows while walked: each git folder met is walked after the rest
+        for directory, folders, files in os.walk(top):
+            gits = [name for name in folders if name.lower() == GIT_DIR_NAME]
+            tops += [Path(directory, name) for name in gits]
+            folders[:] = [name for name in folders if name not in gits]
+            for name in files:
+                seen += 1
+                if seen > limit:
+                    return found
+                path = Path(directory, name)
+                try:
+                    if path.stat(follow_symlinks=False).st_ctime >= since:
+                        found.append(path)
+                except OSError:
+                    continue
     return found

@@ -19,8 +19,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tools.background import despite_a_cut
 from tools.base import FunctionTool, ToolCallContext, ToolResult
-from tools.boundaries import IDENTITY_FILES, INBOX, inbox_folder, make_placeholders
+from tools.boundaries import INBOX, inbox_folder, make_placeholders
 from tools.config import ShellSettings
 from tools.paths import PolicyError
 from tools.policy import SecurityPolicy
@@ -108,14 +109,20 @@ class ShellTool(FunctionTool):
         # Under full nothing asks, so in someone else's turn the files that shape every
         # prompt are read-only in the sandbox.
         someone_elses = not call.owner_private and policy.autonomy == "full"
-        frozen = tuple(policy.workspace / name for name in IDENTITY_FILES) if someone_elses else ()
-        started = time.time() - 1  # a file's mtime may be a second behind the clock
-        result = await self.execute(argv, policy, network=passage.online, frozen=frozen)
-        if call.writer and self._provenance is not None:  # someone else's words
-            workspace = self._policy.workspace
-            written = await asyncio.to_thread(written_since, workspace, started)
-            await self._provenance.record(written, call.writer)
-        return result
+        frozen = policy.identity_paths if someone_elses else ()
+        started = time.time() - 1  # a file's ctime may be a second behind the clock
+        try:
+            return await self.execute(argv, policy, network=passage.online, frozen=frozen)
+        finally:  # a command cut off has written what it wrote: recorded all the same
+            if call.writer and self._provenance is not None:  # someone else's words
+                await despite_a_cut(self._record_written(started, call.writer))
+
+    async def _record_written(self, since: float, writer: str) -> None:
+        """The files changed since the command began hold `writer`'s words: recorded, so
+        whoever reads one later is tainted by it."""
+        assert self._provenance is not None
+        written = await asyncio.to_thread(written_since, self._policy.workspace, since)
+        await self._provenance.record(written, writer)
 
     async def _note_untrusted_reads(self, command: str, call: ToolCallContext) -> None:
         """A command whose words name a file someone else's words are in (another chat's
@@ -202,9 +209,8 @@ class ShellTool(FunctionTool):
             return ToolResult.error(
                 f"Timed out after {self._settings.timeout_s:g} s; the command was stopped"
             )
-        except asyncio.CancelledError:
-            if process.returncode is None:
-                launch.kill(process.pid)
+        except asyncio.CancelledError:  # gone before what it wrote is looked for
+            await despite_a_cut(_stop(process, launch))
             raise
         finally:
             if launch.cleanup:

@@ -15,6 +15,7 @@ import functools
 import logging
 import time
 
+from tools.background import despite_a_cut
 from tools.base import ToolCallContext
 from tools.board.fleet import Boards
 from tools.board.link.firmata_types import BoardError, PinReading
@@ -83,14 +84,7 @@ class Keeper:
         and a note for the result ("" or when max_on_s switches it off). A call cut off
         while the board acts (a stopped turn, the tool's time limit) still has the write
         logged and its max_on_s deadline kept before the cut goes on: it may have landed."""
-        writing = asyncio.ensure_future(self._write(call, tool, target, mode, value))
-        try:
-            return await asyncio.shield(writing)
-        except asyncio.CancelledError:
-            await asyncio.wait([writing])
-            if not writing.cancelled():
-                writing.exception()  # seen: the caller hears of the cut, not of this
-            raise
+        return await despite_a_cut(self._write(call, tool, target, mode, value))
 
     async def _write(
         self, call: ToolCallContext, tool: str, target: Target, mode: str, value: float
