@@ -21,6 +21,8 @@ from channels.base import ApprovalAnswer, ApprovalQuestion, Channel, ChatRef, Ma
 from tools.base import ASK_EACH_TIME, ApprovalRequest, Approver
 
 log = logging.getLogger(__name__)
+# Of a question's action, what is shown: with the reason below it, it fits Discord's 2,000.
+MAX_ACTION_CHARS = 1_200
 
 # Around the wait for a person's answer: the turn's slot given back meanwhile (Slot.asking).
 Parking = Callable[[], AbstractAsyncContextManager[None]]
@@ -55,8 +57,15 @@ def defanged(text: str) -> str:
 
 def question_text(request: ApprovalRequest) -> str:
     """The question as the owner reads it, with what "Always allow" would cover from now on
-    (said before the button is pressed, never after); every address in it defanged."""
-    text = f"Approve {request.tool}: {request.action}\n(Why I ask: {request.reason})"
+    (said before the button is pressed, never after); every address in it defanged. An
+    action too long for a chat message is cut here, saying how much is not shown, so the
+    reason stays below it: a channel's own cut at its message limit would drop both
+    silently, and a page's order could sit after a harmless first screen of a task."""
+    action = request.action
+    if len(action) > MAX_ACTION_CHARS:
+        hidden = len(action) - MAX_ACTION_CHARS
+        action = f"{action[:MAX_ACTION_CHARS]}… [and {hidden:,} more characters, not shown]"
+    text = f"Approve {request.tool}: {action}\n(Why I ask: {request.reason})"
     if request.always_covers:
         text += f"\n({request.always_covers})"
     return defanged(text)

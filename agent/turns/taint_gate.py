@@ -102,11 +102,11 @@ def _sends_or_lasts(
     if link is not None:  # an MCP server's tool (tools/mcp/tool.py)
         if getattr(link.settings, "trusted", False) and not has_effects(tool):
             return None
-        shown = ", ".join(f"{k}={v!r}" for k, v in args.items())[:300]
+        shown = ", ".join(f"{k}={v!r}" for k, v in args.items())  # whole: approvals.py cuts
         return f"{name}({shown})", f"the MCP server {link.name} gets the arguments"
     if getattr(tool, "spec", None) is not None:  # a skill's tool (tools/skills/skill_tools.py)
         return f"{name} {args}", "a skill's script may change things or reach out"
     if has_effects(tool):
-        shown = ", ".join(f"{k}={v!r}" for k, v in args.items())[:300]
+        shown = ", ".join(f"{k}={v!r}" for k, v in args.items())  # whole: approvals.py cuts
         return f"{name}({shown})", "it changes what lasts"
     return None
