@@ -1,9 +1,10 @@
 """FileSources: the workspace files written by a turn that had read untrusted content.
 
 A file keeps no mark of who wrote it, and a later turn (after /new, or another chat's) that
-reads it would hold the same words as the page they came from. So when a tainted turn ends,
-the files it changed are recorded here with what it had read (agent/runtime/turn_files.py),
-and reading one taints the reader (tools/files.py asks `source_of`). A file the owner's own
+reads it would hold the same words as the page they came from. So the files a tainted turn,
+or someone else's, writes are recorded here as they are written, with what it had read or
+whose turn it was (tools/files.py, and tools/shell/shell_tool.py after each command), and
+reading one taints the reader (both ask `source_of`). A file the owner's own
 untainted turn writes again is theirs from then on. Paths are stored relative to the
 workspace, so a moved home keeps its records.
 """
