@@ -292,10 +292,12 @@ async def test_agent_jobs_lists_shows_and_cancels_a_running_job(
     assert listed.stdout.startswith("#1 running · look around · openai/test-model · ")
     assert listed.stdout.rstrip().endswith(f"[toy:{OWNER}:]")
     assert cancelled.returncode == 0 and cancelled.stdout.startswith("Cancelling job #1")
-    assert said[1] == "Job #1 (look around) was cancelled:\ncancelled (agent jobs cancel)"
+    assert said[1] == "Job #1 (look around) was cancelled:\ncancelled (/stop or agent jobs cancel)"
     assert shown.stdout.startswith("#1 cancelled · look around")
     assert "\ntools: all of the asker's\n" in shown.stdout
-    assert "\ndelivered: message\ntask:\nlook around\nresult:\ncancelled (agent" in shown.stdout
+    assert "\ndelivered: message\ntask:\nlook around\nresult:\ncancelled (/stop or agent jobs" in (
+        shown.stdout
+    )
 
 
 async def test_a_jobs_approval_goes_to_the_owner_naming_the_job(

@@ -21,11 +21,12 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from daemon_process import DaemonProcess, agent, env_of, rows, wait_until
 from fakes.firmata_board import FirmataBoard
-from fakes.llm_server import FakeLLM
+from fakes.llm_server import FakeLLM, Outcome, delay, text, tool_calls
 from fakes.tcp_serial import TcpSerial
 from fakes.telegram_server import FakeTelegram
 from hardware_calls import call
@@ -303,6 +304,58 @@ def test_stop_reaches_a_turn_running_in_another_process(
         assert said(chat)[0] == "Stopping."
     time.sleep(1.0)
     assert answered(fake_telegram) == []  # neither turn's answer went out
+
+
+@pytest.mark.timeout(180)
+def test_stop_reaches_a_job_running_in_another_process(
+    processes: list[DaemonProcess],
+    telegram_env: dict[str, str],
+    fake_telegram: FakeTelegram,
+    fake_llm: FakeLLM,
+    postgres: PostgresCluster,
+    tmp_path: Path,
+) -> None:
+    """Each chat's turn hands a task to a sub-agent and ends, so only the jobs run, one in
+    each process. /stop, taken by the intake's holder for both chats, stops both at once:
+    its own, and the other process's by an announcement (and a mark in the store). Before,
+    that chat was told "Nothing is running." and its job ran on to its end."""
+    url = postgres.new_database()
+    env = {"PINCLAW_AGENT__MAX_CONCURRENT_TURNS": "1", "PINCLAW_AGENT__SUB_AGENTS": "true"}
+    first = start(processes, tmp_path, url, 0, **env)
+    wait_until(lambda: "telegram started" in first.log, 60, "the first process", first)
+    second = start(processes, tmp_path, url, 1, **env)
+    wait_until(lambda: STANDBY in second.log, 60, "standby", second)
+
+    def is_job(body: dict[str, Any]) -> bool:
+        users = [m for m in body["messages"] if m.get("role") == "user"]
+        return bool(users) and str(users[-1].get("content")).startswith("[Job #")
+
+    def respond(body: dict[str, Any]) -> Outcome:
+        if is_job(body):
+            return delay(30, text("what the job found"))
+        if body["messages"][-1].get("role") == "tool":
+            return text("handed over")
+        return delay(4, tool_calls(("delegate", {"task": "look around"})))  # both turns at once
+
+    fake_llm.responder = respond
+    for chat in (0, 1):
+        fake_telegram.inject_message(1000 + chat, OWNER, f"chat {chat} message 0")
+    jobs = lambda: [r for r in fake_llm.requests if is_job(r)]  # noqa: E731
+    wait_until(lambda: len(jobs()) == 2, 30, "both jobs running", second)
+    for chat in (0, 1):
+        fake_telegram.inject_message(1000 + chat, OWNER, "/stop")
+    said = lambda chat: [m.plain or "" for m in fake_telegram.sent if m.chat_id == 1000 + chat]  # noqa: E731
+    for chat in (0, 1):
+        wait_until(
+            lambda c=chat: any("was cancelled" in line for line in said(c)),  # type: ignore[misc]
+            8,
+            f"chat {chat}'s job stopped",
+            second,
+        )
+        assert "Stopping." in said(chat), said(chat)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PINCLAW_STATE__URL", url)
+        assert rows(Path("unused.db"), "SELECT state FROM jobs") == [("cancelled",)] * 2
 
 
 async def test_one_process_at_a_time_drives_a_board_and_another_takes_it_when_it_stops(

@@ -39,7 +39,7 @@ from agent.runtime.queues.courier import Courier
 from agent.runtime.queues.reactions import Reactions
 from agent.runtime.queues.replies import Alongside, ChatReplies
 from agent.runtime.queues.turn_slots import TurnSlots
-from agent.runtime.running_turns import RunningTurns
+from agent.runtime.running_turns import STOP, RunningTurns
 from agent.runtime.turn_answering import TurnAnswerer
 from agent.runtime.turn_setup import TurnSetup
 from agent.security import Scrubber
@@ -87,7 +87,7 @@ class ChannelRuntime:
             scrub,
         )
         self.turns = RunningTurns()
-        store.claims.hear(self.turns.heard)  # a /stop or an interruption taken elsewhere
+        store.claims.hear(self._heard)  # a /stop or an interruption taken elsewhere
         chosen = ChatBusy(store.db)
         self.busy = BusyModes(channel.name, setup, store.inbox, chosen, self.turns, store.claims)
         self.reactions = Reactions(channel, setup)
@@ -155,6 +155,12 @@ class ChannelRuntime:
             self.reactions,
         )
         self._scrub = scrub
+
+    def _heard(self, kind: str, chat_key: str) -> None:
+        """Another process's announcement: a /stop stops the chat's turn and jobs here too."""
+        self.turns.heard(kind, chat_key)
+        if kind == STOP and self.jobs is not None:
+            self.jobs.stop_chat(chat_key)
 
     # -- Enqueue --------------------------------------------------------------------------
 

@@ -136,16 +136,18 @@ class ChatCommands:
         )
 
     async def _stop(self, key: str) -> bool:
-        """Stop the chat's running turn and its jobs; False when nothing ran. A turn another
-        process runs (the store shared) is told to stop there."""
-        stopped_jobs = self._jobs.stop_chat(key) if self._jobs is not None else 0
-        if self._turns.cancel(key) or stopped_jobs > 0:
-            return True
-        claims = self._store.claims
-        if claims.shared and await claims.held_elsewhere(TURNS, key):
-            await claims.announce(STOP, key)
-            return True
-        return False
+        """Stop the chat's running turn and its jobs; False when nothing ran. With the store
+        shared, a turn or job another process runs is told to stop there (and a job is
+        marked in the store too, for a process that misses the announcement)."""
+        jobs, claims = self._jobs, self._store.claims
+        elsewhere = False
+        if claims.shared:  # first: what stops here is then answered "Stopping." before its end
+            elsewhere = bool(jobs and await jobs.stop_elsewhere(key))
+            elsewhere = elsewhere or await claims.held_elsewhere(TURNS, key)
+            if elsewhere:
+                await claims.announce(STOP, key)
+        stopped_jobs = jobs.stop_chat(key) if jobs else 0
+        return self._turns.cancel(key) or stopped_jobs > 0 or elsewhere
 
 
 async def run_command(name: str, text: str, ctx: CommandContext) -> str:

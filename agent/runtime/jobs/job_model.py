@@ -16,6 +16,10 @@ from agent.model.responses import (
     Tools,
 )
 
+# A job marked to be cancelled in the store: by `agent jobs cancel`, or by a /stop taken by
+# another process sharing the store (agent/runtime/commands.py).
+CANCEL_ASKED = "cancelled (/stop or agent jobs cancel)"
+
 
 class JobStopped(Exception):
     """The job ends here: its state ("stopped" or "cancelled") and the line that says why."""
@@ -51,7 +55,7 @@ class JobModel:
         model: str | None = None,
     ) -> LLMResponse:
         if await self._cancelled():
-            raise JobStopped("cancelled", "cancelled (agent jobs cancel)")
+            raise JobStopped("cancelled", CANCEL_ASKED)
         response = await self._inner.complete(
             messages, tools=tools, on_text=on_text, on_retry=on_retry, model=model
         )

@@ -16,6 +16,7 @@ from agent.durable.file.state_db import Transaction
 from agent.durable.jobs import Job
 from agent.durable.store import Claims, OneProcess
 from agent.model.responses import Message
+from agent.runtime.jobs.job_model import CANCEL_ASKED
 from agent.runtime.jobs.job_run import JobEnd, JobKit, run_job
 from agent.runtime.jobs.job_texts import result_message
 from agent.runtime.queues.replies import ChatReplies
@@ -112,6 +113,16 @@ class JobRunner:
             self._tasks[job_id].cancel()
         return len(ids)
 
+    async def stop_elsewhere(self, chat_key: str) -> int:
+        """/stop of the chat's jobs this process does not run (another process sharing the
+        store does): each marked to be cancelled, which its runner reads before each model
+        call; how many."""
+        listed = await self.kit.jobs.listed(chat_key)
+        others = [j for j in listed if j.state in ("queued", "running") and j.id not in self._jobs]
+        for job in others:
+            await self.kit.jobs.ask_cancel(job.id)
+        return len(others)
+
     async def _run(self, job: Job) -> None:
         """The job run here — unless another process sharing the store runs it (one that
         started it, or took it up at its own start)."""
@@ -128,7 +139,7 @@ class JobRunner:
         try:
             async with self._slots:
                 if await kit.jobs.cancel_asked(job.id):
-                    end = JobEnd("cancelled", "cancelled (agent jobs cancel)", 0)
+                    end = JobEnd("cancelled", CANCEL_ASKED, 0)
                 else:
                     await kit.jobs.started(job.id)
                     end = await run_job(job, kit)
