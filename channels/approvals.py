@@ -140,14 +140,15 @@ class ButtonApprovals:
         if press.verdict != "answer" or press.pending is None:
             await best_effort(reply.toast(press.toast), f"answer a press on {self._platform}")
             return
-        try:
-            if reply.toasts_the_outcome:
-                await best_effort(reply.toast(press.toast), f"answer a press on {self._platform}")
-            text = self.shown(press.pending.question, OUTCOMES[press.answer])
-            await best_effort(reply.new_text(text), f"show the answer on {self._platform}")
-        finally:
-            if not press.pending.future.done():  # hand the answer to the waiting question
-                press.pending.future.set_result(press.answer)
+        # The answer first, then what shows it: a press made in time is not lost to the
+        # deadline while the platform takes its time with the toast and the edit (the owner
+        # read "Approved" while the turn was denied).
+        if not press.pending.future.done():
+            press.pending.future.set_result(press.answer)
+        if reply.toasts_the_outcome:
+            await best_effort(reply.toast(press.toast), f"answer a press on {self._platform}")
+        text = self.shown(press.pending.question, OUTCOMES[press.answer])
+        await best_effort(reply.new_text(text), f"show the answer on {self._platform}")
 
     def shown(self, question: ApprovalQuestion, outcome: str = "") -> str:
         """The question as the chat shows it, with its outcome below once there is one."""
@@ -173,8 +174,8 @@ class ButtonApprovals:
                 del self._pending[key]
 
     def _press(self, key: str, code: str, user_id: str, username: str) -> Press:
-        """Decide a press; an answer claims the question (the caller then shows the outcome
-        and settles it)."""
+        """Decide a press; an answer claims the question (the caller then settles it and
+        shows the outcome)."""
         pending = self._pending.get(key)
         if pending is None or pending.future.done():
             return Press("expired")

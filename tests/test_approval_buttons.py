@@ -73,6 +73,16 @@ def current(fake: FakeTelegram, message: SentMessage) -> SentMessage:
     return next(m for m in fake.sent if m.message_id == message.message_id)
 
 
+async def shown_once_edited(fake: FakeTelegram, message: SentMessage) -> SentMessage:
+    """The message once the bot has edited it: the answer reaches the waiting question
+    first, the edit that shows it follows."""
+    deadline = asyncio.get_running_loop().time() + 5
+    while not current(fake, message).edits:
+        assert asyncio.get_running_loop().time() < deadline, "the question was never edited"
+        await asyncio.sleep(0.01)
+    return current(fake, message)
+
+
 async def question_message(fake: FakeTelegram) -> SentMessage:
     (message,) = await fake.await_for(lambda m: bool(buttons(m)))
     return message
@@ -112,7 +122,7 @@ async def test_telegram_owner_press_answers_and_the_message_shows_the_outcome(
     )
 
     assert await asyncio.wait_for(asking, 5) == expected
-    after = current(fake_telegram, message)
+    after = await shown_once_edited(fake_telegram, message)
     assert after.plain == f"{QUESTION.text}\n\n{outcome}"
     assert after.reply_markup is None  # no buttons left to press
     assert await shown_to(fake_telegram, query) == outcome
@@ -136,7 +146,7 @@ async def test_telegram_stranger_is_refused_and_the_owner_decides_in_the_topic(
 
     fake_telegram.inject_callback_query(OWNER, message, buttons(message)["Deny"])
     assert await asyncio.wait_for(asking, 5) == "deny"
-    after = current(fake_telegram, message)
+    after = await shown_once_edited(fake_telegram, message)
     assert after.plain == f"{QUESTION.text}\n\n❌ Denied" and after.reply_markup is None
 
 
@@ -150,6 +160,26 @@ async def test_telegram_timeout_turns_the_question_into_a_denial_note(
     assert message.plain == f"{QUESTION.text}\n\n{TIMED_OUT}"
     assert message.reply_markup is None
     assert message.edits == [QUESTION.text]  # it was the question before
+
+
+async def test_telegram_press_in_time_approves_though_telegram_is_slow_to_confirm_it(
+    telegram: TelegramChannel, fake_telegram: FakeTelegram
+) -> None:
+    """The owner presses Approve well before the deadline, and Telegram takes 1.5 s to
+    confirm the press: the answer reaches the waiting question at once. It used to wait
+    for the toast and the edit, so the deadline passed meanwhile: the turn was denied while
+    the owner read "✅ Approved" and the message ended showing it."""
+    fake_telegram.gate("answerCallbackQuery", 1.5, stage="after")
+    chat = ChatRef("telegram", str(OWNER))
+    asking = asyncio.create_task(
+        asyncio.wait_for(telegram.ask_approval(chat, QUESTION, owner_only), 1.0)
+    )
+    message = await question_message(fake_telegram)
+    fake_telegram.inject_callback_query(OWNER, message, buttons(message)["Approve"])
+    assert await asking == "approve"
+    await asyncio.sleep(2.0)  # the toast and the edit land
+    assert [a.text for a in fake_telegram.callback_answers] == ["✅ Approved"]
+    assert TIMED_OUT not in str(current(fake_telegram, message).plain)
 
 
 async def test_telegram_press_on_a_question_no_longer_waiting_is_told_it_expired(

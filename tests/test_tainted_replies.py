@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Daemon
+from conftest import Daemon, eventually
 from fakes.discord_server import FakeDiscord
 from fakes.model_double import ScriptedModel, text, tool_calls
 from fakes.telegram_models import json_param
@@ -224,8 +224,10 @@ async def test_telegram_approval_question_and_its_edit_are_never_previewed(
     assert "attacker.example" not in (message.plain or "")
     fake_telegram.inject_callback_query(OWNER, message, buttons(message)["Deny"])
     assert await asyncio.wait_for(asking, 5) == "deny"
+    edited = lambda: telegram_calls(fake_telegram, "editMessageText")  # noqa: E731
+    await eventually(lambda: bool(edited()), 5, "the question edited to show the answer")
     [sent] = telegram_calls(fake_telegram, "sendMessage")
-    [edit] = telegram_calls(fake_telegram, "editMessageText")
+    [edit] = edited()
     assert previews_off(sent) is True and previews_off(edit) is True
 
 
@@ -296,6 +298,7 @@ async def test_discord_approval_question_and_its_edit_have_embeds_suppressed(
     assert flags(message.payload) & SUPPRESS_EMBEDS
     fake_discord.inject_button_press(DISCORD_OWNER, message.message_id, message.buttons["Deny"])
     assert await asyncio.wait_for(asking, 5) == "deny"
+    await eventually(lambda: fake_discord.messages[0].edits == 1, 5, "the question edited")
     [after] = fake_discord.messages
     assert after.edits == 1 and after.content.endswith("❌ Denied")
     assert flags(after.payload) & SUPPRESS_EMBEDS
