@@ -8,6 +8,7 @@ are refused: API keys and bot tokens come from the environment only.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -233,9 +234,24 @@ def _describe(path: Path, error: Any, environ: Mapping[str, str]) -> str:
         reason = "unknown key"
     elif error["type"] == "missing":
         reason = "required value missing"
+    elif _secret(dotted):
+        pass  # its value is not quoted: the line goes to stderr, the log and the owner's chat
     elif "input" in error and not isinstance(error["input"], dict):  # a table may hold a secret
         reason += f" (got {error['input']!r})"
-    return f"{origin}: {dotted}: {reason}"
+    return f"{origin}: {dotted}: {masked_urls(reason)}"
+
+
+def _secret(dotted: str) -> bool:
+    """A secret key's error, or one inside it (a union's member): its value is never shown."""
+    return any(dotted == key or dotted.startswith(f"{key}.") for key in secret_keys(Settings))
+
+
+_URL_PASSWORD = re.compile(r"(://[^\s/:@]*:)[^\s@]*@")
+
+
+def masked_urls(text: str) -> str:
+    """`text` with the password of every URL in it as ***: any key may hold a URL with one."""
+    return _URL_PASSWORD.sub(r"\1***@", text)
 
 
 def _secrets_in_file(data: dict[str, Any]) -> Iterator[tuple[str, str]]:

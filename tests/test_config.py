@@ -132,3 +132,18 @@ def test_the_state_urls_password_is_scrubbed_and_a_url_of_another_kind_refused(
     monkeypatch.setenv("PINCLAW_STATE__URL", "mysql://pinclaw@db.lan/pinclaw")
     with pytest.raises(ConfigError, match=r"PINCLAW_STATE__URL.*postgresql://"):
         load_settings(None)
+
+
+def test_a_refused_value_is_quoted_without_a_password(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The line goes to stderr, the log and the owner's chat: a secret key's value is not
+    quoted at all, a URL's password in any other key's is masked."""
+    monkeypatch.setenv("PINCLAW_STATE__URL", "postgresql+psycopg://pinclaw:pg-pw-1@db.lan/x")
+    monkeypatch.setenv("PINCLAW_AGENT__MAX_TOOL_ITERATIONS", "http://me:other-pw-2@db.lan/")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    iterations, state = sorted(caught.value.problems)
+    assert state.startswith("environment variable PINCLAW_STATE__URL: state.url: Value error")
+    assert "pg-pw-1" not in state and "(got" not in state
+    assert iterations.endswith("(got 'http://me:***@db.lan/')")

@@ -138,6 +138,14 @@ def test_an_api_base_that_does_not_answer_is_said_in_one_line(llm_env: dict[str,
     ) in lines(result)
 
 
+def test_an_api_base_with_a_password_is_said_without_it(llm_env: dict[str, str]) -> None:
+    """A server behind basic auth is set as http://user:password@host/v1; the password is
+    no configured token, so the scrubber does not know it: doctor's every line masks it."""
+    result = doctor({**llm_env, "PINCLAW_LLM__API_BASE": "http://me:Pw-7zq-x@127.0.0.1:9/v1"})
+    assert "Pw-7zq-x" not in result.stdout + result.stderr
+    assert "FAIL api base: http://me:***@127.0.0.1:9/v1 does not answer" in result.stdout
+
+
 def test_a_loose_home_is_tightened_and_then_found_the_owners_alone(
     llm_env: dict[str, str], home: Path
 ) -> None:

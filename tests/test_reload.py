@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,10 @@ from fakes.llm_server import text as llm_text
 from fakes.model_double import ScriptedModel, text
 from fakes.telegram_server import FakeTelegram
 
+from agent.app import make_scrubber
+from agent.config import load_settings
 from agent.daemon.setting_changes import SettingChanges
+from agent.security import ScrubbingFilter
 
 OWNER = 42
 RELOAD_S = 15.0  # a poll (1 s), the file held still, the reload; on a loaded machine
@@ -140,6 +143,42 @@ async def test_a_broken_edit_is_kept_out_and_the_owner_told_once(
     assert plain(fake_telegram, OWNER)[1].endswith("still there?")  # the old settings answer
     assert len(plain(fake_telegram, OWNER)) == 2  # told once, not at the second save
     assert doctor.returncode == 2 and f"config error: {problem}" in doctor.stderr
+
+
+@pytest.fixture
+def scrubbed_log_records() -> Iterator[None]:
+    """Every log record scrubbed as it is made, with the scrubber `agent run` makes from its
+    settings (agent/cli/main.py `_load`); the record factory put back afterwards."""
+    before = logging.getLogRecordFactory()
+    ScrubbingFilter(make_scrubber(load_settings())).cover_every_record()
+    yield
+    logging.setLogRecordFactory(before)
+
+
+@pytest.mark.usefixtures("owner_is_42")
+async def test_a_refused_state_url_in_agent_env_is_not_told_to_the_owner_or_logged(
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
+    fake_telegram: FakeTelegram,
+    home: Path,
+    daemon: Callable[[], Daemon],
+    caplog: pytest.LogCaptureFixture,
+    scrubbed_log_records: None,  # after the settings fixtures: it reads them
+) -> None:
+    """The owner puts the PostgreSQL URL in agent.env as SQLAlchemy spells it
+    (postgresql+psycopg://): the running daemon reads agent.env again, refuses the value,
+    and says why in the log and in the owner's private chat. The password must not go."""
+    password = "Pg-Pass-9f3c1e7a2b"  # no KEY/TOKEN/... in it, no well-known key format
+    caplog.set_level(logging.INFO)
+    async with daemon():
+        url = f"postgresql+psycopg://pinclaw:{password}@127.0.0.1:5432/pinclaw"
+        write_env(home, f"PINCLAW_STATE__URL={url}\n")
+        [told] = await fake_telegram.await_for(lambda m: m.chat_id == OWNER, timeout=RELOAD_S)
+        await reloaded(caplog, "settings not applied")
+    problem = "environment variable PINCLAW_STATE__URL: state.url: Value error, must be a"
+    assert problem in (told.plain or "")  # the variable, the key and what is wrong
+    assert password not in (told.plain or "")  # the owner's Telegram chat
+    assert password not in "\n".join(record.getMessage() for record in caplog.records)
 
 
 async def test_a_new_bot_token_restarts_only_telegram_and_queued_messages_are_answered(

@@ -281,6 +281,22 @@ def test_doctor_names_a_server_it_cannot_reach_without_its_password(
     assert PASSWORD not in doctor.stdout + doctor.stderr
 
 
+@pytest.mark.parametrize("command", ["doctor", "run"])
+def test_a_url_libpq_cannot_parse_is_refused_without_its_password(
+    llm_env: dict[str, str], home: Path, command: str
+) -> None:
+    """A password with a "%" not written as %25 (or a space): libpq's own error quotes it.
+    `agent doctor` and `agent run` (whose stderr is the service's log) say the url is wrong,
+    in one line without it, and exit 2 as for a server they cannot use."""
+    password = "Ab%zzPgPass8d41"
+    url = f"postgresql://pinclaw:{password}@127.0.0.1:9/pinclaw"  # port 9: nothing there
+    done = agent(command, env={"PINCLAW_STATE__URL": url}, timeout=60)
+    assert done.returncode == 2
+    assert "the PostgreSQL URL cannot be parsed" in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert password not in done.stdout + done.stderr
+
+
 @contextlib.contextmanager
 def socket_free_port() -> Any:
     import socket

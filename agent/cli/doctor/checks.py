@@ -20,7 +20,7 @@ from agent.app import make_scrubber
 from agent.cli.doctor.setup_checks import report_channels, report_home, report_model
 from agent.cli.owner.pairing import doctor_lines
 from agent.cli.user_errors import missing_package_line
-from agent.config import Settings
+from agent.config import Settings, masked_urls
 from agent.durable.learned_model_facts import LearnedModelFacts, learned_rows
 from agent.durable.store import read_state
 from agent.model.profiles.lookup import FACT_FIRST_TOKEN, FACT_SERVER, FACT_TOOLS, FACT_WINDOW
@@ -31,7 +31,8 @@ from tools.config import DEFAULT_BOARD, BoardSettings, configured_boards, networ
 
 
 class ScrubbedLines(io.TextIOBase):
-    """Standard output while doctor runs: whole lines, scrubbed, whoever prints them."""
+    """Standard output while doctor runs: whole lines, scrubbed, whoever prints them, every
+    URL's password masked (one in llm.api_base is no configured secret the scrubber knows)."""
 
     def __init__(self, out: TextIO, scrub: Scrubber) -> None:
         self._out = out
@@ -41,13 +42,13 @@ class ScrubbedLines(io.TextIOBase):
     def write(self, text: str) -> int:
         done, newline, self._rest = (self._rest + text).rpartition("\n")
         if newline:
-            self._out.write(self._scrub(done + newline))
+            self._out.write(masked_urls(self._scrub(done + newline)))
             self._out.flush()
         return len(text)
 
     def finish(self) -> None:
         if self._rest:
-            self._out.write(self._scrub(self._rest))
+            self._out.write(masked_urls(self._scrub(self._rest)))
             self._rest = ""
         self._out.flush()
 

@@ -10,6 +10,8 @@ catch — a unique key as sqlite3.IntegrityError; a lost connection, a lock or s
 conflict as StateBusy (retried with backoff, like SQLite's busy); a full disk as StateFull.
 A lock another session holds is waited for as long as state.db's busy timeout, not forever:
 then it is StateBusy, as on state.db, instead of a trip that blocks every later one.
+A URL libpq cannot parse is a StateError that says so without libpq's words, which quote
+the password.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import psycopg
 from psycopg import errors
 from psycopg.adapt import Loader
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 
 from agent.durable.file.state_db import BUSY_TIMEOUT_MS
@@ -34,6 +37,10 @@ _BUSY = (
     errors.DeadlockDetected,
     errors.LockNotAvailable,
     errors.QueryCanceled,
+)
+UNREADABLE_URL = (
+    "the PostgreSQL URL cannot be parsed: write it as postgresql://user:password@host:5432/name, "
+    "the password's special characters percent-encoded (% as %25, @ as %40, a space as %20)"
 )
 
 
@@ -70,6 +77,7 @@ class PgConnection:
 
     @classmethod
     def connect(cls, url: str, *, timeout_s: float = 10.0) -> PgConnection:
+        readable(url)
         try:
             conn = psycopg.connect(
                 url,
@@ -109,6 +117,15 @@ class PgConnection:
 
     def close(self) -> None:
         self.raw.close()
+
+
+def readable(url: str) -> None:
+    """StateError when libpq cannot parse `url`: its own words would quote the password
+    (`invalid percent-encoded token: "..."`), so they are left out, with their traceback."""
+    try:
+        conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        raise StateError(UNREADABLE_URL) from None
 
 
 def state_error(exc: psycopg.Error) -> Exception:

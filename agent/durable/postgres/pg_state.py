@@ -25,7 +25,7 @@ from agent.durable.file.state_db import Migrate, StateDB, StateDBUnusable
 from agent.durable.file.state_errors import StateBusy, StateError
 from agent.durable.file.storage_health import StorageHealth
 from agent.durable.postgres import pg_schema
-from agent.durable.postgres.pg_connection import PgConnection
+from agent.durable.postgres.pg_connection import UNREADABLE_URL, PgConnection
 from agent.durable.postgres.pg_thread import PgThread
 
 log = logging.getLogger(__name__)
@@ -61,13 +61,13 @@ class PostgresState(StateDB):
             advice = "point [state] url at a database of pinclaw's own"
             return StateDBUnusable(self.where, str(exc), advice, store=STORE)
         what = "cannot connect" if isinstance(exc, StateBusy) else "cannot be used"
-        return StateDBUnusable(
-            self.where,
-            f"{what} ({_first_line(exc)})",
+        advice = (
             "check [state] url (or PINCLAW_STATE__URL in agent.env) and that the server runs "
-            "and lets this user in; `agent doctor` says more",
-            store=STORE,
+            "and lets this user in; `agent doctor` says more"
         )
+        if str(exc) == UNREADABLE_URL:  # no server was asked
+            advice = "correct [state] url (or PINCLAW_STATE__URL in agent.env)"
+        return StateDBUnusable(self.where, f"{what} ({_first_line(exc)})", advice, store=STORE)
 
     async def _probe(self) -> None:
         await self.read(lambda conn: conn.execute("SELECT 1").fetchall())
