@@ -1,10 +1,13 @@
 """The OpenAI-compatible API of the daemon run in this event loop, asked by the real `openai`
 SDK over 127.0.0.1: a plain and a streamed answer with their usage, pinclaw's own tool run
 inside the turn, a session kept by pinclaw and a stateless one with the client's history,
-the models listed, a bad key; and the keys made, listed and revoked with `agent http keys`."""
+the models listed, a bad key; a request malformed or a key not UTF-8 refused, not a 500; a
+streamed turn whose client left still holding its session; and the keys made, listed and
+revoked with `agent http keys`."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
@@ -12,12 +15,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from click.testing import CliRunner
 from conftest import Daemon
+from daemon_process import rows
 from fakes.llm_requests import last_user_content, tool_results
-from fakes.model_double import ScriptedModel, text, tool_calls
+from fakes.model_double import ScriptedModel, delay, text, tool_calls
 
 from agent.cli.main import cli
 
@@ -217,6 +222,98 @@ async def test_models_are_listed_and_a_bad_key_is_refused(
     assert model.requests == []
     logged = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert not any(KEY in line or BOB_KEY in line for line in logged)
+
+
+def completions_url(port: int) -> str:
+    return f"http://127.0.0.1:{port}/v1/chat/completions"
+
+
+async def test_a_malformed_request_or_a_key_not_utf8_is_refused_not_a_500(
+    model: ScriptedModel, daemon: Callable[[], Daemon], port: int
+) -> None:
+    """An earlier message that is not an object, a `stream_options` that is not one: a 400
+    naming the field. A key whose bytes are not UTF-8 (aiohttp reads them with
+    surrogateescape): a 401. Neither a traceback's 500."""
+    said = {"role": "user", "content": "What did I plant?"}
+    bodies = [
+        {"messages": ["I planted basil.", said]},
+        {"messages": [said], "stream": True, "stream_options": "usage please"},
+    ]
+    bearer = {"Authorization": f"Bearer {KEY}"}
+    async with daemon(), httpx.AsyncClient(timeout=10) as http:
+        malformed = [await http.post(completions_url(port), json=b, headers=bearer) for b in bodies]
+        garbled = await http.post(
+            completions_url(port),
+            json={"messages": [said]},
+            headers={b"Authorization": b"Bearer pk-\xff"},
+        )
+    assert [r.status_code for r in malformed] == [400, 400], [r.text for r in malformed]
+    errors = [r.json()["error"]["message"] for r in malformed]
+    assert errors[0].startswith("messages[0]: ") and errors[1].startswith("stream_options: ")
+    assert garbled.status_code == 401, garbled.text
+    assert model.requests == []
+
+
+async def test_a_streamed_turn_whose_client_left_holds_its_session_until_it_ends(
+    model: ScriptedModel, daemon: Callable[[], Daemon], port: int
+) -> None:
+    """A session runs one turn at a time. A streamed request's client goes away after the
+    first chunk: its turn goes on to its end (stored whole), and the same session's next
+    request waits for it, so that turn's history holds the first question."""
+    model.script(
+        # the first turn: a piece of text after the client left, a tool, a slow last answer
+        delay(1.0, tool_calls(("file_list", {"path": "."}), content="Let me look. ")),
+        delay(3.0, text("A: basil.")),
+        # the second turn: echo (its history is what the model sees)
+    )
+    headers = {"Authorization": f"Bearer {KEY}", "X-Session-Id": "garden"}
+    first = {"messages": [{"role": "user", "content": "What did I plant?"}], "stream": True}
+    second = {"messages": [{"role": "user", "content": "And what else?"}]}
+    async with daemon(), httpx.AsyncClient(timeout=20) as http:
+        async with http.stream(
+            "POST", completions_url(port), json=first, headers=headers
+        ) as streamed:
+            async for _ in streamed.aiter_bytes():
+                break  # the role chunk: then the client goes away
+        await asyncio.sleep(1.5)  # the handler met the closed connection
+        answer = await http.post(completions_url(port), json=second, headers=headers)
+    assert answer.status_code == 200
+    asked_second = model.requests[-1]["messages"]
+    said = " ".join(str(m.get("content")) for m in asked_second)
+    assert "What did I plant?" in said and "A: basil." in said, "the turns ran side by side"
+
+
+async def test_a_stateless_call_keeps_no_secret_of_its_history_tool_calls(
+    model_env: dict[str, str],
+    model: ScriptedModel,
+    daemon: Callable[[], Daemon],
+    home: Path,
+    client: openai.AsyncOpenAI,
+) -> None:
+    """A client's history (an earlier model of the conversation called one of the client's
+    tools with a key the person pasted) is stored as the turn before and sent to the model:
+    scrubbed whole, its texts and its tool calls' arguments."""
+    secret = model_env["OPENAI_API_KEY"]  # a secret pinclaw knows
+    arguments = json.dumps({"provider": "openai", "api_key": secret})
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "check", "arguments": arguments},
+    }
+    history = [
+        {"role": "user", "content": f"Check this key for me: {secret}"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "valid"},
+        {"role": "assistant", "content": "It is valid."},
+        {"role": "user", "content": "Thanks. What did we just do?"},
+    ]
+    async with daemon():
+        await client.chat.completions.create(model="any", messages=history)  # type: ignore[arg-type]
+    stored = rows(home / "state.db", "SELECT message FROM messages WHERE chat_key LIKE 'api:%'")
+    assert stored, "the stateless call's history is stored"
+    assert "[REDACTED]" in stored[0][0]  # the person's text was scrubbed
+    assert not any(secret in message for (message,) in stored)  # the store
+    assert secret not in json.dumps(model.requests[0]["messages"])  # the model
 
 
 @pytest.fixture

@@ -186,10 +186,17 @@ async def test_refused_deliveries_run_nothing(
                 "X-Signature-256": sign_generic(SECRET, stale, body),
             },
         )
-    statuses = [
-        r.status_code for r in (bad, unsigned, form, oversize, nohook, branch, ping, old, wrong)
-    ]
-    assert statuses == [401, 401, 415, 413, 404, 200, 200, 401, 401]
+        garbled = await client.post(  # not UTF-8: aiohttp reads it with surrogateescape
+            "/hooks/github",
+            content=body,
+            headers={
+                **{k.encode(): v.encode() for k, v in github(body, "d-8").items()},
+                b"X-Hub-Signature-256": b"sha256=\xff",
+            },
+        )
+    answered = (bad, unsigned, form, oversize, nohook, branch, ping, old, wrong, garbled)
+    statuses = [r.status_code for r in answered]
+    assert statuses == [401, 401, 415, 413, 404, 200, 200, 401, 401, 401]
     assert bad.json() == {"error": "the signature does not match"}
     assert old.json()["error"].startswith("stale: the timestamp is 60")  # 600 s, or 601
     assert old.json()["error"].endswith("s from now (window 300 s)")
@@ -219,6 +226,36 @@ async def test_a_generic_hook_to_a_person_replies_in_their_chat(
     (reply,) = toy.said_in("alice")
     assert reply.startswith("echo: ") and "Alert: the tank is low" in reply
     assert len(model.requests) == 2  # the replayed generic delivery (same signature) ran once
+
+
+async def test_a_captured_generic_delivery_sent_again_under_another_delivery_id_runs_once(
+    model: ScriptedModel, daemon: Callable[[], Daemon], client: httpx.AsyncClient
+) -> None:
+    """The generic scheme signs "<timestamp>.<body>", not X-Delivery: whoever saw one
+    delivery can send it again within the window under any X-Delivery. The once-only key is
+    what is signed, so each copy is a duplicate."""
+    body = json.dumps({"alert": "deploy main"}).encode()
+    stamp = str(int(time.time()))
+    signed = {
+        "Content-Type": "application/json",
+        "X-Timestamp": stamp,
+        "X-Signature-256": sign_generic(SECRET, stamp, body),
+    }
+    async with daemon(), client:
+        sent = await client.post(
+            "/hooks/generic", content=body, headers={**signed, "X-Delivery": "d-1"}
+        )
+        again = [
+            await client.post(
+                "/hooks/generic", content=body, headers={**signed, "X-Delivery": f"x-{n}"}
+            )
+            for n in range(3)
+        ]
+        await eventually(lambda: len(model.requests) >= 1, WAIT_S, "the turn")
+        await asyncio.sleep(0.5)  # a second turn would have started by now
+    assert sent.status_code == 202
+    assert [r.json() for r in again] == [{"status": "duplicate"}] * 3
+    assert len(model.requests) == 1
 
 
 async def test_two_hundred_deliveries_none_lost_none_twice(

@@ -44,10 +44,12 @@ def keys_in(environ: Mapping[str, str]) -> list[ApiKey]:
 
 def person_for(token: str, environ: Mapping[str, str]) -> str | None:
     """The person a bearer token is a key for; None when no key is that token (every key
-    compared, in constant time)."""
+    compared, in constant time, as bytes: aiohttp decodes a header with surrogateescape, so
+    a token that is not UTF-8 holds surrogates, which a plain `encode()` refuses)."""
     match = _KEY.fullmatch(token)
-    found = False
+    given, found = token.encode("utf-8", "surrogateescape"), False
     for name, value in environ.items():
-        if name.startswith(PREFIX) and hmac.compare_digest(value.encode(), token.encode()):
+        key = value.encode("utf-8", "surrogateescape")  # os.environ decodes as aiohttp does
+        if name.startswith(PREFIX) and hmac.compare_digest(key, given):
             found = True
     return match.group(1) if found and match else None

@@ -29,6 +29,7 @@ from agent.config import Settings
 from agent.http.api_keys import person_for
 from agent.http.openai_shapes import (
     RESULTS_IN,
+    checked_messages,
     client_tools,
     completion,
     earlier,
@@ -131,10 +132,9 @@ class ChatApi:
             asked = json.loads(await read_body(request, self._settings().http))
         except ValueError as exc:
             raise Refusal(400, f"the body is not JSON: {exc}") from None
-        messages = asked.get("messages") if isinstance(asked, dict) else None
-        if not messages or not isinstance(messages, list) or not isinstance(messages[-1], dict):
-            raise Refusal(400, "messages: a list of messages, the last one the user's")
-        last = messages[-1]
+        if not isinstance(asked, dict):
+            raise Refusal(400, "the body: an object {model, messages, ...}")
+        last = checked_messages(asked)[-1]
         if last.get("role") == "user" and not text_of(last.get("content")).strip():
             raise Refusal(400, "the last message must be the user's, with text")
         if last.get("role") not in ("user", "tool"):
@@ -159,11 +159,39 @@ class ChatApi:
         self, request: web.Request, msg: IncomingMessage, asked: dict[str, Any]
     ) -> web.StreamResponse:
         """Server-sent events: the reply's text as the model writes it, then the end (and
-        the usage, when `stream_options.include_usage` asks for it), then `[DONE]`."""
+        the usage, when `stream_options.include_usage` asks for it), then `[DONE]`.
+
+        The turn runs as a task; this handler holds the session's lock until it ends. A
+        client gone mid-stream does not stop it: the turn finishes and is stored whole, as a
+        chat's turn is (cut, its tools' effects could be done with no record of them), and
+        the session's next request, waiting on the lock, reads it in its history."""
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
+        deltas: asyncio.Queue[str] = asyncio.Queue()
+        turn = asyncio.create_task(self._answer(msg, on_text=deltas.put_nowait))
+        try:
+            await self._send(response, turn, deltas, asked)
+        except ConnectionError as exc:  # the client left: the turn goes on to its end
+            log.info("http: /v1/chat/completions: the client left (%s); the turn ends", exc)
+            await asyncio.wait({turn})
+            if not turn.cancelled() and (failed := turn.exception()) is not None:
+                log.error("http: /v1/chat/completions: the turn failed", exc_info=failed)
+        except BaseException:  # cancelled (shutdown): the turn with it, as a JSON answer's
+            turn.cancel()
+            await asyncio.wait({turn})
+            raise
+        return response
+
+    async def _send(
+        self,
+        response: web.StreamResponse,
+        turn: asyncio.Task[tuple[str, TurnRecord | None]],
+        deltas: asyncio.Queue[str],
+        asked: dict[str, Any],
+    ) -> None:
+        """The turn's events written as they come, until its end and `[DONE]`."""
         made, model, cid = int(time.time()), self._model(), f"chatcmpl-{uuid.uuid4().hex}"
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -176,8 +204,6 @@ class ChatApi:
             }
             return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
 
-        deltas: asyncio.Queue[str] = asyncio.Queue()
-        turn = asyncio.create_task(self._answer(msg, on_text=deltas.put_nowait))
         await response.write(chunk({"role": "assistant", "content": ""}))
         sent = ""
         while not (turn.done() and deltas.empty()):
@@ -212,4 +238,3 @@ class ChatApi:
             await response.write(f"data: {json.dumps(usage)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
-        return response

@@ -5,11 +5,11 @@ In order, each refusal a status, a body and one log line, nothing stored: an unk
 404; not JSON 415; a body too big 413 or too slow 408 (server.py); its secret not set 503; a
 signature missing, wrong or stale 401; a body that is not JSON 400; the target's chat not
 known yet 503. An event the hook does not take, or a payload its `match` leaves out, is
-answered 200 "ignored" and not run. A delivery seen before (its delivery id, or its
-signature) is answered 200 "duplicate" and not run twice: the inbox keeps one row per
-message id. The payload is someone else's words: the message is marked forwarded from the
-hook (the turn starts tainted) and the model reads it fenced as untrusted content
-(agent/durable/triggers.py).
+answered 200 "ignored" and not run. A delivery seen before (the key signatures.py gives:
+the generic scheme's signature, GitHub's delivery id) is answered 200 "duplicate" and not
+run twice: the inbox keeps one row per message id. The payload is someone else's words:
+the message is marked forwarded from the hook (the turn starts tainted) and the model reads
+it fenced as untrusted content (agent/durable/triggers.py).
 """
 
 from __future__ import annotations

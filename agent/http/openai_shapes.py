@@ -12,7 +12,7 @@ from typing import Any
 
 from agent.http.server import Refusal
 from agent.model.responses import Message, ToolCall
-from agent.security import Scrubber
+from agent.security import Scrubber, scrub_message
 from agent.turns.turn_record import TurnRecord
 
 # The turn's words when the client's last message is its tools' results, not a question.
@@ -31,6 +31,38 @@ def text_of(content: Any) -> str:
             if isinstance(part, dict) and part.get("type") == "text"
         )
     return ""
+
+
+def checked_messages(asked: dict[str, Any]) -> list[dict[str, Any]]:
+    """The request's `messages`, each an object and an assistant's tool calls each a
+    function's call, as `earlier` and the turn read them: a client's mistake is a 400
+    naming the field, not a 500 from deep inside."""
+    messages = asked.get("messages")
+    if not messages or not isinstance(messages, list):
+        raise Refusal(400, "messages: a list of messages, the last one the user's")
+    for n, message in enumerate(messages):
+        if not isinstance(message, dict):
+            kind = type(message).__name__
+            raise Refusal(400, f"messages[{n}]: an object {{role, content}}, not a {kind}")
+        calls = message.get("tool_calls")
+        if calls is not None and not (isinstance(calls, list) and all(map(_is_call, calls))):
+            raise Refusal(
+                400,
+                f"messages[{n}].tool_calls: a list of "
+                "{id, type: function, function: {name, arguments}}",
+            )
+    if not isinstance(asked.get("stream_options") or {}, dict):
+        raise Refusal(400, "stream_options: an object ({include_usage: true})")
+    return messages
+
+
+def _is_call(call: Any) -> bool:
+    function = call.get("function") if isinstance(call, dict) else None
+    return (
+        isinstance(function, dict)
+        and isinstance(function.get("name"), str)
+        and isinstance(function.get("arguments", ""), str)
+    )
 
 
 def client_tools(asked: dict[str, Any], own: Collection[str]) -> tuple[dict[str, Any], ...]:
@@ -52,11 +84,12 @@ def earlier(messages: list[dict[str, Any]], scrub: Scrubber) -> list[Message]:
     """The client's history before the turn's message (the last user message; all of it
     when the last are its tools' results), as a stateless turn's history: user and assistant
     texts, the assistant's tool calls and their results (its system messages are not:
-    pinclaw's prompt is the system prompt). Scrubbed, as everything stored is."""
+    pinclaw's prompt is the system prompt). Scrubbed whole, texts and tool calls' arguments,
+    as everything stored is: it is stored, and sent to the model."""
     before = messages[:-1] if messages[-1].get("role") == "user" else messages
     kept: list[Message] = []
     for message in before:
-        role, text = message.get("role"), scrub(text_of(message.get("content")))
+        role, text = message.get("role"), text_of(message.get("content"))
         calls = message.get("tool_calls") if role == "assistant" else None
         if role == "assistant" and isinstance(calls, list) and calls:
             kept.append({"role": "assistant", "content": text or None, "tool_calls": calls})
@@ -66,7 +99,7 @@ def earlier(messages: list[dict[str, Any]], scrub: Scrubber) -> list[Message]:
             )
         elif role in ("user", "assistant") and text:
             kept.append({"role": role, "content": text})
-    return kept
+    return [scrub_message(message, scrub) for message in kept]
 
 
 def usage_of(record: TurnRecord | None) -> dict[str, int]:

@@ -6,8 +6,13 @@
   "<timestamp>.<body>">`, the timestamp within the hook's window (5 minutes) of now, so a
   captured delivery cannot be sent again later.
 
-Digests are compared in constant time. `Verdict.key` is what makes a delivery unique: the
-sender's delivery id when it gives one, else the signature (a replay carries the same).
+Digests are compared in constant time, as bytes (a header that is not UTF-8 reaches us
+with surrogates: it is a wrong signature, not an error). `Verdict.key` is what makes a
+delivery unique, for the inbox's once-only: under `generic` the signature, which covers the
+timestamp and the body, so a captured delivery sent again within the window is the same
+key whatever its unsigned `X-Delivery` says; under `github` the `X-GitHub-Delivery` id (else
+the signature). GitHub signs neither that id nor a time: a captured delivery sent again
+under a new id is not caught, the limit of its scheme.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ def verify(
     if scheme == "github":
         given = headers.get("X-Hub-Signature-256", "")
         expected = sign_github(secret, body)
-        delivery = headers.get("X-GitHub-Delivery", "")
+        delivery = _printable(headers.get("X-GitHub-Delivery", ""))
     else:
         stamp = headers.get("X-Timestamp", "")
         given = headers.get("X-Signature-256", "")
@@ -63,9 +68,20 @@ def verify(
                 False, f"stale: the timestamp is {age:.0f} s from now (window {window_s:g} s)"
             )
         expected = sign_generic(secret, stamp, body)
-        delivery = headers.get("X-Delivery", "")
+        delivery = ""  # X-Delivery is not signed: a replay could name any
     if not given:
         return Verdict(False, "no signature header")
-    if not hmac.compare_digest(given.encode(), expected.encode()):
+    if not hmac.compare_digest(_bytes(given), expected.encode()):
         return Verdict(False, "the signature does not match")
     return Verdict(True, key=delivery[:200] or given.removeprefix("sha256="))
+
+
+def _bytes(header: str) -> bytes:
+    """A header's own bytes: aiohttp decodes them with surrogateescape, so one that is not
+    UTF-8 holds surrogates, which a plain `encode()` refuses."""
+    return header.encode("utf-8", "surrogateescape")
+
+
+def _printable(header: str) -> str:
+    """A header fit for a message id (state.db refuses surrogates in text)."""
+    return header.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -46,7 +46,10 @@ class WebhookIntake:
         if not self._secret:
             log.warning("telegram: a webhook update while intake is stopped; not taken (503)")
             return 503
-        if not hmac.compare_digest(given.encode(), self._secret.encode()):
+        # as bytes: aiohttp decodes a header with surrogateescape, and a token that is not
+        # UTF-8 (surrogates) would make a plain encode() raise: a 500, not a 401
+        given_bytes = given.encode("utf-8", "surrogateescape")
+        if not hmac.compare_digest(given_bytes, self._secret.encode()):
             log.warning("telegram: a webhook request without this run's secret token (401)")
             return 401
         try:
