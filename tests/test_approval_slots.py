@@ -97,3 +97,34 @@ async def test_a_turn_parked_on_a_question_gives_its_slot_back_and_takes_one_aga
                 assert second.held
         assert first.held and slots.asking == 0
     assert not slots.semaphore.locked()
+
+
+async def test_a_turn_stopped_while_it_asks_ends_at_once_though_every_slot_is_taken() -> None:
+    """/stop on a turn waiting for a person while another turn holds the only slot: the
+    stopped turn ends there and then (it used to wait for a slot to come free, only to give
+    it back, and "Stopped." waited with it); the slots add up afterwards."""
+    slots = TurnSlots(1)
+    asking, other_started, other_done = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def parked_turn() -> None:
+        async with slots.hold() as slot, slot.asking():
+            asking.set()
+            await asyncio.Event().wait()  # the person never answers
+
+    async def other_turn() -> None:
+        async with slots.hold():
+            other_started.set()
+            await other_done.wait()
+
+    stopped = asyncio.create_task(parked_turn())
+    await asking.wait()
+    other = asyncio.create_task(other_turn())
+    await other_started.wait()  # it holds the one slot
+    stopped.cancel()
+    await asyncio.wait_for(asyncio.wait({stopped}), 1.0)
+    assert stopped.cancelled() and slots.asking == 0
+    other_done.set()
+    await other
+    assert not slots.semaphore.locked()
+    async with slots.hold() as again:  # and the slot is there for the next turn
+        assert again.held

@@ -29,7 +29,9 @@ class Slot:
 
     @contextlib.asynccontextmanager
     async def asking(self) -> AsyncIterator[None]:
-        """Wait for a person without the slot; take one again before going on."""
+        """Wait for a person without the slot; take one again before going on. A turn
+        stopped meanwhile (/stop, a newer message, shutdown) goes on to nothing: it ends
+        without waiting for a slot, which could take as long as the other turns' work."""
         slots = self._slots
         self._parked += 1
         self.asked = True
@@ -37,12 +39,16 @@ class Slot:
         if self.held and self._parked == 1:
             self.held = False
             slots.semaphore.release()
+        stopped = False
         try:
             yield
+        except asyncio.CancelledError:
+            stopped = True
+            raise
         finally:
             slots.asking -= 1
             self._parked -= 1
-            if self._parked == 0 and not self.held:
+            if self._parked == 0 and not self.held and not stopped:
                 await slots.semaphore.acquire()
                 self.held = True
 
