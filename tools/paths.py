@@ -206,6 +206,20 @@ class PathRules:
             raise
         return fd
 
+    def make_folder(self, raw: str) -> None:
+        """Make the folder `raw` (0700, and those on its way) for the daemon itself, through
+        no link at any component. PolicyError for a link or a file on the way."""
+        path = self._lexical(raw)
+        self.check_write(raw, path)
+        folder = os.open(self.workspace, _DIR_FLAGS)
+        try:
+            for part in path.relative_to(self.workspace).parts:
+                inner = _step(folder, part, raw, make=True)
+                os.close(folder)
+                folder = inner
+        finally:
+            os.close(folder)
+
     def read_bytes(self, raw: str, max_bytes: int) -> bytes:
         """Up to `max_bytes` of a workspace file, opened by `open_beneath`."""
         with os.fdopen(self.open_beneath(raw, os.O_RDONLY), "rb") as handle:

@@ -8,8 +8,10 @@ message per line, parsed and written by the SDK's own message types; the protoco
 is the SDK's `Client`.
 
 What the server sees (`server_spec`): the workspace as autonomy allows it (writable unless
-read_only; the owner-private files, every chat's inbox folder and the forbidden paths
-masked, as in a turn that is not the owner's: a server serves every chat), its own folder
+read_only; the owner-private files, the whole inbox folder and the forbidden paths masked,
+as in a turn that is not the owner's: a server serves every chat, and runs for days, so a
+chat's folder made after it started is hidden too, inside the inbox folder made first if
+missing), its own folder
 `<home>/mcp/NAME` read-write as HOME and working folder, its program's folder and the
 owner's `read_paths` read-only, `write_paths` read-write, and the network.
 """
@@ -29,8 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tools.base import ToolCallContext
-from tools.boundaries import make_placeholders
+from tools.boundaries import INBOX, make_placeholders
 from tools.mcp.config import McpServerSettings, expand
+from tools.paths import PolicyError
 from tools.policy import SecurityPolicy
 from tools.sandbox.sandboxes import Launch, Limits, NoSandbox, Sandbox, SandboxSpec
 from tools.sandbox.view import system_roots
@@ -90,14 +93,18 @@ def server_spec(
     settings: McpServerSettings, own_folder: Path, program: str, policy: SecurityPolicy
 ) -> SandboxSpec:
     shared = policy.for_call(ToolCallContext(policy.workspace))  # as in a turn not the owner's
+    inbox = policy.workspace / INBOX
     if policy.can_write:
         make_placeholders(shared.paths, shared.owner_private)
+        with contextlib.suppress(OSError, PolicyError):  # a link there: masked as it is
+            policy.paths.make_folder(INBOX)
     paths = [Path(p).expanduser() for p in settings.read_paths]
+    masked = [p for p in shared.forbidden_paths if inbox not in p.parents]
     return SandboxSpec(
         policy.workspace,
         writable=policy.can_write,
         network=True,
-        masked=shared.forbidden_paths,
+        masked=(*masked, inbox),
         limits=Limits(cpu_s=_CPU_S, memory_mb=settings.memory_mb),
         reads=(*program_folders(program), *paths),
         writes=(own_folder, *(Path(p).expanduser() for p in settings.write_paths)),

@@ -147,7 +147,11 @@ class SkillTool:
                 f"Not run: the owner did not approve it ({request.reason}). Say what you "
                 "wanted to do, or do it another way."
             )
-        return await self._runner.execute(argv, policy)
+        # Under full nothing asks, so in someone else's turn the files that shape every
+        # prompt are read-only in the sandbox, as for the shell.
+        someone_elses = not call.owner_private and policy.autonomy == "full"
+        frozen = policy.identity_paths if someone_elses else ()
+        return await self._runner.execute(argv, policy, frozen=frozen)
 
     def _approval(
         self, argv: list[str], policy: SecurityPolicy
