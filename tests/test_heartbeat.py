@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from conftest import Daemon, eventually
 from daemon_process import rows
+from fakes.llm_server import FakeLLM
 from fakes.model_double import ScriptedModel, text
 from fakes.telegram_server import FakeTelegram
 
@@ -67,3 +68,36 @@ async def test_a_silent_heartbeat_sends_nothing_and_a_worrying_one_reaches_the_o
     assert rows(db, "SELECT message FROM messages WHERE role = 'assistant'") == [
         (f'{{"role": "assistant", "content": "{ALERT}"}}',)
     ]
+
+
+async def test_a_person_behind_a_heartbeat_in_an_outage_is_told_and_answered_first(
+    llm_env: dict[str, str],
+    telegram_env: dict[str, str],
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The model is down when the heartbeat fires: its turn is retried, quietly, for up to
+    `retry_failed_turns_for_s`. The owner writes meanwhile: their message is not held behind
+    it (it was, oldest first, for up to 30 minutes, neither answered nor reported). They are
+    told of the outage, and answered once the model is back."""
+    values = {
+        "PINCLAW_HEARTBEAT__ENABLED": "true",
+        "PINCLAW_HEARTBEAT__INTERVAL_MINUTES": "0.02",
+        "PINCLAW_PEOPLE": '{"me": {"telegram": "42", "owner": true}}',
+        "PINCLAW_AGENT__OUTAGE_NOTICE_AFTER_S": "1",
+        "PINCLAW_AGENT__TURN_RETRY_BACKOFF_S": "1",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    outage = fake_llm.outage(120.0, mode="500")
+    said = lambda: [m.plain or "" for m in fake_telegram.sent if m.chat_id == OWNER]  # noqa: E731
+    async with daemon():
+        await eventually(lambda: outage.received >= 1, within=15)  # the heartbeat's turn
+        fake_telegram.inject_message(OWNER, OWNER, "are you there?")
+        try:
+            await eventually(lambda: any("unreachable" in line for line in said()), within=12)
+        finally:
+            outage.end()
+        await eventually(lambda: any("are you there?" in line for line in said()), within=15)

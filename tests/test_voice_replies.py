@@ -14,10 +14,12 @@ from collections.abc import Callable
 import pytest
 from conftest import Daemon, eventually
 from fakes.discord_server import FakeDiscord
-from fakes.llm_server import FakeLLM, text
+from fakes.llm_server import FakeLLM, Reply, text
 from fakes.ogg_opus import ogg_opus_silence, opus_problem
 from fakes.telegram_models import SentMessage
 from fakes.telegram_server import FakeTelegram
+
+from channels.telegram.channel import STREAM_EDIT_EVERY_S
 
 OWNER = 42
 ANSWER = "Water them **twice** a week. See [the guide](https://example.com/guide)."
@@ -196,3 +198,26 @@ async def test_voice_sets_this_chats_replies_kept_across_a_restart_and_reset(
         )
         assert (await say("and now?", 7)).method == "sendMessage"
     assert fake_llm.speech.read == ["Aloud."]
+
+
+async def test_a_streamed_reply_read_aloud_is_shown_once(
+    voice_env: None,
+    fake_llm: FakeLLM,
+    fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Streaming on: the preview shows the answer while the model writes it, and the reply's
+    first part is the voice note, with the same text as its caption, which cannot take a
+    text's place. The preview is removed: the person reads the answer once (it stayed above
+    the note, cut where the stream had got to)."""
+    monkeypatch.setenv("PINCLAW_CHANNELS__TELEGRAM__STREAM_REPLIES", "true")
+    slow = STREAM_EDIT_EVERY_S + 0.2
+    async with daemon():
+        fake_llm.script(Reply("Water them twice a week please", piece_delay_s=slow))
+        fake_telegram.inject_message(OWNER, OWNER, "how often?")
+        await eventually(lambda: any(m.method == "sendVoice" for m in sent(fake_telegram)), 15)
+    shown = [m for m in sent(fake_telegram) if not m.deleted]
+    answers = [m for m in shown if "Water them" in (m.plain or "")]
+    assert [m.method for m in answers] == ["sendVoice"], [(m.method, m.plain) for m in shown]
+    assert any(m.deleted and "Water them" in (m.plain or "") for m in sent(fake_telegram))

@@ -69,8 +69,15 @@ class BusyModes:
         if not rows:
             return None, 0.0
         lead = rows[0]
-        if lead.trigger is not None:
+        typed_at = next((n for n, row in enumerate(rows) if row.trigger is None), None)
+        if lead.trigger is not None and (
+            typed_at is None or rows[typed_at].next_attempt_at >= lead.next_attempt_at
+        ):
             return lead, 0.0
+        # A schedule or heartbeat waiting out an outage holds back no person's message: it
+        # is answered first (and told of the outage), the trigger's turn when its time comes.
+        rows = rows[typed_at:]
+        lead = rows[0]
         mode = await self.mode(chat_key)
         debounce = self.debounce_s(mode)
         typed: list[Pending] = []

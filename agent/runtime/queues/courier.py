@@ -290,11 +290,11 @@ class Courier:
 
 
 async def _replaced(stream: ReplyStream, part: OutgoingPart) -> bool:
-    """Put the first part in place of the streamed preview; False: send it normally."""
-    if part.media is not None:
-        return False
+    """The first part in place of the streamed preview; False: send it (a file: preview gone)."""
     try:
-        return await stream.finish(part)
+        if part.media is None:
+            return await stream.finish(part)
+        await stream.discard()
     except Exception as exc:
         log.info("the streamed preview could not be replaced (%s); sending anew", exc)
-        return False
+    return False
