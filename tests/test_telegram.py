@@ -251,6 +251,27 @@ async def test_stop_cancels_a_slow_turn(
     assert {r.plain for r in replies} == {"Stopping.", "Stopped."}
 
 
+async def test_new_during_a_slow_turn_starts_the_conversation_empty(
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
+    fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon],
+) -> None:
+    """/new stops the running turn; the stopped turn's question is not stored, as it was,
+    in the session /new had just begun (and a tainted one would have tainted it)."""
+    async with daemon():
+        model.script(text("too late", delay_s=10), text("fresh"))
+        fake_telegram.inject_message(OWNER, OWNER, "the old question")
+        await eventually(lambda: model.requests, what="the slow turn asked the model")
+        fake_telegram.inject_message(OWNER, OWNER, "/new")
+        await fake_telegram.await_for(lambda m: m.plain == "Started a fresh conversation.")
+        await fake_telegram.await_for(lambda m: m.plain == "Stopped.")
+        fake_telegram.inject_message(OWNER, OWNER, "a new one")
+        await fake_telegram.await_for(lambda m: m.plain == "fresh")
+    asked = [str(m["content"]) for m in model.requests[-1]["messages"] if m["role"] == "user"]
+    assert len(asked) == 1 and "a new one" in asked[0], asked
+
+
 async def test_twenty_chats_at_once_each_answered_in_order(
     telegram_model_env: dict[str, str],
     model: ScriptedModel,

@@ -57,7 +57,8 @@ class CommandContext:
     sessions: SessionStore
     model: str
     last_turn: TurnRecord | None
-    cancel: Callable[[], Awaitable[bool]]  # stops the chat's running turn; False: none runs
+    # stops the chat's running turn (with keep=False nothing of it is stored); False: none runs
+    cancel: Callable[..., Awaitable[bool]]
     inbox: Inbox
     health: ProviderHealth
     history_budget: int  # tokens of earlier turns a turn may send
@@ -122,7 +123,7 @@ class ChatCommands:
             self._store.sessions,
             setup.llm.model,
             self._turns.last.get(key),
-            lambda: self._stop(key),
+            lambda keep=True: self._stop(key, keep=keep),
             self._store.inbox,
             setup.llm.health,
             setup.history_tokens,
@@ -135,11 +136,14 @@ class ChatCommands:
             voice_default=setup.settings.voice.reply,
         )
 
-    async def _stop(self, key: str) -> bool:
+    async def _stop(self, key: str, *, keep: bool = True) -> bool:
         """Stop the chat's running turn and its jobs; False when nothing ran. With the store
         shared, a turn or job another process runs is told to stop there (and a job is
-        marked in the store too, for a process that misses the announcement)."""
+        marked in the store too, for a process that misses the announcement). `keep`
+        False (/new): the stopped turn stores nothing, which would land in the new session."""
         jobs, claims = self._jobs, self._store.claims
+        if not keep and key in self._turns.running:  # its own `finally` clears the mark
+            self._turns.forgotten.add(key)
         elsewhere = False
         if claims.shared:  # first: what stops here is then answered "Stopping." before its end
             elsewhere = bool(jobs and await jobs.stop_elsewhere(key))
@@ -153,7 +157,7 @@ class ChatCommands:
 async def run_command(name: str, text: str, ctx: CommandContext) -> str:
     """Command `name` (parse_command's), typed as `text`, answered."""
     if name == "new":
-        await ctx.cancel()
+        await ctx.cancel(keep=False)
         await ctx.sessions.new_session(ctx.chat_key)
         return "Started a fresh conversation."
     if name == "stop":

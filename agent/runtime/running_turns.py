@@ -22,6 +22,7 @@ class RunningTurns:
         self.last: dict[str, TurnRecord] = {}  # by chat key
         self.interrupted: set[str] = set()  # stopped by a newer message: run again with it
         self.typed: set[str] = set()  # chats whose running turn answers a person (no trigger)
+        self.forgotten: set[str] = set()  # stopped by /new: nothing of the turn is stored
 
     def heard(self, kind: str, chat_key: str) -> None:
         """Another process's announcement about a chat whose turn may run here."""

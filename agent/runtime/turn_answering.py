@@ -260,13 +260,15 @@ class TurnAnswerer:
                 raise
             if key in self.turns.interrupted:  # a newer message: nothing of it is kept
                 outcome = TurnOutcome("interrupted", "", [], TurnRecord("cancelled"))
-            else:
+            else:  # /new's stop keeps nothing: it would open the fresh conversation
                 user = {"role": "user", "content": runner.envelope(msg, trigger=trigger)}
-                outcome = TurnOutcome("done", "Stopped.", [user], TurnRecord("cancelled"))
+                kept = [] if key in self.turns.forgotten else [user]
+                outcome = TurnOutcome("done", "Stopped.", kept, TurnRecord("cancelled"))
         finally:
             self.turns.running.pop(key, None)
             self.turns.interrupted.discard(key)
             self.turns.typed.discard(key)
+            self.turns.forgotten.discard(key)
         # The owner's button for each memory kept unvetted, in the background: however the
         # run ended (stopped, interrupted, to be retried), as a run again gets memory_store's
         # result back from the journal without storing, or offering, it again.
