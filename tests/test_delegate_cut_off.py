@@ -1,7 +1,8 @@
 """A delegate call cut off while it starts its job (the turn's deadline, a /stop): the job's
 row commits anyway, so the job must run and its result come, as the turn run again promises.
-Through the daemon in this event loop with the toy channel and the model double (as
-tests/test_jobs.py); asserts what the chat shows and the job's row in state.db."""
+Through the daemon in this event loop with the toy channel and the model double, set up as
+tests/test_jobs.py sets them up (its fixture); asserts what the chat shows and the job's row
+in state.db."""
 
 from __future__ import annotations
 
@@ -14,39 +15,13 @@ from typing import Any
 import pytest
 from conftest import Daemon, eventually
 from daemon_process import rows
-from fakes.llm_requests import last_user_content, tool_results
+from fakes.llm_requests import tool_results
 from fakes.model_double import ScriptedModel, delay, text, tool_calls
+from test_jobs import OWNER, WAIT_S, Request, job_task, toy  # noqa: F401 (toy: autouse)
 from toy_channel.channel import ToyChannel
-from toy_channel.kind import TOY
 
 from agent.durable import jobs as jobs_table
 from agent.durable.file.state_db import inserted_id
-from channels import registry
-
-OWNER = "alice"
-WAIT_S = 10.0
-Request = dict[str, Any]
-
-
-@pytest.fixture(autouse=True)
-def toy(model_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(registry, "CHANNEL_KINDS", (*registry.CHANNEL_KINDS, TOY))
-    for name, value in {
-        "PINCLAW_CHANNELS__TOY__ENABLED": "true",
-        "PINCLAW_CHANNELS__TOY__ALLOWED_USERS": f'["{OWNER}"]',
-        "PINCLAW_PEOPLE__ALICE__TOY": OWNER,
-        "PINCLAW_PEOPLE__ALICE__OWNER": "true",
-        "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "1",
-        "PINCLAW_AGENT__SUB_AGENTS": "true",
-    }.items():
-        monkeypatch.setenv(name, value)
-    ToyChannel.built.clear()
-
-
-def job_task(request: Request) -> str | None:
-    """The task of a job's request; None for any other request."""
-    lines = str(last_user_content(request)).splitlines()
-    return lines[1] if lines and lines[0].startswith("[Job #") else None
 
 
 async def test_a_job_whose_delegate_call_was_cut_mid_write_still_runs_and_reports(
