@@ -7,6 +7,7 @@ are refused: API keys and bot tokens come from the environment only.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
@@ -29,6 +30,7 @@ from pydantic_settings import (
     EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
 )
 
 from agent.home import ENV_PREFIX, default_home, find_config_file, load_env_file
@@ -207,6 +209,8 @@ def load_settings(
         settings = Settings(**data)
     except ValidationError as exc:
         problems += [_describe(path, error, env) for error in exc.errors()]
+    except SettingsError as exc:  # a list or table from the environment, not JSON
+        problems.append(_not_json(exc, env))
     if problems:
         raise ConfigError(problems)
     settings._home = default_home(env)
@@ -215,20 +219,50 @@ def load_settings(
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    """The file's tables. A UTF-8 byte order mark (Notepad's) is accepted; tomllib refuses
+    it as an "invalid statement" at line 1, which no one could see in the file."""
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
+        text = path.read_bytes().decode("utf-8")
+        return tomllib.loads(text.removeprefix("\ufeff"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([f"{path}: not valid TOML: {exc}"]) from None
+    except UnicodeDecodeError as exc:  # saved as Latin-1 or the like
+        problem = f"not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        raise ConfigError([f"{path}: {problem}"]) from None
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read: {exc.strerror}"]) from None
+
+
+def _not_json(exc: SettingsError, environ: Mapping[str, str]) -> str:
+    """The line for a list or table setting written in the environment as plain text
+    (PINCLAW_LLM__FALLBACK_MODELS=openai/gpt-4o-mini): pydantic-settings reads those as JSON
+    only, and its error names neither the variable nor the key. The value is not quoted."""
+    cause = exc.__cause__
+    value = cause.doc if isinstance(cause, json.JSONDecodeError) else None
+    names = sorted(
+        name
+        for name, text in environ.items()
+        if name.upper().startswith(ENV_PREFIX) and text == value
+    )
+    if not names:
+        return f"environment: {exc}"
+    dotted = names[0][len(ENV_PREFIX) :].lower().replace("__", ".")
+    return (
+        f"environment variable {names[0]}: {dotted}: must be JSON, not plain text "
+        '(a list: ["a", "b"]; a table: {"key": "value"})'
+    )
 
 
 def _describe(path: Path, error: Any, environ: Mapping[str, str]) -> str:
     keys = [str(part) for part in error["loc"]]
     dotted = ".".join(keys)
     env_name = ENV_PREFIX + "__".join(keys).upper()
-    origin = f"environment variable {env_name}" if env_name in environ else str(path)
+    # The variable itself, or one inside the table (PINCLAW_CHANNELS__TELEGRAMM__BOT_TOKEN
+    # for the unknown table channels.telegramm); else the file.
+    inside = sorted(name for name in environ if name.upper().startswith(f"{env_name}__"))
+    origin = str(path)
+    if env_name in environ or inside:
+        origin = f"environment variable {env_name if env_name in environ else inside[0]}"
     reason = str(error["msg"])
     if error["type"] == "extra_forbidden":
         reason = "unknown key"

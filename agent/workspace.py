@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,7 +56,10 @@ def init_workspace(workspace: Path, report: InitReport | None = None) -> InitRep
     report = report or InitReport()
     # 0700: its files (MEMORY.md, USER.md, what people sent) are no other user's business;
     # inside it, files keep the modes the programs that write them give.
-    workspace.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+    try:
+        workspace.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+    except FileExistsError:  # a file stands there: said as such (agent/cli/user_errors.py)
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(workspace)) from None
     (workspace / INBOX).mkdir(exist_ok=True)
     # The owner's skills go here; the bundled ones are read where they ship, not copied,
     # so an upgrade brings their new versions (a folder here of the same name wins).

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from daemon_process import agent
 
 from agent.config import ConfigError, Settings, load_settings
 
@@ -147,3 +148,70 @@ def test_a_refused_value_is_quoted_without_a_password(
     assert state.startswith("environment variable PINCLAW_STATE__URL: state.url: Value error")
     assert "pg-pw-1" not in state and "(got" not in state
     assert iterations.endswith("(got 'http://me:***@db.lan/')")
+
+
+def only_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The one line on stderr of a command that stopped with exit status 2."""
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.splitlines()
+    assert (result.returncode, len(lines)) == (2, 1), result.stderr
+    return lines[0]
+
+
+def test_a_list_setting_in_agent_env_written_as_plain_text_is_one_line(home: Path) -> None:
+    """`PINCLAW_LLM__FALLBACK_MODELS=openai/gpt-4o-mini` in agent.env, as one writes any
+    other variable: pydantic-settings wants JSON for a list and raises SettingsError, which
+    load_settings did not catch; every command stopped with a traceback ending in 'error
+    parsing value for field "llm" from source "_EnvOnlyKnownKeys"', naming no variable."""
+    home.mkdir(parents=True)
+    (home / "agent.env").write_text("PINCLAW_LLM__FALLBACK_MODELS=openai/gpt-4o-mini\n")
+    line = only_line(agent("doctor"))
+    assert line.startswith(
+        "config error: environment variable PINCLAW_LLM__FALLBACK_MODELS: llm.fallback_models: "
+    ), line
+    assert "must be JSON" in line and "openai/gpt-4o-mini" not in line
+
+
+def test_a_config_file_not_in_utf8_is_one_line(home: Path, tmp_path: Path) -> None:
+    """A config.toml saved as Latin-1 (an editor's default on some systems) with a pin's
+    description "Lüfter": tomllib raises UnicodeDecodeError, which is not the
+    TOMLDecodeError _read_toml caught; a traceback instead of 'file: problem'."""
+    config = tmp_path / "config.toml"
+    config.write_bytes('[hardware.pins.fan]\npin = 9\ndescription = "Lüfter"\n'.encode("latin-1"))
+    line = only_line(agent("--config", str(config), "doctor"))
+    assert line.startswith(f"config error: {config}: "), line
+    assert line.endswith(": not UTF-8 text (byte 44); save it as UTF-8"), line
+
+
+def test_a_config_file_starting_with_a_byte_order_mark_is_read(home: Path, tmp_path: Path) -> None:
+    """Notepad's UTF-8 starts with a byte order mark, which tomllib calls an invalid
+    statement at line 1: a mark nobody can see in the file is skipped instead."""
+    config = tmp_path / "config.toml"
+    config.write_bytes(b"\xef\xbb\xbf" + b'[agent]\ntimezone = "Europe/Berlin"\n')
+    assert load_settings(config).agent.timezone == "Europe/Berlin"
+
+
+def test_an_unknown_timezone_is_refused_as_a_config_error(home: Path, tmp_path: Path) -> None:
+    """agent.timezone = "Europe/Berln" passed validation: schedules and budgets quietly ran
+    on UTC (zone_named) while the prompt told the model "Time zone: Europe/Berln", and
+    `agent hardware log --since 2025-05-01` ended in ZoneInfoNotFoundError's traceback."""
+    config = tmp_path / "config.toml"
+    config.write_text('[agent]\ntimezone = "Europe/Berln"\n')
+    line = only_line(agent("--config", str(config), "hardware", "log", "--since", "2025-05-01"))
+    assert line.startswith(f"config error: {config}: agent.timezone: "), line
+
+
+def test_an_unknown_table_in_the_environment_names_the_variable_not_the_file(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A typo in a channel's variable (PINCLAW_CHANNELS__TELEGRAMM__BOT_TOKEN): the error's
+    location is the table, channels.telegramm, and _describe looked only for a variable of
+    exactly that name, so it blamed config.toml, which holds nothing of the kind."""
+    config = tmp_path / "config.toml"
+    config.write_text('[llm]\nmodel = "openai/gpt-4o-mini"\n')
+    monkeypatch.setenv("PINCLAW_CHANNELS__TELEGRAMM__BOT_TOKEN", "123:abc")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    [problem] = caught.value.problems
+    assert problem.startswith("environment variable PINCLAW_CHANNELS__TELEGRAMM"), problem
+    assert "123:abc" not in problem

@@ -199,3 +199,14 @@ def test_a_board_without_pyserial_says_what_to_install(
         "FAIL board: the Arduino board needs the Python package pyserial, which is not "
         f"installed here; install it: {sys.executable} -m pip install pyserial"
     ) in lines(result)
+
+
+def test_a_workspace_path_that_names_a_file_is_said_so(
+    llm_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Not "does not exist; run `agent init`": init cannot make a folder where a file is."""
+    notes = tmp_path / "notes.md"
+    notes.write_text("my notes\n")
+    result = doctor({**llm_env, "PINCLAW_WORKSPACE__PATH": str(notes)})
+    line = f"FAIL workspace: {notes} is a file, not a folder; set [workspace] path to a folder"
+    assert line in lines(result), result.stdout

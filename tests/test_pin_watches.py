@@ -143,6 +143,28 @@ def settings_env(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.both_stores
+async def test_cancelling_a_watch_by_an_id_too_large_for_sql_says_there_is_none(
+    settings_env: None, home: Path
+) -> None:
+    """cancel_watch(id=2**63): past SQL's integers, the store raised OverflowError and the
+    model read "cancel_watch failed: OverflowError" instead of the line a missing id gets."""
+    settings = load_settings()
+    store = await open_store(settings.state_db, url=settings.state_url)
+    try:
+        book = ChatWatches(Schedules(store.db), settings)
+        [_, _, cancel] = WatchTools(book, PinNames({"board": settings.hardware}), "UTC").tools()
+        call = ToolCallContext(home, chat_key="telegram:42:", speaker=Speaker("42", "Ann"))
+        for missing in (12, 2**63, -(2**63) - 1):
+            result = await cancel.run({"id": missing}, call)
+            assert (result.ok, result.output) == (
+                False,
+                f"no pin watch #{missing} in this chat; list_watches shows them",
+            )
+    finally:
+        await store.close()
+
+
+@pytest.mark.both_stores
 async def test_a_one_shot_in_its_own_process_refuses_to_watch_and_keeps_nothing(
     settings_env: None, home: Path
 ) -> None:

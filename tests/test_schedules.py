@@ -25,9 +25,13 @@ from fakes.llm_server import FakeLLM, text, tool_calls
 from fakes.telegram_server import FakeTelegram, SentMessage
 
 from agent.app import open_store
+from agent.config import load_settings
 from agent.durable.inbox import Pending, encode
 from agent.durable.schedules import NewSchedule, Schedules
+from agent.proactive.schedule_book import ChatSchedules
 from channels.base import ChatRef, IncomingMessage
+from tools.base import Speaker, ToolCallContext
+from tools.proactive.schedule_tools import ScheduleTools
 
 OWNER = 42
 TASK = "Remind Alice to water the tomatoes."
@@ -225,3 +229,25 @@ def test_an_inbox_from_before_triggers_gains_the_column_and_keeps_its_messages(
     pending = asyncio.run(reopen())
     assert pending is not None and pending.message == message and pending.trigger is None
     assert rows(path, "SELECT trigger FROM inbox") == [("",)]
+
+
+@pytest.mark.both_stores
+async def test_cancelling_a_schedule_by_an_id_too_large_for_sql_says_there_is_none(
+    home: Path,
+) -> None:
+    """cancel_schedule(id=2**63): past SQL's integers, the store raised OverflowError and
+    the model read "cancel_schedule failed: OverflowError" instead of the missing id's line."""
+    settings = load_settings()
+    store = await open_store(settings.state_db, url=settings.state_url)
+    try:
+        tools = ScheduleTools(ChatSchedules(Schedules(store.db), settings), "UTC").tools()
+        cancel = {tool.name: tool for tool in tools}["cancel_schedule"]
+        call = ToolCallContext(home, chat_key="telegram:42:", speaker=Speaker("42", "Ann"))
+        for missing in (12, 2**63, -(2**63) - 1):
+            result = await cancel.run({"id": missing}, call)
+            assert (result.ok, result.output) == (
+                False,
+                f"no schedule #{missing} in this chat; list_schedules shows them",
+            )
+    finally:
+        await store.close()

@@ -6,20 +6,27 @@ the real daemon, is tests/test_injection_table.py; these pin each rule on its ow
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from attack_world import SANDBOXES
+from conftest import Daemon, eventually
+from fakes.llm_requests import tool_results
 from fakes.model_double import ScriptedModel, text, tool_calls
+from toy_channel.channel import ToyChannel
+from toy_channel.kind import TOY
 
 from agent.app import open_store
 from agent.durable.file_sources import FileSources
+from agent.model.responses import Message
 from agent.runtime.approvals import MAX_ACTION_CHARS, question_text
 from agent.runtime.turn_inputs import starting_taint
 from agent.turns.loop import run_tool_call_loop
 from agent.turns.taint_gate import question
+from channels import registry
 from channels.approvals import ButtonApprovals
 from channels.base import ApprovalQuestion, ChatRef, IncomingMessage
 from channels.discord.approvals import MAX_TEXT as DISCORD_TEXT
@@ -31,13 +38,16 @@ from tools.base import (
     ToolRegistry,
     ToolResult,
 )
-from tools.config import MemorySettings, SecuritySettings
+from tools.config import MemorySettings, SecuritySettings, WebSettings
 from tools.files import FileTools
 from tools.memory.memory_tools import MemoryTools
 from tools.policy import SecurityPolicy
 from tools.taint import Taint, addresses_named, where
+from tools.web.fetch_tool import WebFetch
 
 PAGE = "example.org/page"
+OWNER = "alice"
+WAIT_S = 10.0
 
 
 def tainted(**fields: Any) -> ToolCallContext:
@@ -390,3 +400,78 @@ async def test_under_full_someone_elses_command_cannot_change_the_prompt_files(
     owner = ToolCallContext(workspace, chat_key="cli:", owner_private=True)
     assert (await shell.run({"command": "echo 'and tidy' >> AGENTS.md"}, owner)).ok
     assert (workspace / "AGENTS.md").read_text() == "be kind\nand tidy\n"
+
+
+def test_an_ipv6_address_is_named_and_a_malformed_url_names_nothing() -> None:
+    """A bracketed IPv6 host is an address like any other; a malformed URL (an unclosed
+    "[") is no address anyone named, and the owner is asked about it as about "a host"."""
+    hosts, urls = addresses_named("is http://[::1]:8080/ up? or http://[fe80::1/status?")
+    assert (hosts, urls) == ({"::1:8080"}, {"http://[::1]:8080"})
+    taint = Taint(owner_hosts=hosts, owner_urls=urls)
+    assert taint.named_by_owner("http://[::1]:8080/health")
+    assert not taint.named_by_owner("http://[fe80::1/status")
+    request = question(tool("web_fetch"), {"url": "http://[fe80::1/status"}, tainted())
+    assert request is not None and request.reason.startswith("the address goes to a host ")
+
+
+async def test_a_malformed_url_in_a_turn_that_read_a_page_is_a_tool_error() -> None:
+    """Once a turn has read words the owner did not write, web_fetch asks the owner first
+    (agent/turns/taint_gate.py). Its look at the URL, urlsplit, raises on a malformed IPv6
+    host ("http://[fe80::1/status", as a page may well print it): outside run_tool's try,
+    so the exception left the loop, the turn failed and the person read "Sorry, I could not
+    answer that just now (an internal error)." The same URL in a clean turn is a tool error
+    the model can correct."""
+
+    async def read_page(call: ToolCallContext) -> ToolResult:
+        """Read the page."""
+        call.taint.read("example.org/router")
+        return ToolResult.success("The router's status page is http://[fe80::1/status")
+
+    model = ScriptedModel()
+    model.script(
+        tool_calls(("read_page", {})),
+        tool_calls(("web_fetch", {"url": "http://[fe80::1/status"})),
+        text("That address is malformed."),
+    )
+    tools = ToolRegistry([FunctionTool(read_page), *WebFetch(WebSettings()).tools()])
+    history: list[Message] = [{"role": "user", "content": "what does the router say?"}]
+    result = await run_tool_call_loop(history, tools, model, context=ToolCallContext(Path(".")))
+    assert result.text == "That address is malformed."
+    fetched = tool_results(model.requests[2])[-1]
+    assert fetched.startswith("Error: "), fetched
+
+
+@pytest.fixture
+def toy(model_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The toy channel (tests/toy_channel) enabled, alice its owner."""
+    monkeypatch.setattr(registry, "CHANNEL_KINDS", (*registry.CHANNEL_KINDS, TOY))
+    for name, value in {
+        "PINCLAW_CHANNELS__TOY__ENABLED": "true",
+        "PINCLAW_CHANNELS__TOY__ALLOWED_USERS": f'["{OWNER}"]',
+        "PINCLAW_PEOPLE__ALICE__TOY": OWNER,
+        "PINCLAW_PEOPLE__ALICE__OWNER": "true",
+        "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "2",
+    }.items():
+        monkeypatch.setenv(name, value)
+    ToyChannel.built.clear()
+
+
+@pytest.mark.usefixtures("toy")
+async def test_a_message_naming_an_ipv6_address_is_answered(
+    model: ScriptedModel, daemon: Callable[[], Daemon]
+) -> None:
+    """A private message with an IPv6 URL ("is http://[::1]:8080/ up?"): starting_taint
+    collects the addresses the person named (tools/taint.py addresses_named), whose pattern
+    stopped at "]" and handed urlsplit "http://[::1", which raises "Invalid IPv6 URL". The
+    turn failed before the model was asked, the chat's queue tried it again and again (with
+    backoff, for ever: it is in the durable inbox), and nothing after it in that chat was
+    answered either: the person saw no reply at all."""
+    async with daemon():
+        (toy,) = ToyChannel.built
+        assert await toy.say(OWNER, OWNER, "is http://[::1]:8080/ up?")
+        assert await toy.say(OWNER, OWNER, "hello?")
+        await eventually(
+            lambda: len(toy.said_in(OWNER)) >= 2, WAIT_S, "both answered (the chat is stuck)"
+        )
+    first, second = toy.said_in(OWNER)
+    assert first.endswith("is http://[::1]:8080/ up?") and second.endswith("hello?")

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import Daemon, eventually
+from fakes.llm_requests import tool_results
+from fakes.model_double import ScriptedModel, text, tool_calls
+from toy_channel.channel import ToyChannel
+from toy_channel.kind import TOY
 
+from channels import registry
 from tools.base import ToolCallContext, ToolResult
 from tools.config import SecuritySettings
 from tools.files import FileTools
 from tools.policy import SecurityPolicy
+
+OWNER = "alice"
+WAIT_S = 10.0
+HALF_AN_EMOJI = json.loads('"\\ud83d"')  # a lone surrogate: JSON allows it, UTF-8 does not
 
 
 @pytest.fixture
@@ -155,3 +167,66 @@ async def test_a_write_that_would_keep_only_a_piece_of_the_file_is_refused(
     assert edited.ok and fact.read_text() == "keep\n"
     (workspace / "folder").mkdir()
     assert not (await call(workspace, "file_write", "full", path="folder", content="x")).ok
+
+
+async def test_text_that_is_not_unicode_is_refused_and_the_file_kept(workspace: Path) -> None:
+    """Every writer (file_write, file_edit, file_edit's append) encodes before the file is
+    opened for writing: a lone surrogate is refused and the file holds what it held."""
+    notes = workspace / "notes.md"
+    notes.write_text("milk\n")
+    for name, args in [
+        ("file_write", {"content": "cake " + HALF_AN_EMOJI}),
+        ("file_edit", {"old_text": "milk", "new_text": "cake " + HALF_AN_EMOJI}),
+        ("file_edit", {"old_text": "", "new_text": "cake " + HALF_AN_EMOJI}),
+    ]:
+        result = await call(workspace, name, "full", path="notes.md", **args)
+        assert not result.ok and result.output.startswith(
+            "Refused: the text is not valid Unicode (a lone surrogate, '\\ud83d', at character"
+        ), result.output
+        assert "nothing was written" in result.output
+        assert notes.read_text() == "milk\n"
+    new = await call(workspace, "file_write", "full", path="new.md", content=HALF_AN_EMOJI)
+    assert not new.ok and not (workspace / "new.md").exists()
+
+
+@pytest.fixture
+def toy(model_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The toy channel (tests/toy_channel) enabled, alice its owner, autonomy full."""
+    monkeypatch.setattr(registry, "CHANNEL_KINDS", (*registry.CHANNEL_KINDS, TOY))
+    for name, value in {
+        "PINCLAW_CHANNELS__TOY__ENABLED": "true",
+        "PINCLAW_CHANNELS__TOY__ALLOWED_USERS": f'["{OWNER}"]',
+        "PINCLAW_PEOPLE__ALICE__TOY": OWNER,
+        "PINCLAW_PEOPLE__ALICE__OWNER": "true",
+        "PINCLAW_SECURITY__AUTONOMY": "full",
+        "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "2",
+    }.items():
+        monkeypatch.setenv(name, value)
+    ToyChannel.built.clear()
+
+
+@pytest.mark.usefixtures("toy")
+async def test_an_edit_whose_new_text_cannot_be_written_keeps_the_file(
+    home: Path, model: ScriptedModel, daemon: Callable[[], Daemon]
+) -> None:
+    """A model's reply cut in the middle of an emoji's escape (or a model that escapes an
+    emoji by halves) sends file_edit a new_text with a lone surrogate. The file was opened
+    with O_TRUNC before the text was encoded: the edit failed and the whole file was gone."""
+    model.script(
+        tool_calls(
+            (
+                "file_edit",
+                {"path": "shopping.md", "old_text": "milk", "new_text": "cake " + HALF_AN_EMOJI},
+            )
+        ),
+        text("Done."),
+    )
+    async with daemon():
+        notes = home / "workspace" / "shopping.md"
+        notes.write_text("milk\neggs\nbutter\n")
+        (toy,) = ToyChannel.built
+        assert await toy.say(OWNER, OWNER, "swap milk for cake")
+        await eventually(lambda: toy.said_in(OWNER), WAIT_S, "the reply")
+    [result] = tool_results(model.requests[1])
+    assert notes.read_text() == "milk\neggs\nbutter\n", result
+    assert result.startswith("Error: ") and "Traceback" not in result

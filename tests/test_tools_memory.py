@@ -139,3 +139,27 @@ async def test_read_only_offers_recall_but_refuses_store_and_forget(tmp_path: Pa
     recalled = await tools["memory_recall"].run({"query": "x"}, context)
     assert "read_only" in stored.output and "read_only" in forgot.output
     assert recalled.ok and recalled.output == "No memory matches 'x'."
+
+
+async def test_forgetting_a_memory_by_an_id_too_large_for_sqlite_says_there_is_none(
+    tmp_path: Path,
+) -> None:
+    """memory_forget(id=2**63): SQLite's integers stop at 2**63 - 1, so the store raised
+    OverflowError and the model read "memory_forget failed: OverflowError: Python int too
+    large to convert to SQLite INTEGER" instead of the line every other missing id gets."""
+    memory = MemoryTools(tmp_path / "state.db", MemorySettings())
+    forget = {tool.name: tool for tool in memory.tools()}["memory_forget"]
+    context = ToolCallContext(tmp_path, chat_key="toy:alice:")
+    try:
+        missing = await forget.run({"id": 12}, context)
+        huge = await forget.run({"id": 2**63}, context)
+        assert (
+            await memory.store.vet(2**63) is None and await memory.store.get(-(2**63) - 1) is None
+        )
+    finally:
+        await memory.store.close()
+    assert missing.output == "No memory #12 here; use memory_recall to find its id"
+    assert (huge.ok, huge.output) == (
+        False,
+        f"No memory #{2**63} here; use memory_recall to find its id",
+    )

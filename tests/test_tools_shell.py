@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -177,3 +178,17 @@ def test_a_skill_tools_words_get_the_same_checks(tmp_path: Path) -> None:
     assert plan.script.startswith("git -c core.symlinks=false apply")
     with pytest.raises(PolicyError, match="forbidden path /etc"):
         check_argv(["cat", "--", "/etc/passwd"], full_policy(tmp_path))
+
+
+async def test_full_autonomy_refuses_a_command_that_is_not_unicode_as_supervised_does(
+    tmp_path: Path,
+) -> None:
+    """Under supervised the parser says "Refused: the command is not valid Unicode text";
+    under full, check_full looked for a NUL but not for a lone surrogate, and the tool raised
+    UnicodeEncodeError (the model read "shell failed: UnicodeEncodeError: 'utf-8' codec
+    can't encode character '\\ud83d' ...: surrogates not allowed")."""
+    command = "echo done " + json.loads('"\\ud83d"')  # half an emoji: JSON allows it
+    supervised = await run(tmp_path, command)
+    assert supervised.output == "Refused: the command is not valid Unicode text"
+    full = await run(tmp_path, command, autonomy="full")
+    assert (full.ok, full.output) == (False, supervised.output)

@@ -313,3 +313,23 @@ def test_memories_exported_to_a_folder_that_is_not_there_is_one_line(
         1,
         f"error: cannot write {target}: no such file or directory; nothing exported",
     )
+
+
+@pytest.mark.parametrize(
+    "command", [("run", "-m", "hello", "--no-daemon"), ("init", "--defaults", "--skip-check")]
+)
+def test_a_workspace_path_that_names_a_file_is_one_line(
+    llm_env: dict[str, str], tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """[workspace] path pointing at a file (notes.md instead of the folder holding it):
+    mkdir(exist_ok=True) raised FileExistsError (EEXIST), which user_errors.py does not
+    count among the errors a person can fix; `agent run` and `agent init` ended in a
+    traceback with exit status 1."""
+    notes = tmp_path / "notes.md"
+    notes.write_text("my notes\n")
+    config = tmp_path / "config.toml"
+    config.write_text(f'[workspace]\npath = "{notes}"\n')
+    result = agent("--config", str(config), *command)
+    why = "a file stands where a folder should be; move it aside, or choose another"
+    one_line(result, 2, f"error: cannot write {notes}: {why}")
+    assert notes.read_text() == "my notes\n"

@@ -79,6 +79,7 @@ class FileTools:
         """Write `content` to `raw`, after the owner's yes when the policy asks for one."""
         if not policy.can_write:
             raise PolicyError("writing files is not allowed: autonomy is read_only")
+        data = _encoded(content)  # before O_TRUNC: text that cannot be written keeps the file
         target = policy.paths.resolve_for_write(raw)
         if target.is_dir():
             raise IsADirectoryError(raw)
@@ -89,8 +90,8 @@ class FileTools:
             raise NotApproved(tool, request.reason, call)
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, _ = policy.paths.open_checked(raw, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(content)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         if self._provenance is not None:  # someone else's words, or the owner's again
             # The file has them now: a cut (/stop, the deadline) must not lose the record.
             await despite_a_cut(self._provenance.record([target], call.writer))
@@ -259,6 +260,20 @@ class FileTools:
         if len(entries) > MAX_LIST_ENTRIES:
             lines.append(f"[... {len(entries) - MAX_LIST_ENTRIES} more entries]")
         return ToolResult.success("\n".join(lines) or "(empty folder)")
+
+
+def _encoded(content: str) -> bytes:
+    """`content` as UTF-8, or the refusal the model can act on: a lone surrogate (half of an
+    emoji's escape, from a reply cut short) has no UTF-8 form."""
+    try:
+        return content.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        half = content[exc.start]
+        raise PolicyError(
+            f"the text is not valid Unicode (a lone surrogate, {half!r}, at character "
+            f"{exc.start} of the file's new content); nothing was written. Write the "
+            "character whole or leave it out"
+        ) from None
 
 
 def _kept_piece(policy: SecurityPolicy, raw: str, content: str) -> str:

@@ -24,9 +24,12 @@ from urllib.parse import urlsplit
 
 from tools.paths import GIT_DIR_NAME
 
-# A web address as people write one: with a scheme, or a bare host with a dot (a port, a path).
+# A web address as people write one: with a scheme (its host may be a bracketed IPv6
+# address, "http://[::1]:8080/"), or a bare host with a dot (a port, a path).
 _URLS = re.compile(
-    r"\bhttps?://[^\s<>\"')\]]+|\b(?:[a-z0-9-]+\.)+[a-z]{2,}(?::\d+)?(?=[/\s]|$)", re.I
+    r"\bhttps?://(?:\[[0-9a-z:.%_-]+\][^\s<>\"')\]]*|[^\s<>\"')\]]+)"
+    r"|\b(?:[a-z0-9-]+\.)+[a-z]{2,}(?::\d+)?(?=[/\s]|$)",
+    re.I,
 )
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -59,10 +62,10 @@ class Taint:
         url = url.strip()
         if url.rstrip("/") in self.owner_urls:
             return True
-        parts = urlsplit(url)
         try:
+            parts = urlsplit(url)
             port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
-        except ValueError:
+        except ValueError:  # malformed ("http://[fe80::1/"): no address anyone named
             return False
         host = (parts.hostname or "").lower().rstrip(".")
         return bool(host) and f"{host}:{port}" in self.owner_hosts and not parts.query
@@ -85,12 +88,12 @@ def addresses_named(text: str) -> tuple[frozenset[str], frozenset[str]]:
     urls: set[str] = set()
     for found in _URLS.findall(text):
         found = found.rstrip(".,;:!?")
-        parts = urlsplit(found if "://" in found else f"//{found}")
-        host = (parts.hostname or "").lower().rstrip(".")
         try:
+            parts = urlsplit(found if "://" in found else f"//{found}")
             port = parts.port
-        except ValueError:
+        except ValueError:  # malformed (an unclosed "[", a port past 65535): names nothing
             continue
+        host = (parts.hostname or "").lower().rstrip(".")
         if not host:
             continue
         if "://" in found:
@@ -100,9 +103,20 @@ def addresses_named(text: str) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(hosts), frozenset(urls)
 
 
+def host_of(url: str) -> str:
+    """The host a URL goes to, lower case ("" for a malformed URL, which goes nowhere)."""
+    try:
+        return (urlsplit(url.strip()).hostname or "").lower().rstrip(".")
+    except ValueError:
+        return ""
+
+
 def where(url: str) -> str:
     """A URL as a source is named: host and path, no scheme or query ("example.org/page")."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # malformed: still a source, named by the text itself
+        return url[:120]
     return f"{parts.hostname or ''}{parts.path if parts.path != '/' else ''}"[:120]
 
 

@@ -164,6 +164,8 @@ class Schedules:
         return found
 
     async def get(self, schedule_id: int) -> Schedule | None:
+        if not -(2**63) <= schedule_id < 2**63:  # SQL's integers (SQLite's, BIGINT): no such row
+            return None
         row = await self._db.fetchone(
             f"SELECT {_COLUMNS} FROM schedules WHERE id = ?", (schedule_id,)
         )

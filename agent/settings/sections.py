@@ -4,6 +4,7 @@ and [state]: the agent's own tables of config.toml."""
 from __future__ import annotations
 
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -43,6 +44,21 @@ class AgentSettings(_Section):
     model loads a tool's schema when it needs it; 0: always send every schema"""
     timezone: str = ""
     """IANA zone for dates, e.g. "Europe/Berlin"; empty: the host's"""
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, timezone: str) -> str:
+        """A misspelt zone is refused: schedules and budgets would quietly run on UTC while
+        the prompt tells the model the zone as written."""
+        if timezone:
+            try:
+                ZoneInfo(timezone)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(
+                    'unknown time zone; give an IANA name, e.g. "Europe/Berlin"'
+                ) from None
+        return timezone
+
     delivery_instructions: Literal["after_user", "in_user", "system_prompt"] = "after_user"
     """channel delivery rules: "after_user", "in_user" (an operator note), "system_prompt\""""
     max_concurrent_turns: int = Field(default=16, ge=1)

@@ -339,7 +339,11 @@ async def run_tool(
         )
     if not isinstance(args, dict):
         return ToolResult.error(f"The arguments for {call.name} must be a JSON object")
-    gated = await ask_if_tainted(tool, args, context)  # before the time limit starts
+    try:  # before the time limit starts; a gate that fails runs nothing (a refusal)
+        gated = await ask_if_tainted(tool, args, context)
+    except Exception as exc:
+        log.exception("the taint gate of %s raised", call.name)
+        return ToolResult.error(f"{call.name} was not run: {type(exc).__name__}: {exc}")
     if isinstance(gated, ToolResult):
         return gated
     try:

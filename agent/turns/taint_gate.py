@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any
-from urllib.parse import urlsplit
 
 from tools.base import (
     ApprovalRequest,
@@ -39,6 +38,7 @@ from tools.base import (
     has_effects,
     not_approved,
 )
+from tools.taint import host_of
 
 # Kept as unvetted (memory), or gated inside the tool itself (the shell, the file tools).
 _OWN_RULES = frozenset({"memory_store", "shell", "file_write", "file_edit"})
@@ -94,8 +94,8 @@ def _sends_or_lasts(
         url = str(args.get("url", ""))
         if call.taint.named_by_owner(url):
             return None
-        host = (urlsplit(url.strip()).hostname or "").lower().rstrip(".")
-        return f"fetch {url}", f"the address goes to {host or 'a host'} with whatever it holds"
+        host = host_of(url) or "a host"  # "" for a malformed URL too
+        return f"fetch {url}", f"the address goes to {host} with whatever it holds"
     if name == "web_search":
         return f"search for {args.get('query', '')!r}", "the query goes to the search provider"
     link = getattr(tool, "link", None)

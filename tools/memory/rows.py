@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
@@ -42,6 +42,11 @@ class ImportRow:
     tags: tuple[str, ...]
     created_at: float
     updated_at: float
+
+
+def tidy_tags(tags: Iterable[str]) -> tuple[str, ...]:
+    """Tags stripped, empty ones dropped, each once, in their order."""
+    return tuple(dict.fromkeys(t.strip() for t in tags if t.strip()))
 
 
 def from_row(row: tuple[Any, ...]) -> Memory:

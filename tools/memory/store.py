@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from tools.config import RECALL_THRESHOLD
 from tools.memory import schema
 from tools.memory.db import Database, MemoryDB
-from tools.memory.rows import ForgetResult, Memory, Source, from_row, parse_row, to_row
+from tools.memory.rows import ForgetResult, Memory, Source, from_row, parse_row, tidy_tags, to_row
 from tools.memory.search import lexical, twin
 from tools.memory.text import normalise
 from tools.memory.text_index import FTS5, TextIndex
@@ -111,7 +111,7 @@ class MemoryStore:
         content = content.strip()
         if not content or not scope.strip():  # a scope is opaque: used exactly as given
             raise ValueError("a memory needs a scope and some content")
-        clean_tags = _clean_tags(tags)
+        clean_tags = tidy_tags(tags)
         blob = None
         if self._embed is not None:
             vectors = await self._embed_or_none([content])
@@ -191,7 +191,7 @@ class MemoryStore:
             for i, row in enumerate(parsed):
                 j = first[(row.scope, normalise(row.content))]
                 earlier = twins[i] if i == j else written[j]  # a repeat within the file
-                new: New = (row.scope, row.content, _clean_tags(row.tags), "import", "")
+                new: New = (row.scope, row.content, tidy_tags(row.tags), "import", "")
                 dates = (row.updated_at, row.created_at)
                 written[j], updated = _write(db, self._text, earlier, new, None, *dates)
                 added += not updated
@@ -262,7 +262,8 @@ class MemoryStore:
         """The owner vouches for a memory: it is recalled as any other from now on."""
 
         def vet(db: sqlite3.Connection) -> Memory | None:
-            db.execute("UPDATE memories SET unvetted = '' WHERE id = ?", (id,))
+            if _get(db, id) is not None:  # None too for an id SQL cannot hold
+                db.execute("UPDATE memories SET unvetted = '' WHERE id = ?", (id,))
             return _get(db, id)
 
         return await self._db.write(vet)
@@ -325,11 +326,9 @@ class MemoryStore:
             await self._db.close()
 
 
-def _clean_tags(tags: Iterable[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(t.strip() for t in tags if t.strip()))
-
-
 def _get(db: sqlite3.Connection, ident: int) -> Memory | None:
+    if not -(2**63) <= ident < 2**63:  # SQL's integers (SQLite's, BIGINT): no such row
+        return None
     row = db.execute(f"SELECT {schema.COLUMNS} FROM memories WHERE id = ?", (ident,)).fetchone()
     return from_row(row) if row else None
 
@@ -359,7 +358,7 @@ def _write(
     `twin` (which takes the new wording's standing: unvetted words make it unvetted)."""
     scope, content, tags, source, unvetted = new
     if twin is not None:
-        merged = _clean_tags([*twin.tags, *tags])
+        merged = tidy_tags([*twin.tags, *tags])
         if blob is None and normalise(twin.content) != normalise(content):
             db.execute("UPDATE memories SET embedding = NULL WHERE id = ?", (twin.id,))
         elif blob is not None:

@@ -56,6 +56,10 @@ def check_full(command: str, policy: SecurityPolicy, depth: int = 0) -> None:
     """PolicyError when a word of `command` that can be read names a forbidden path."""
     if "\x00" in command:
         raise PolicyError("a NUL character in the command")  # no program can receive it
+    try:
+        command.encode()
+    except UnicodeEncodeError:  # a lone surrogate: refused as supervised's parser does
+        raise PolicyError("the command is not valid Unicode text") from None
     for argv, targets in _commands(command, policy.workspace):
         check_words(argv, policy, depth)
         for target in targets:

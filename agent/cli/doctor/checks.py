@@ -73,14 +73,7 @@ async def _checks(settings: Settings, check_model: bool) -> int:
     source = settings.config_file
     report(True, "config", str(source) if source else "no file; defaults and environment")
     workspace = settings.workspace_dir
-    missing = [name for name in BOOTSTRAP_FILES if not (workspace / name).exists()]
-    report(
-        workspace.is_dir(),
-        "workspace",
-        f"{workspace}" + (f" (missing: {', '.join(missing)})" if missing else "")
-        if workspace.is_dir()
-        else f"{workspace} does not exist; run `agent init`",
-    )
+    report(workspace.is_dir(), "workspace", _workspace_detail(workspace))
     model = settings.llm.model
     await report_model(settings, report)
     report_channels(settings, report)
@@ -104,6 +97,17 @@ async def _checks(settings: Settings, check_model: bool) -> int:
     if check_model and model and state_problem is None:
         await _check_model(settings, report)
     return 2 if state_problem is not None else 1 if problems else 0
+
+
+def _workspace_detail(workspace: Path) -> str:
+    """The workspace line: its missing files, or why it is no folder (a file named in
+    [workspace] path is told apart from nothing there: `agent init` cannot fix that)."""
+    if workspace.is_dir():
+        missing = [name for name in BOOTSTRAP_FILES if not (workspace / name).exists()]
+        return f"{workspace}" + (f" (missing: {', '.join(missing)})" if missing else "")
+    if workspace.exists():
+        return f"{workspace} is a file, not a folder; set [workspace] path to a folder"
+    return f"{workspace} does not exist; run `agent init`"
 
 
 async def _check_model(settings: Settings, report: Callable[[bool, str, str], None]) -> None:

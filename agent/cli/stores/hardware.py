@@ -43,9 +43,18 @@ def since_epoch(text: str, *, now: float | None = None, zone: str = "") -> float
 
 
 def _zone(settings: Settings) -> str:
+    """agent.timezone (the settings checked it), else the host's; UTC for a $TZ that names
+    no zone known here ("CET-1CEST", a POSIX rule), as the scheduler does."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
     from agent.prompt.source import host_timezone
 
-    return settings.agent.timezone or host_timezone()
+    zone = settings.agent.timezone or host_timezone()
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        return "UTC"
+    return zone
 
 
 @click.group()
