@@ -335,6 +335,54 @@ async def test_a_jobs_approval_goes_to_the_owner_naming_the_job(
     assert not keep.exists()
 
 
+async def test_a_jobs_unanswered_question_does_not_hold_up_another_chats_job(
+    model: ScriptedModel,
+    home: Path,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Bob's job asks the owner before it deletes a file; the owner is away. Alice's own job
+    (no question) runs meanwhile, as turns do (a turn waiting for a person holds no turn
+    slot, issue 40): a job gives its job slot back while its question waits. Before, with
+    `max_jobs` questions open every job of every chat waited for the question's whole
+    timeout."""
+    monkeypatch.setenv("PINCLAW_AGENT__MAX_JOBS", "1")
+    monkeypatch.setenv("PINCLAW_SECURITY__APPROVAL_TIMEOUT_S", "600")  # the owner is away
+    keep = home / "workspace" / "keep.txt"
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    keep.write_text("old\n")
+
+    def respond(request: Request) -> Any:
+        said = tool_results(request)
+        task = job_task(request)
+        if task == "delete keep.txt":
+            return (
+                f"done: {said[-1]}" if said else tool_calls(("shell", {"command": "rm keep.txt"}))
+            )
+        if task == "count the pears":
+            return "12 pears"
+        if said:
+            return "A helper is on it."
+        asked = str(last_user_content(request))
+        return tool_calls(delegate("delete keep.txt" if "tidy" in asked else "count the pears"))
+
+    model.responder = respond
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(FRIEND, FRIEND, "tidy up please")
+        await eventually(lambda: any(s.buttons for s in toy.shown), WAIT_S, "bob's job's question")
+        assert await toy.say(OWNER, OWNER, "how many pears are there?")
+        await eventually(lambda: "A helper is on it." in toy.said_in(OWNER), WAIT_S, "started")
+        await eventually(
+            lambda: any(line.startswith("Job #2") for line in toy.said_in(OWNER)),
+            WAIT_S,
+            "alice's job's result while bob's question waits",
+        )
+        said = toy.said_in(OWNER)
+        assert keep.exists()  # nobody approved bob's job's deletion
+    assert "Job #2 (count the pears) finished:\n12 pears" in said
+
+
 async def test_a_non_owners_job_cannot_read_what_they_cannot(
     model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
 ) -> None:

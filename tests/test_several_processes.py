@@ -79,6 +79,28 @@ def answered(fake: FakeTelegram) -> list[tuple[int, int, int]]:
     return found
 
 
+CLAIM = (  # who holds a claim (agent/durable/postgres/pg_claims.py): its kind, its key
+    "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2"
+    " AND l.classid = (hashtext(%s)::int8 & 4294967295)::oid"
+    " AND l.objid = (hashtext(%s)::int8 & 4294967295)::oid"
+)
+
+
+def claim_holder(url: str, kind: str, key: str) -> str:
+    """The application_name ("pinclaw host:pid ...") of the process holding the claim."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        found = conn.execute(CLAIM, (kind, key)).fetchall()
+    return str(found[0][0]) if found else ""
+
+
+def holds(daemon: DaemonProcess, holder: str) -> bool:
+    assert daemon.proc is not None
+    return f":{daemon.proc.pid} " in f"{holder} "
+
+
 def holder(daemons: list[DaemonProcess]) -> DaemonProcess:
     """The living process taking Telegram's messages."""
     alive = [d for d in daemons if d.proc is not None and d.proc.poll() is None]
@@ -307,6 +329,60 @@ def test_stop_reaches_a_turn_running_in_another_process(
 
 
 @pytest.mark.timeout(180)
+def test_new_taken_by_one_process_stores_nothing_of_the_turn_it_stops_in_another(
+    processes: list[DaemonProcess],
+    telegram_env: dict[str, str],
+    fake_telegram: FakeTelegram,
+    fake_llm: FakeLLM,
+    postgres: PostgresCluster,
+    tmp_path: Path,
+) -> None:
+    """Two chats, two processes with one turn slot each: one chat's turn runs in each. The
+    person whose turn runs in the process that does not take Telegram's messages sends /new
+    while the answer is being worked on: that turn stores nothing, as alone on a store
+    (RunningTurns.forgotten, told by a FORGET announcement), and the fresh conversation
+    starts empty. Before, it heard only "stop" and its question was stored in the session
+    /new had just begun (and a tainted turn would have tainted it)."""
+    import psycopg
+
+    url = postgres.new_database()
+    one_slot = {"PINCLAW_AGENT__MAX_CONCURRENT_TURNS": "1"}
+
+    def respond(body: dict[str, Any]) -> Outcome:
+        asked = str([m for m in body["messages"] if m.get("role") == "user"][-1]["content"])
+        if asked.endswith("the old question"):
+            return delay(20, text("the old answer"))
+        return text("echo: " + asked.splitlines()[-1])
+
+    fake_llm.responder = respond
+    first = start(processes, tmp_path, url, 0, **one_slot)
+    wait_until(lambda: "telegram started" in first.log, 60, "the first process", first)
+    second = start(processes, tmp_path, url, 1, **one_slot)
+    wait_until(lambda: STANDBY in second.log, 60, "standby", second)
+    chats = (1000, 1001)
+    for chat in chats:
+        fake_telegram.inject_message(chat, 42, "the old question")
+    wait_until(lambda: len(fake_llm.requests) == 2, 30, "both turns running", second)
+    (chat,) = [c for c in chats if holds(second, claim_holder(url, "turns", f"telegram:{c}:"))]
+    said = lambda: [m.plain or "" for m in fake_telegram.sent if m.chat_id == chat]  # noqa: E731
+    # The stopped turn reads the chat's /voice choice before its commit: held here until
+    # /new has been taken (a few round trips; far below the store's 5 s lock timeout). Else
+    # the process that stops its turn on the announcement may store the question before
+    # /new's fresh session begins, and the test would pass by that race alone.
+    with psycopg.connect(url) as holding:
+        holding.execute("LOCK TABLE chat_voices IN ACCESS EXCLUSIVE MODE")
+        fake_telegram.inject_message(chat, 42, "/new")  # taken by the first process
+        wait_until(lambda: "Started a fresh conversation." in said(), 20, "/new's answer")
+        holding.commit()
+    wait_until(lambda: "Stopped." in said(), 20, "the turn stopped", second)
+    fake_telegram.inject_message(chat, 42, "a fresh start")
+    wait_until(lambda: "echo: a fresh start" in said(), 30, "the fresh answer", second)
+    (fresh,) = [body for body in fake_llm.requests if "a fresh start" in str(body["messages"])]
+    history = "\n".join(str(m.get("content")) for m in fresh["messages"][1:])
+    assert "the old question" not in history, history
+
+
+@pytest.mark.timeout(180)
 def test_stop_reaches_a_job_running_in_another_process(
     processes: list[DaemonProcess],
     telegram_env: dict[str, str],
@@ -356,6 +432,69 @@ def test_stop_reaches_a_job_running_in_another_process(
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PINCLAW_STATE__URL", url)
         assert rows(Path("unused.db"), "SELECT state FROM jobs") == [("cancelled",)] * 2
+
+
+@pytest.mark.timeout(180)
+def test_a_job_whose_process_dies_is_taken_over_by_a_process_still_running(
+    processes: list[DaemonProcess],
+    telegram_env: dict[str, str],
+    fake_telegram: FakeTelegram,
+    fake_llm: FakeLLM,
+    postgres: PostgresCluster,
+    tmp_path: Path,
+) -> None:
+    """Two processes share the store. A chat's turn hands a task to a sub-agent ("its
+    result will come to this chat"); the process running the job is killed -9 (its machine
+    died) and is not started again. The other process takes the job over within seconds
+    (its jobs' sweep finds it unfinished, its claim free) and its result comes once. Before,
+    its row stayed `running` and the result never came: a runner took up unfinished jobs
+    only at its own start."""
+    url = postgres.new_database()
+    slow = {"job": True}
+
+    def is_job(body: dict[str, Any]) -> bool:
+        users = [m for m in body["messages"] if m.get("role") == "user"]
+        return bool(users) and str(users[-1].get("content")).startswith("[Job #")
+
+    def respond(body: dict[str, Any]) -> Outcome:
+        if is_job(body):
+            return delay(60 if slow["job"] else 0, text("12 apples"))
+        if body["messages"][-1].get("role") == "tool":
+            return text("A helper is counting.")
+        return tool_calls(("delegate", {"task": "count the apples"}))
+
+    fake_llm.responder = respond
+    env = {"PINCLAW_AGENT__SUB_AGENTS": "true"}
+    first = start(processes, tmp_path, url, 0, **env)
+    wait_until(lambda: "telegram started" in first.log, 60, "the first process", first)
+    second = start(processes, tmp_path, url, 1, **env)
+    wait_until(lambda: STANDBY in second.log, 60, "standby", second)
+
+    fake_telegram.inject_message(1000, 42, "count the apples")
+    said = lambda: [m.plain or "" for m in fake_telegram.sent if m.chat_id == 1000]  # noqa: E731
+    wait_until(lambda: "A helper is counting." in said(), 30, "the turn's reply", second)
+    wait_until(lambda: claim_holder(url, "jobs", "1") != "", 30, "the job running")
+    holder = claim_holder(url, "jobs", "1")
+    (victim,) = [d for d in processes if holds(d, holder)]
+    (survivor,) = [d for d in processes if d is not victim]
+    slow["job"] = False
+    victim.kill9()  # and never started again
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PINCLAW_STATE__URL", url)
+        jobs = lambda: rows(tmp_path / "unused.db", "SELECT state, delivered FROM jobs")  # noqa: E731
+        try:
+            wait_until(
+                lambda: any(line.startswith("Job #1 (count the apples)") for line in said()),
+                45,
+                "the job's result, from the process still running",
+            )
+        except AssertionError as exc:
+            raise AssertionError(
+                f"{exc}; the jobs' rows: {jobs()}; {survivor.log[-1500:]}"
+            ) from None
+        assert said().count("Job #1 (count the apples) finished:\n12 apples") == 1
+        assert jobs() == [("done", "message")]
 
 
 async def test_one_process_at_a_time_drives_a_board_and_another_takes_it_when_it_stops(

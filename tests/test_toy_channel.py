@@ -12,6 +12,7 @@ import asyncio
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Daemon, eventually
@@ -20,12 +21,14 @@ from fakes.model_double import ScriptedModel, text, tool_calls
 from toy_channel.channel import ToyChannel
 from toy_channel.kind import TOY
 
+from agent.conversation.compaction import SUMMARY_HEADING, SUMMARY_INSTRUCTIONS
 from agent.prompt.context import SILENT_REPLY
 from channels import registry
 
 OWNER, FRIEND, STRANGER = "alice", "bob", "mallory"  # the owner in [people]; allowed; nobody
 GROUP = "#garden"
 WAIT_S = 10.0
+Request = dict[str, Any]
 
 
 @pytest.fixture
@@ -174,3 +177,104 @@ async def test_a_message_while_the_chat_is_busy_gets_a_line_where_there_are_no_r
         said = await shown_in(toy, OWNER, 4)
     assert said[1] == "Got it: I'll answer this once I've finished the answer I'm on."
     assert said[2] == "done" and said[3].endswith("and then this")
+
+
+def is_summary(request: Request) -> bool:
+    """The compaction's request: the chat's model asked to summarise the older turns."""
+    return request["messages"][0].get("content") == SUMMARY_INSTRUCTIONS
+
+
+async def test_new_while_the_turn_summarises_the_history_starts_a_really_fresh_conversation(
+    model: ScriptedModel,
+    home: Path,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long chat: the next message's turn first summarises the older turns (a model call,
+    seconds on a real provider). The person sends /new meanwhile and is told "Started a
+    fresh conversation.": /new stops the turn (it runs as the chat's turn from the start,
+    inputs and summary included), and the next question's request holds nothing of the old
+    conversation. Before, /new found no running turn to stop (the turn was registered only
+    after its inputs were ready), and the summary and the old turn's answer were saved into
+    whichever session was current when they were written: the new one."""
+    monkeypatch.setenv("PINCLAW_AGENT__MAX_HISTORY_MESSAGES", "4")
+    release = asyncio.Event()
+    original = model._answer
+
+    async def gated(request: Request, on_text: Any) -> Any:
+        if is_summary(request):
+            await release.wait()  # the summary takes its time
+        return await original(request, on_text)
+
+    monkeypatch.setattr(model, "_answer", gated)
+
+    def respond(request: Request) -> Any:
+        if is_summary(request):
+            return "Notes: the secret word is PLUM."
+        return "echo: " + str(last_user_content(request)).splitlines()[-1]
+
+    model.responder = respond
+    async with daemon():
+        toy = the_toy()
+        for n, words in enumerate(["the secret word is plum", "second", "third"], start=1):
+            assert await toy.say(OWNER, OWNER, words)
+            await eventually(lambda n=n: len(toy.said_in(OWNER)) >= n, WAIT_S, f"answer {n}")
+        assert await toy.say(OWNER, OWNER, "fourth")  # its turn summarises turns 1 and 2
+        await eventually(lambda: any(is_summary(r) for r in model.requests), WAIT_S, "summary")
+        assert await toy.say(OWNER, OWNER, "/new")
+        await eventually(
+            lambda: "Started a fresh conversation." in toy.said_in(OWNER), WAIT_S, "/new's reply"
+        )
+        release.set()
+        assert await toy.say(OWNER, OWNER, "what is the secret word?")
+        await eventually(
+            lambda: toy.said_in(OWNER)[-1] == "echo: what is the secret word?", WAIT_S, "answer"
+        )
+    (fresh,) = [
+        r for r in model.requests if str(last_user_content(r)).endswith("what is the secret word?")
+    ]
+    seen = "\n".join(str(m.get("content")) for m in fresh["messages"][1:])
+    assert SUMMARY_HEADING not in seen, seen  # the fresh conversation holds no summary
+    assert "plum" not in seen.lower(), seen  # nor anything of the old conversation
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a group's queue runs one turn at a time, and a turn parked on a question "
+    "still holds it (ChatQueues._answer_all awaits each turn)",
+)
+async def test_in_a_group_another_persons_message_is_answered_while_a_question_waits(
+    model: ScriptedModel,
+    home: Path,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Bob asks the bot in the group to delete a file; the question waits for the owner's
+    press. Alice, in the same group, asks something else: her message waits behind Bob's
+    question for its whole timeout (120 s by default; here 600), answered by nobody — the
+    group's queue runs one turn at a time and the parked turn still holds it."""
+    monkeypatch.setenv("PINCLAW_SECURITY__APPROVAL_TIMEOUT_S", "600")
+    keep = home / "workspace" / "keep.txt"
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    keep.write_text("old\n")
+
+    def respond(request: Request) -> Any:
+        asked = str(last_user_content(request))
+        if tool_results(request):
+            return "deleted"
+        if asked.endswith("delete keep.txt"):
+            return tool_calls(("shell", {"command": "rm keep.txt"}))
+        return "echo: " + asked.splitlines()[-1]
+
+    model.responder = respond
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(GROUP, FRIEND, "@toy_bot delete keep.txt")
+        await eventually(lambda: any(s.buttons for s in toy.shown), WAIT_S, "bob's question")
+        assert await toy.say(GROUP, OWNER, "@toy_bot what should I plant?")
+        await eventually(
+            lambda: "echo: what should I plant?" in toy.said_in(GROUP),
+            WAIT_S,
+            "alice's answer while bob's question waits",
+        )
+        assert keep.exists()

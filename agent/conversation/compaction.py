@@ -29,8 +29,10 @@ async def history_for(
     max_messages: int,
     budget_tokens: int,
     summarise: Summariser | None,
+    session: int | None = None,
 ) -> list[Message]:
-    recent = await sessions.recent(chat_key)
+    """`session`: the one the turn read (None: the current one), where its summary goes."""
+    recent = await sessions.recent(chat_key, session)
     turns = recent.turns
     costs = [sum(turn.tokens) for turn in turns]
     summary = recent.summary
@@ -38,7 +40,7 @@ async def history_for(
         keep = _newest(turns, costs, budget_tokens // 2, max_messages // 2)
         folded = turns[: len(turns) - len(keep)]
         if folded:
-            summary = await _fold(sessions, chat_key, summary, folded, summarise)
+            summary = await _fold(sessions, chat_key, session, summary, folded, summarise)
         turns = keep
     return ([_summary_message(summary)] if summary else []) + [
         message for turn in turns for message in turn.messages
@@ -48,6 +50,7 @@ async def history_for(
 async def _fold(
     sessions: SessionStore,
     chat_key: str,
+    session: int | None,
     summary: str,
     folded: list[Turn],
     summarise: Summariser | None,
@@ -65,7 +68,7 @@ async def _fold(
             "%s: could not summarise %d turns (%s); leaving them out", chat_key, len(folded), exc
         )
         return summary
-    await sessions.save_summary(chat_key, folded[-1].number, text)
+    await sessions.save_summary(chat_key, folded[-1].number, text, session=session)
     log.info("%s: %d turns summarised", chat_key, len(folded))
     return text
 

@@ -107,10 +107,15 @@ class SessionStore:
     def tokens(self, message: Message) -> int:
         return self._count(json.dumps(message, ensure_ascii=False))
 
-    async def recent(self, chat_key: str) -> Recent:
-        """The latest summary of the session and every turn after it (one trip to the
-        database: what a turn reads before it runs)."""
-        summary, rows = await self._db.read(partial(_recent, chat_key))
+    async def current(self, chat_key: str) -> int:
+        """The chat's session now: what a turn reads and later writes to, so that a /new
+        meanwhile keeps its summary and its answer out of the fresh conversation."""
+        return int(await self._db.read(lambda conn: _session(conn, chat_key)))
+
+    async def recent(self, chat_key: str, session: int | None = None) -> Recent:
+        """The latest summary of the session (None: the current one) and every turn after
+        it (one trip to the database: what a turn reads before it runs)."""
+        summary, rows = await self._db.read(partial(_recent, chat_key, session))
         turns: list[Turn] = []
         for number, text in rows:
             if not turns or turns[-1].number != number:
@@ -119,22 +124,24 @@ class SessionStore:
             turns[-1].tokens.append(self._count(text))  # the text `tokens()` would count
         return Recent(summary, turns)
 
-    async def save_summary(self, chat_key: str, up_to_turn: int, content: str) -> None:
-        """Store the summary of every turn up to `up_to_turn`; the originals stay, marked
-        compacted."""
+    async def save_summary(
+        self, chat_key: str, up_to_turn: int, content: str, *, session: int | None = None
+    ) -> None:
+        """Store the summary of every turn up to `up_to_turn` of `session` (None: the current
+        one); the originals stay, marked compacted."""
 
         def save(conn: sqlite3.Connection) -> None:
-            session = _session(conn, chat_key)
+            number = _session(conn, chat_key) if session is None else session
             conn.execute(
                 "INSERT INTO summaries VALUES (?, ?, ?, ?, ?)"
                 " ON CONFLICT (chat_key, session, up_to_turn) DO UPDATE SET"
                 " content = excluded.content, created_at = excluded.created_at",
-                (chat_key, session, up_to_turn, content, time.time()),
+                (chat_key, number, up_to_turn, content, time.time()),
             )
             conn.execute(
                 "UPDATE messages SET compacted = 1 WHERE chat_key = ? AND session = ? "
                 "AND turn <= ?",
-                (chat_key, session, up_to_turn),
+                (chat_key, number, up_to_turn),
             )
 
         await self._db.write(save)
@@ -146,10 +153,13 @@ class SessionStore:
         inbox_id: int | None = None,
         *,
         tainted_by: str = "",
+        session: int | None = None,
     ) -> None:
         """Store one turn on its own: the user's message first, then what answered it."""
         await self._db.write(
-            lambda conn: self.add_turn(conn, chat_key, messages, inbox_id, tainted_by=tainted_by)
+            lambda conn: self.add_turn(
+                conn, chat_key, messages, inbox_id, tainted_by=tainted_by, session=session
+            )
         )
 
     def add_turn(
@@ -160,12 +170,14 @@ class SessionStore:
         inbox_id: int | None = None,
         *,
         tainted_by: str = "",
+        session: int | None = None,
     ) -> None:
         """Store one turn inside the caller's transaction (`StateDB.write`); `tainted_by`:
-        what untrusted content it read, which its words may carry into later turns."""
+        what untrusted content it read, which its words may carry into later turns;
+        `session`: the one the turn read (None: the current one)."""
         if not messages:
             return
-        session = _session(conn, chat_key)
+        session = _session(conn, chat_key) if session is None else session
         row = conn.execute(
             "SELECT COALESCE(MAX(turn), 0) FROM messages WHERE chat_key = ? AND session = ?",
             (chat_key, session),
@@ -230,17 +242,18 @@ def _migrate(conn: sqlite3.Connection) -> None:
             conn.execute(sql)
 
 
-def _recent(chat_key: str, conn: sqlite3.Connection) -> tuple[str, list[Any]]:
+def _recent(chat_key: str, session: int | None, conn: sqlite3.Connection) -> tuple[str, list[Any]]:
+    session = _session(conn, chat_key) if session is None else session
     row = conn.execute(
-        f"SELECT up_to_turn, content FROM summaries WHERE chat_key = ? AND session = "
-        f"{_SESSION} ORDER BY up_to_turn DESC LIMIT 1",
-        (chat_key, chat_key),
+        "SELECT up_to_turn, content FROM summaries WHERE chat_key = ? AND session = ? "
+        "ORDER BY up_to_turn DESC LIMIT 1",
+        (chat_key, session),
     ).fetchone()
     up_to, summary = (int(row[0]), str(row[1])) if row else (0, "")
     rows = conn.execute(
-        f"SELECT m.turn, m.message FROM messages m WHERE m.chat_key = ? AND m.session = "
-        f"{_SESSION} AND m.turn > ? AND {_DELIVERED} ORDER BY m.id",
-        (chat_key, chat_key, up_to),
+        "SELECT m.turn, m.message FROM messages m WHERE m.chat_key = ? AND m.session = ? "
+        f"AND m.turn > ? AND {_DELIVERED} ORDER BY m.id",
+        (chat_key, session, up_to),
     ).fetchall()
     return summary, rows
 

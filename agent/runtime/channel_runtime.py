@@ -39,7 +39,7 @@ from agent.runtime.queues.courier import Courier
 from agent.runtime.queues.reactions import Reactions
 from agent.runtime.queues.replies import Alongside, ChatReplies
 from agent.runtime.queues.turn_slots import TurnSlots
-from agent.runtime.running_turns import STOP, RunningTurns
+from agent.runtime.running_turns import FORGET, STOP, RunningTurns
 from agent.runtime.turn_answering import TurnAnswerer
 from agent.runtime.turn_setup import TurnSetup
 from agent.security import Scrubber
@@ -157,9 +157,10 @@ class ChannelRuntime:
         self._scrub = scrub
 
     def _heard(self, kind: str, chat_key: str) -> None:
-        """Another process's announcement: a /stop stops the chat's turn and jobs here too."""
+        """Another process's announcement: a /stop (or /new) stops the chat's turn and jobs
+        here too."""
         self.turns.heard(kind, chat_key)
-        if kind == STOP and self.jobs is not None:
+        if kind in (STOP, FORGET) and self.jobs is not None:
             self.jobs.stop_chat(chat_key)
 
     # -- Enqueue --------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from agent.runtime.owner.doorkeeper import Doorkeeper
 from agent.runtime.owner.metering import OwnerControls
 from agent.runtime.owner.pair_command import pair_command
 from agent.runtime.queues.busy import BusyModes, busy_command
-from agent.runtime.running_turns import STOP, TURNS, RunningTurns
+from agent.runtime.running_turns import FORGET, STOP, TURNS, RunningTurns
 from agent.runtime.turn_setup import TurnSetup
 from agent.turns.turn_record import TurnRecord
 from channels.base import IncomingMessage
@@ -141,17 +141,16 @@ class ChatCommands:
         shared, a turn or job another process runs is told to stop there (and a job is
         marked in the store too, for a process that misses the announcement). `keep`
         False (/new): the stopped turn stores nothing, which would land in the new session."""
-        jobs, claims = self._jobs, self._store.claims
-        if not keep and key in self._turns.running:  # its own `finally` clears the mark
-            self._turns.forgotten.add(key)
+        jobs, claims, turns = self._jobs, self._store.claims, self._turns
         elsewhere = False
         if claims.shared:  # first: what stops here is then answered "Stopping." before its end
             elsewhere = bool(jobs and await jobs.stop_elsewhere(key))
             elsewhere = elsewhere or await claims.held_elsewhere(TURNS, key)
             if elsewhere:
-                await claims.announce(STOP, key)
+                await claims.announce(STOP if keep else FORGET, key)
         stopped_jobs = jobs.stop_chat(key) if jobs else 0
-        return self._turns.cancel(key) or stopped_jobs > 0 or elsewhere
+        stopped = turns.cancel(key) if keep else turns.forget(key)
+        return stopped or stopped_jobs > 0 or elsewhere
 
 
 async def run_command(name: str, text: str, ctx: CommandContext) -> str:

@@ -9,7 +9,6 @@ and carried to the budget, the inputs and the reply's files.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
@@ -37,7 +36,7 @@ from agent.runtime.queues.reactions import Reactions
 from agent.runtime.queues.replies import ChatReplies
 from agent.runtime.queues.turn_slots import Slot, TurnSlots
 from agent.runtime.running_turns import RunningTurns
-from agent.runtime.turn_inputs import turn_inputs
+from agent.runtime.turn_inputs import TurnInputs, turn_inputs
 from agent.runtime.turn_setup import TurnSetup
 from agent.security import Scrubber
 from agent.turns.loop import ToolEvent
@@ -114,7 +113,7 @@ class TurnAnswerer:
             try:
                 msg = await self._downloads.fetch(msg)
                 on_text = slow.shown if on_text is not None else None
-                outcome = await self._turn(
+                outcome, session = await self._turn(
                     msg,
                     audience,
                     slot,
@@ -153,7 +152,8 @@ class TurnAnswerer:
         answered = [*pending.messages, *(row.message for row in taken)] if not trigger else []
 
         def commit(conn: Transaction) -> int | None:  # one transaction, one trip
-            store.sessions.add_turn(conn, msg.chat.key, kept, lead, tainted_by=taint)
+            sessions = store.sessions  # the session the turn read, even after a /new
+            sessions.add_turn(conn, msg.chat.key, kept, lead, tainted_by=taint, session=session)
             for row in rows:  # each says which turn took it
                 store.inbox.finish(conn, row, status, taken_by=lead)
             if parts is None:
@@ -179,9 +179,13 @@ class TurnAnswerer:
         audience = self._audience(msg)
         async with self._slots.hold() as slot:
             fetched = await self._downloads.fetch(msg)
-            outcome = await self._turn(fetched, audience, slot, on_event=on_event, on_text=on_text)
+            outcome, session = await self._turn(
+                fetched, audience, slot, on_event=on_event, on_text=on_text
+            )
         taint = outcome.tainted_by
-        await self._store.sessions.append_turn(msg.chat.key, outcome.messages, tainted_by=taint)
+        await self._store.sessions.append_turn(
+            msg.chat.key, outcome.messages, tainted_by=taint, session=session
+        )
         files = reply_files(self._policy, msg, owner_private=audience.owner_private)
         previews = not taint  # a tainted turn's reply: no previews, no URL media
         return resolve_reply(outcome.text, files, reply_to=msg.message_id, previews=previews)
@@ -201,10 +205,12 @@ class TurnAnswerer:
         on_retry: OnRetry = None,
         trigger: Trigger | None = None,
         steer: Steer | None = None,
-    ) -> TurnOutcome:
-        """Run the turn as a task /stop can cancel; a shutdown cancels it too, and then
-        nothing is stored (the message stays pending). The turn keeps what it starts with:
-        a reload gives the setup a new runner and model for the next turns."""
+    ) -> tuple[TurnOutcome, int | None]:
+        """The turn's outcome and the session it read (None: none yet), its commit's place.
+        It runs, from reading its inputs on, as a task /stop and /new can cancel
+        (RunningTurns.run); a shutdown cancels it too, and then nothing is stored (the
+        message stays pending). The turn keeps what it starts with: a reload gives the setup
+        a new runner and model for the next turns."""
         key, setup, last = msg.chat.key, self._setup, self.turns.last
         runner, settings = setup.runner, setup.settings
         llm = await self._controls.for_turn(setup.llm, msg, trigger, audience)
@@ -212,29 +218,32 @@ class TurnAnswerer:
             log.warning("%s: turn not run: %s", key, llm.reason)
             last[key] = TurnRecord("budget", error=llm.reason)
             said = SILENT_REPLY if trigger else llm.reason
-            return TurnOutcome("done", said, [], last[key])
+            return TurnOutcome("done", said, [], last[key]), None
         door = self._door
-        inputs = await turn_inputs(
-            msg,
-            audience,
-            settings,
-            self._store.sessions,
-            self._memory,
-            history_tokens=setup.history_tokens,
-            summarise=model_summariser(llm, self._scrub),
-            journal=ToolJournal(self._store.db, msg),  # journals only a pending inbox message
-            approvers=turn_approvers(
-                self._channel,
-                msg.chat,
-                door.allows,
-                (door.owner_chat, door.is_owner) if door.owner_ids() else None,
-                always=self._always,
-                timeout_s=settings.security.approval_timeout_s,
-                parked=slot.asking,
-            ),
-        )
-        task = asyncio.create_task(
-            runner.run(
+        prepared: list[TurnInputs] = []  # once read: the session and taint it runs with
+
+        async def prepared_and_run() -> TurnOutcome:
+            inputs = await turn_inputs(
+                msg,
+                audience,
+                settings,
+                self._store.sessions,
+                self._memory,
+                history_tokens=setup.history_tokens,
+                summarise=model_summariser(llm, self._scrub),
+                journal=ToolJournal(self._store.db, msg),  # journals only a pending inbox row
+                approvers=turn_approvers(
+                    self._channel,
+                    msg.chat,
+                    door.allows,
+                    (door.owner_chat, door.is_owner) if door.owner_ids() else None,
+                    always=self._always,
+                    timeout_s=settings.security.approval_timeout_s,
+                    parked=slot.asking,
+                ),
+            )
+            prepared.append(inputs)
+            return await runner.run(
                 msg,
                 inputs.prior,
                 inputs.context,
@@ -248,36 +257,19 @@ class TurnAnswerer:
                 llm=llm,
                 steer=steer,
             )
-        )
-        self.turns.running[key] = task
-        if trigger is None:
-            self.turns.typed.add(key)
-        try:
-            outcome = await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if not task.cancelled():
-                task.cancel()  # we were cancelled (shutdown): stop the turn too
-                raise
-            if key in self.turns.interrupted:  # a newer message: nothing of it is kept
-                outcome = TurnOutcome("interrupted", "", [], TurnRecord("cancelled"))
-            else:  # /new's stop keeps nothing: it would open the fresh conversation
-                user = {"role": "user", "content": runner.envelope(msg, trigger=trigger)}
-                kept = [] if key in self.turns.forgotten else [user]
-                outcome = TurnOutcome("done", "Stopped.", kept, TurnRecord("cancelled"))
-        finally:
-            self.turns.running.pop(key, None)
-            self.turns.interrupted.discard(key)
-            self.turns.typed.discard(key)
-            self.turns.forgotten.discard(key)
+
+        asked = {"role": "user", "content": runner.envelope(msg, trigger=trigger)}
+        outcome = await self.turns.run(key, prepared_and_run(), typed=not trigger, asked=asked)
         # The owner's button for each memory kept unvetted, in the background: however the
         # run ended (stopped, interrupted, to be retried), as a run again gets memory_store's
         # result back from the journal without storing, or offering, it again.
-        unvetted = outcome.unvetted or tuple(inputs.context.taint.left_unvetted)
+        left = tuple(prepared[0].context.taint.left_unvetted) if prepared else ()
+        unvetted = outcome.unvetted or left
         if unvetted and self._vetting:
             self._vetting.offer(unvetted, msg.chat)
         if outcome.status != "interrupted":
             last[key] = outcome.record
-        return outcome
+        return outcome, prepared[0].session if prepared else None
 
 
 async def _discarded(stream: ReplyStream) -> None:

@@ -30,6 +30,7 @@ class TurnInputs:
     prior: list[Message]  # the stored turns the model sees, compacted to the budget
     remembered: str  # memories recalled for this message, for its envelope
     context: ToolCallContext  # who is speaking, where, and what the tools may touch
+    session: int  # the chat's session it read: its answer is stored there (not after a /new)
 
 
 async def turn_inputs(
@@ -48,6 +49,7 @@ async def turn_inputs(
     the chat, and the owner privately (where a question only the owner may answer goes when
     the turn is not the owner's own private one)."""
     key = msg.chat.key
+    session = await sessions.current(key)
     recall = await readable_scopes(memory, audience.recall)
     taint = await starting_taint(msg, sessions)
     remembered = ""
@@ -65,6 +67,7 @@ async def turn_inputs(
         max_messages=settings.agent.max_history_messages,
         budget_tokens=history_tokens,
         summarise=summarise,
+        session=session,
     )
     context = ToolCallContext(
         settings.workspace_dir,
@@ -77,7 +80,7 @@ async def turn_inputs(
         approve=_approver(approvers, owner_private=audience.owner_private),
         taint=taint,
     )
-    return TurnInputs(prior, remembered, context)
+    return TurnInputs(prior, remembered, context, session)
 
 
 def _approver(approvers: tuple[Approver, Approver | None], *, owner_private: bool) -> Approver:

@@ -8,13 +8,13 @@ no higher than `agent.job_*`."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from agent.durable.jobs import Job, Jobs
 from agent.runtime.jobs.job_run import DELEGATE
 from agent.runtime.jobs.job_runner import JobRunner
 from agent.runtime.jobs.job_texts import ENDINGS
+from agent.runtime.queues.turn_slots import TurnSlots
 from channels.base import ChatRef, IncomingMessage
 from channels.registry import kind_named
 from tools.base import ToolCallContext, ToolResult
@@ -40,11 +40,12 @@ PARAMETERS: dict[str, Any] = {
 
 class JobDesk:
     """Where a delegate call finds the job runner of its chat's channel, and the slots all
-    channels' jobs share (`agent.max_jobs`)."""
+    channels' jobs share (`agent.max_jobs`): held as a turn's are, so a job waiting for a
+    person's answer holds none (`Slot.asking`)."""
 
     def __init__(self, jobs: Jobs, max_jobs: int) -> None:
         self.jobs = jobs
-        self.slots = asyncio.Semaphore(max_jobs)
+        self.slots = TurnSlots(max_jobs)
         self._runners: dict[str, JobRunner] = {}
 
     def attach(self, runner: JobRunner) -> None:

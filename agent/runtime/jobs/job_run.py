@@ -19,7 +19,7 @@ from agent.durable.always_allowed import AlwaysAllowed
 from agent.durable.jobs import Job, JobJournal, Jobs, JobState
 from agent.durable.sessions import SessionStore
 from agent.model.responses import BudgetSpent, LLMError, Message
-from agent.runtime.approvals import turn_approvers
+from agent.runtime.approvals import Parking, turn_approvers
 from agent.runtime.jobs.job_model import JobModel, JobStopped
 from agent.runtime.jobs.job_texts import short
 from agent.runtime.owner.doorkeeper import Doorkeeper
@@ -73,8 +73,9 @@ def job_tools(tools: Iterable[Tool], wanted: tuple[str, ...] | None) -> ToolRegi
     )
 
 
-async def run_job(job: Job, kit: JobKit) -> JobEnd:
-    """Run the job to its end; only cancellation escapes."""
+async def run_job(job: Job, kit: JobKit, *, parked: Parking) -> JobEnd:
+    """Run the job to its end; only cancellation escapes. `parked`: around each wait for a
+    person's answer (the job's slot given back meanwhile)."""
     setup, settings = kit.setup, kit.setup.settings
     share = settings.memory.share_group_memories
     audience = audience_of(job.origin, settings.people, share_group_memories=share)
@@ -109,7 +110,7 @@ async def run_job(job: Job, kit: JobKit) -> JobEnd:
         speaker=speaker_of(job.origin),
         owner_private=audience.owner_private,
         journal=JobJournal(kit.jobs.db, job.id),
-        approve=_approver(job, kit, audience),
+        approve=_approver(job, kit, audience, parked),
         taint=taint,
     )
     agent = settings.agent
@@ -152,7 +153,7 @@ def _task_text(job: Job) -> str:
     return f"[Job #{job.id}, asked by {who}]\n{job.task}\n\n{SUB_AGENT}"
 
 
-def _approver(job: Job, kit: JobKit, audience: Audience) -> Approver:
+def _approver(job: Job, kit: JobKit, audience: Audience, parked: Parking) -> Approver:
     """A job's questions go to the chat's owner (privately, unless the chat is the owner's
     own), each naming the job."""
     door = kit.door
@@ -163,6 +164,7 @@ def _approver(job: Job, kit: JobKit, audience: Audience) -> Approver:
         (door.owner_chat, door.is_owner) if door.owner_ids() else None,
         always=kit.always,
         timeout_s=kit.setup.settings.security.approval_timeout_s,
+        parked=parked,
     )
     ask = in_chat if audience.owner_private or privately is None else privately
     named = f"[job #{job.id}: {short(job.task, 40)}]"

@@ -1,9 +1,11 @@
 """JobRunner: one channel's jobs. Each runs as a task, at most `agent.max_jobs` across the
 channels at once (the desk's slots); its end and its delivery are one transaction
 (agent/durable/jobs.py): into the turn waiting for it, when one still waits, else into the
-chat's outbox as a message. At start it takes up what an earlier run left: a job queued or
-running runs again (its journalled calls are not repeated), one marked cancelled ends.
-/stop cancels the chat's jobs; a shutdown leaves them to the next start."""
+chat's outbox as a message; a job waiting for a person's answer holds no slot. At start it
+takes up what an earlier run left: a job queued or running runs again (its journalled calls
+are not repeated), one marked cancelled ends. With the store shared, a sweep every second
+takes up a job whose process is gone (its claim free). /stop cancels the chat's jobs; a
+shutdown leaves them to the next start (or, shared, to the other processes)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ from agent.model.responses import Message
 from agent.runtime.jobs.job_model import CANCEL_ASKED
 from agent.runtime.jobs.job_run import JobEnd, JobKit, run_job
 from agent.runtime.jobs.job_texts import result_message
+from agent.runtime.queues.chat_queues import SHARED_SWEEP_EVERY_S
 from agent.runtime.queues.replies import ChatReplies
+from agent.runtime.queues.turn_slots import TurnSlots
 from channels.base import Reply
 from tools.background import despite_a_cut
 
@@ -36,7 +40,7 @@ class JobRunner:
         self,
         kit: JobKit,
         replies: ChatReplies,
-        slots: asyncio.Semaphore,
+        slots: TurnSlots,
         claims: Claims | None = None,
     ) -> None:
         self.kit = kit
@@ -49,6 +53,8 @@ class JobRunner:
         self._stopped: set[int] = set()  # cancelled by /stop (not by a shutdown)
         self._ended: dict[int, Job] = {}  # handed to a waiting turn, until it reads them
         self._background: set[asyncio.Task[None]] = set()
+        self._unclaimed: set[int] = set()  # unfinished elsewhere at the last sweep
+        self._sweeper: asyncio.Task[None] | None = None
 
     @property
     def channel_name(self) -> str:
@@ -66,9 +72,10 @@ class JobRunner:
         self._spawn(added)
         return added
 
-    def _spawn(self, job: Job) -> None:
+    def _spawn(self, job: Job, why: str = "") -> None:
+        """`why`: said in the log once the job is claimed here (taken over)."""
         self._jobs[job.id] = job
-        self._tasks[job.id] = asyncio.create_task(self._run(job), name=f"job-{job.id}")
+        self._tasks[job.id] = asyncio.create_task(self._run(job, why), name=f"job-{job.id}")
 
     async def wait(self, job_ids: Sequence[int], timeout_s: float) -> dict[int, JobEnd | None]:
         """Each job's end, for the turn that waits (None: still running after `timeout_s`;
@@ -123,13 +130,18 @@ class JobRunner:
             await self.kit.jobs.ask_cancel(job.id)
         return len(others)
 
-    async def _run(self, job: Job) -> None:
+    async def _run(self, job: Job, why: str = "") -> None:
         """The job run here — unless another process sharing the store runs it (one that
-        started it, or took it up at its own start)."""
+        started it, or took it up at its start or its sweep), or has just ended it."""
         if not await self._claims.take(JOBS, str(job.id)):
             self._forget(job.id)
             return
         try:
+            if self._claims.shared and not await self._unfinished(job.id):
+                self._forget(job.id)  # its process ended it and let go as we looked
+                return
+            if why:
+                log.info("job #%d: %s", job.id, why)
             await self._run_claimed(job)
         finally:
             await self._claims.give_back(JOBS, str(job.id))
@@ -137,12 +149,12 @@ class JobRunner:
     async def _run_claimed(self, job: Job) -> None:
         kit = self.kit
         try:
-            async with self._slots:
+            async with self._slots.hold() as slot:  # given back while a person is asked
                 if await kit.jobs.cancel_asked(job.id):
                     end = JobEnd("cancelled", CANCEL_ASKED, 0)
                 else:
                     await kit.jobs.started(job.id)
-                    end = await run_job(job, kit)
+                    end = await run_job(job, kit, parked=slot.asking)
         except asyncio.CancelledError:
             if job.id not in self._stopped:  # a shutdown: the next start runs it again
                 self._forget(job.id)
@@ -215,15 +227,45 @@ class JobRunner:
         text = result_message(job.id, job.task, end.state, end.text)
         return Reply(text, previews=not (end.tainted_by or job.tainted_by))
 
+    async def _unfinished(self, job_id: int) -> bool:
+        job = await self.kit.jobs.get(job_id)
+        return job is not None and job.state in ("queued", "running")
+
     async def resume(self) -> None:
-        """The jobs an earlier run of this channel left, started again."""
+        """The jobs an earlier run of this channel left, started again; with the store
+        shared, from now on those of a process that is gone too (`_take_over`)."""
         for job in await self.kit.jobs.unfinished(self.channel_name):
             if job.id not in self._tasks:
                 log.info("job #%d: taken up again after a restart", job.id)
                 self._spawn(job)
+        if self._claims.shared and self._sweeper is None:
+            self._sweeper = asyncio.create_task(self._sweep(), name=f"{self.channel_name} jobs")
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(SHARED_SWEEP_EVERY_S)
+            try:
+                await self._take_over()
+            except Exception as exc:  # the store unreachable for now: next time
+                log.warning("%s: the jobs' sweep failed: %s", self.channel_name, exc)
+
+    async def _take_over(self) -> None:
+        """The channel's unfinished jobs this process does not run, each tried (`_run` stays
+        out while another process holds its claim) from the second sweep that finds it: by
+        then a job just added elsewhere is claimed by the process that added it."""
+        seen, self._unclaimed = self._unclaimed, set()
+        for job in await self.kit.jobs.unfinished(self.channel_name):
+            if job.id in self._tasks:
+                continue
+            if job.id in seen:
+                self._spawn(job, "taken over: the process that ran it is gone")
+            else:
+                self._unclaimed.add(job.id)
 
     async def drain(self) -> None:
         """Shutdown: the jobs stop where they are, left to the next start."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()

@@ -6,6 +6,7 @@ person's answer to an approval question it holds none (`Slot.asking`): a few peo
 press a button must not stall every other chat for the question's whole timeout (issue 40's
 soak: 16 unanswered questions held all 16 slots). The answer in, the turn takes a slot again
 before its tool runs. `asking` counts the questions waiting, for /status and `agent doctor`.
+The jobs' slots (`agent.max_jobs`, jobs/delegate_tool.py's JobDesk) are held the same way.
 
 `quiet()` is the reload's "between turns" (agent/daemon/reloaded_app.py): no turn starts and
 every admitted turn, also one parked on a question, has ended.
