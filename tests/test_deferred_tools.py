@@ -68,7 +68,7 @@ async def turn(run: TurnRunner, said: str, prior: list[Message] | None = None) -
 
 def core(run: TurnRunner) -> list[str]:
     """The names of the tools that are not deferrable (shell, files, memory...)."""
-    return [tool.name for tool in run.source.tools if not getattr(tool, "deferrable", False)]
+    return [t.name for t in run.source.tools.offered() if not getattr(t, "deferrable", False)]
 
 
 def names(request: dict[str, Any]) -> list[str]:
@@ -237,7 +237,7 @@ async def test_without_deferrable_tools_the_prompt_and_schemas_are_unchanged(
         tool.deferrable = False  # built-in tools never are
     run = runner(plain, model, monkeypatch)
     await turn(run, "hello")
-    assert names(model.requests[0]) == run.source.tools.names()
+    assert names(model.requests[0]) == [tool.name for tool in run.source.tools.offered()]
     assert "load_tool" not in model.requests[0]["messages"][0]["content"]
 
 

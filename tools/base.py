@@ -9,6 +9,7 @@ can act on instead of an exception.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -260,6 +261,27 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return list(self._tools)
 
+    def offered(self) -> list[Tool]:
+        """The tools the model is shown: all but those a group offers in their place
+        (tools/tool_groups.py); every registered tool still runs by its name."""
+        grouped: set[str] = set()
+        for item in self._tools.values():
+            grouped |= getattr(item, "members", frozenset())
+        return [item for item in self._tools.values() if item.name not in grouped]
+
+    def member_call(self, name: str, arguments: str) -> tuple[str, str]:
+        """A group's call as its member's (name, JSON arguments); any other call, or one
+        no action fits, as it is (the group's own run then says which actions there are)."""
+        split = getattr(self._tools.get(name), "member_arguments", None)
+        if split is None:
+            return name, arguments
+        try:
+            args = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            return name, arguments
+        found = split(args, self._tools.get) if isinstance(args, dict) else None
+        return (name, arguments) if found is None else (found[0], json.dumps(found[1]))
+
     def __iter__(self) -> Any:
         return iter(self._tools.values())
 
@@ -277,7 +299,7 @@ class ToolRegistry:
                     "parameters": lean_schema(item.parameters),
                 },
             }
-            for item in self._tools.values()
+            for item in self.offered()
         ]
 
 

@@ -96,7 +96,7 @@ class ChatSchedules:
         if await self._schedules.count_active(new.chat.key) >= limit:
             raise ScheduleRefused(
                 f"this chat already has {limit} active schedules, the most allowed; cancel "
-                "one first (list_schedules shows them)"
+                "one first (the list of schedules shows them)"
             )
         schedule = await self._schedules.add(new)
         if self.on_change is not None:
@@ -128,7 +128,7 @@ class ChatSchedules:
         schedule = await self._schedules.get(schedule_id)
         if schedule is None or not (_terminal(call) or schedule.chat.key == call.chat_key):
             raise ScheduleRefused(
-                f"no schedule #{schedule_id} in this chat; list_schedules shows them"
+                f"no schedule #{schedule_id} in this chat; list the schedules to see them"
             )
         if schedule.kind == "heartbeat":
             raise ScheduleRefused(

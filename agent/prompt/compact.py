@@ -22,6 +22,7 @@ from typing import Any
 from agent.prompt.context import HARDWARE_TOOLS, SILENT_REPLY, PromptContext, ToolInfo
 from tools.base import Tool, ToolRegistry
 from tools.policy import COMMANDS_ALLOWED, PATHS_INSIDE
+from tools.tool_groups import ToolGroup
 
 COMPACT_SKILLS_CHARS = 1_200
 # Examples: an aside with a quote in it ("in 10 minutes", 3 for "#3"), and ", e.g. …" up to
@@ -46,11 +47,12 @@ def short_text(text: str, *, formats: bool = False) -> str:
     return (clause if len(clause.split()) >= 3 else text).strip().rstrip(".,;:")
 
 
-def compact_schema(schema: Any) -> Any:
+def compact_schema(schema: Any, *, every_parameter: bool = False) -> Any:
     """A JSON schema with its types, names, enums and required lists, and no examples: each
     description its first sentence, an optional value's `anyOf [X, null]` just X, and the
     optional parameters left out where some are required (a small model does best without
-    reaching for them)."""
+    reaching for them). `every_parameter`: a group's (tools/tool_groups.py), whose actions
+    each need some of them: all kept, as if required."""
     if isinstance(schema, list):
         return [compact_schema(item) for item in schema]
     if not isinstance(schema, dict):
@@ -71,7 +73,7 @@ def compact_schema(schema: Any) -> Any:
         elif key == "properties" and isinstance(value, dict):
             if not value:  # {"type": "object"} says as much
                 continue
-            needed = set(schema.get("required") or ())
+            needed = set(value if every_parameter else schema.get("required") or ())
             found[key] = {
                 name: _parameter(sub, name in needed)
                 for name, sub in value.items()
@@ -95,7 +97,11 @@ def _parameter(schema: Any, required: bool) -> Any:
 
 def compact_tool_infos(tools: Iterable[Tool]) -> tuple[ToolInfo, ...]:
     return tuple(
-        ToolInfo(t.name, short_text(t.description), _json(compact_schema(t.parameters)))
+        ToolInfo(
+            t.name,
+            short_text(t.description),
+            _json(compact_schema(t.parameters, every_parameter=isinstance(t, ToolGroup))),
+        )
         for t in tools
     )
 
@@ -121,16 +127,16 @@ class CompactTools(ToolRegistry):
 
     def schemas(self) -> list[dict[str, Any]]:
         return [
-            {"type": "function", "function": {**s["function"], **_short(s["function"])}}
+            {"type": "function", "function": {**s["function"], **self._short(s["function"])}}
             for s in super().schemas()
         ]
 
-
-def _short(function: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "description": short_text(str(function.get("description", ""))),
-        "parameters": compact_schema(function.get("parameters", {})),
-    }
+    def _short(self, function: dict[str, Any]) -> dict[str, Any]:
+        group = isinstance(self.get(str(function.get("name"))), ToolGroup)
+        return {
+            "description": short_text(str(function.get("description", ""))),
+            "parameters": compact_schema(function.get("parameters", {}), every_parameter=group),
+        }
 
 
 # -- the sections, compact -------------------------------------------------------------

@@ -174,7 +174,7 @@ class TurnTools(ToolRegistry):
     def offered(self) -> list[Tool]:
         """The tools the prompt shows whole: all but the deferred ones."""
         hidden = self.deferral.names
-        return [item for item in self if item.name not in hidden]
+        return [item for item in super().offered() if item.name not in hidden]
 
     def schemas(self) -> list[dict[str, Any]]:
         every = self.base.schemas()

@@ -172,7 +172,7 @@ class PromptSource:
         skills = self.skills.infos() if self.skills is not None else ()
         skills_chars = self.settings.skills.max_prompt_chars
         offered = self.turn_tools()
-        shown = offered.offered() if isinstance(offered, TurnTools) else list(offered)
+        shown = offered.offered()
         return PromptContext(
             workspace_dir=self.workspace,
             model_name=self.settings.llm.model,

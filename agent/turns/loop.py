@@ -134,23 +134,24 @@ async def run_tool_call_loop(
         if handed := [call for call in parsed.calls if call.name in options.hand_back]:
             result.text, result.stop_reason, result.handed_back = "", "client_tools", handed
             return result  # the client runs them (agent/turns/client_tools.py)
+        calls = [_as_member(call, tools) for call in parsed.calls]  # what runs, and is judged
         room = min(options.max_calls_per_reply, options.max_calls_per_turn - calls_run)
         not_run = [
             _over_caps(options) if index >= room else repeats.check(call)
-            for index, call in enumerate(parsed.calls)
+            for index, call in enumerate(calls)
         ]
-        calls_run += min(room, len(parsed.calls))
+        calls_run += min(room, len(calls))
         skipped = [why is not None for why in not_run]
-        claims = await replay.claim(parsed.calls, skipped) if replay else [None] * len(skipped)
+        claims = await replay.claim(calls, skipped) if replay else [None] * len(skipped)
         outcomes = await asyncio.gather(
             *(
                 _not_run(call, why)
                 if why
                 else _run_timed(call, tools, context, options, scrub, replay, claim)
-                for call, why, claim in zip(parsed.calls, not_run, claims, strict=True)
+                for call, why, claim in zip(calls, not_run, claims, strict=True)
             )
         )
-        for call, why, (_, done) in zip(parsed.calls, not_run, outcomes, strict=True):
+        for call, why, (_, done) in zip(calls, not_run, outcomes, strict=True):
             if why is None:
                 repeats.ran(call, done)
         for event, _ in outcomes:
@@ -161,7 +162,7 @@ async def run_tool_call_loop(
             add(message)
         before = [why.ran_before for why in not_run if why and why.ran_before is not None]
         if before and len(before) == len(not_run):  # only work that ran, asked for again
-            text = honesty.made_again(parsed.calls[-1].name, before[-1])
+            text = honesty.made_again(calls[-1].name, before[-1])
             add({"role": "assistant", "content": text})
             result.text = text
             return result
@@ -285,6 +286,12 @@ def _finish(
         return
     add({"role": "assistant", "content": text})
     result.text = text
+
+
+def _as_member(call: ToolCall, tools: ToolRegistry) -> ToolCall:
+    """A group's call as its member's (tools/tool_groups.py); any other call as it is."""
+    name, arguments = tools.member_call(call.name, call.arguments)
+    return call if name == call.name else dataclasses.replace(call, name=name, arguments=arguments)
 
 
 async def _not_run(call: ToolCall, why: NotRun) -> tuple[ToolEvent, ToolResult]:

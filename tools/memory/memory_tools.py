@@ -12,9 +12,10 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tools.base import FunctionTool, ToolCallContext, ToolResult
+from tools.base import FunctionTool, Tool, ToolCallContext, ToolResult
 from tools.config import MemorySettings
 from tools.memory.store import Embedder, Memory, MemoryStore, chat_scope
+from tools.tool_groups import Action, ToolGroup
 
 MAX_MEMORY_CHARS = 2_000
 MAX_TAGS = 8
@@ -76,8 +77,27 @@ class MemoryTools:
         self._settings = settings
         self._scrub = scrub  # nothing secret is kept, even when the model is told one
 
-    def tools(self) -> list[FunctionTool]:
+    def tools(self) -> list[Tool]:
+        """The three tools, offered to the model as one `memory` tool."""
         return [
+            ToolGroup(
+                "memory",
+                "Remember, search or forget lasting facts about the user (never a secret)",
+                {
+                    "store": Action("memory_store", {"text": "content"}),
+                    "recall": Action("memory_recall", {"text": "query"}),
+                    "forget": Action("memory_forget", {"text": "query"}),
+                },
+                {
+                    "text": {
+                        "type": "string",
+                        "description": "The fact to store, in a sentence or two; what to "
+                        "search for; or words from the memory to forget",
+                    },
+                    "id": {"type": "integer", "description": "forget: the memory's number"},
+                },
+                required=("text",),
+            ),
             # Storing the same fact again updates its memory (the store's twin check).
             FunctionTool(self.memory_store, name="memory_store", writes=True, repeat_safe=True),
             FunctionTool(self.memory_recall, name="memory_recall"),
@@ -141,8 +161,8 @@ class MemoryTools:
         Args:
             id: Its number from memory_recall (12 for "#12").
         """
-        if (id is None) == (query is None or not query.strip()):
-            return ToolResult.error("give exactly one of id or query")
+        if id is None and (query is None or not query.strip()):
+            return ToolResult.error("give the memory's id, or words from it")
         scope, readable = _scopes(call)
         scopes = tuple(dict.fromkeys((scope, *readable)))
         result = await self.store.forget(scopes, id=id, query=query if id is None else None)
@@ -153,8 +173,8 @@ class MemoryTools:
         if result.candidates:
             return ToolResult.success(
                 f"Several memories match {query!r}; nothing was deleted. Which one? "
-                "Call memory_forget again with its id:\n" + _lines(result.candidates)
+                "Forget it again by its id:\n" + _lines(result.candidates)
             )
         if id is not None:
-            return ToolResult.error(f"No memory #{id} here; use memory_recall to find its id")
-        return ToolResult.error(f"No memory matches {query!r}; use memory_recall to find it")
+            return ToolResult.error(f"No memory #{id} here; recall it to find its id")
+        return ToolResult.error(f"No memory matches {query!r}; recall it to find it")

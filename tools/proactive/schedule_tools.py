@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from tools.base import FunctionTool, ToolCallContext, ToolResult
+from tools.base import FunctionTool, Tool, ToolCallContext, ToolResult
 from tools.proactive.kept_tasks import BookRefused, ended_note, listing, task_refusal
 from tools.proactive.schedule_times import When, WhenError, format_time, parse_when, zone_named
+from tools.tool_groups import Action, ToolGroup
 
 
 @dataclass(frozen=True)
@@ -85,9 +86,27 @@ class ScheduleTools:
         self._scrub = scrub  # the task is stored: nothing secret goes with it
         self._clock = clock
 
-    def tools(self) -> list[FunctionTool]:
+    def tools(self) -> list[Tool]:
+        """The three tools, offered to the model as one `schedule` tool."""
+        task = FunctionTool(self.schedule_task, name="schedule_task", writes=True)
+        when = task.parameters["properties"]["when"]
         return [
-            FunctionTool(self.schedule_task, name="schedule_task", writes=True),
+            ToolGroup(
+                "schedule",
+                "Do a task later, once or repeatedly, or list or cancel this chat's "
+                "schedules: a task comes to you as a message in this chat when due",
+                {
+                    "add": Action("schedule_task"),
+                    "list": Action("list_schedules"),
+                    "cancel": Action("cancel_schedule"),
+                },
+                {
+                    "when": when,
+                    "task": {"type": "string", "description": "add: what to do then"},
+                    "id": {"type": "integer", "description": "cancel: the schedule's number"},
+                },
+            ),
+            task,
             FunctionTool(self.list_schedules, name="list_schedules"),
             # A second cancel changes nothing: the book says the schedule has ended.
             FunctionTool(
@@ -131,7 +150,7 @@ class ScheduleTools:
         """Cancel an active schedule of this chat.
 
         Args:
-            id: Its number in list_schedules: 3 for #3.
+            id: Its number in the list of schedules: 3 for #3.
         """
         if self._book is None:
             return ToolResult.error("No schedules are kept here.")

@@ -1,0 +1,81 @@
+"""Several tools offered to the model as one, told apart by an `action` argument.
+
+Every schema in `tools=` costs its wrapping (name, description, `parameters`, `properties`,
+`required`: some 35 tokens) however little it says, and a small model on a home server
+reads the first request at 60–70 tokens a second: the three memory tools offered as one
+`memory` tool, the three schedule tools as one `schedule` tool, save about 160 tokens of
+every request (nanobot's `cron` and Hermes Agent's `memory` are offered the same way).
+
+The members stay registered tools, each with its own rules. A call of a group becomes its
+member's call before anything judges it (`ToolRegistry.member_call`): approvals, the taint
+gate, read-only mode, the journal and the repeat rules see `memory_store`, not `memory`,
+as before. The model's own call stays in the history as it wrote it, and a member called by
+its own name still runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tools.base import Tool, ToolCallContext, ToolResult
+
+ACTION = "action"
+
+
+@dataclass(frozen=True)
+class Action:
+    """One action of a group: the member tool it calls, and the group's arguments it takes
+    under other names (`{"text": "content"}`: the group's `text` is memory_store's
+    `content`)."""
+
+    member: str
+    renamed: Mapping[str, str] = field(default_factory=dict)
+
+
+class ToolGroup:
+    """A tool offered in the members' place; `parameters`: `action` (one of `actions`)
+    first, then the arguments the actions take, the ones each action needs described."""
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        actions: Mapping[str, Action],
+        arguments: Mapping[str, dict[str, Any]],
+        *,
+        required: tuple[str, ...] = (),
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.actions = dict(actions)
+        self.members = frozenset(action.member for action in self.actions.values())
+        choice = {"type": "string", "enum": list(self.actions)}
+        self.parameters: dict[str, Any] = {
+            "properties": {ACTION: choice, **arguments},
+            "required": [ACTION, *required],
+            "type": "object",
+        }
+
+    def member_arguments(
+        self, args: dict[str, Any], registered: Callable[[str], Tool | None]
+    ) -> tuple[str, dict[str, Any]] | None:
+        """The member and its arguments for a call of this group with `args` (None: no
+        action fits, or its member is not registered). An argument the member does not
+        take is left out: a model asked to list schedules may still send an empty `task`."""
+        action = self.actions.get(str(args.get(ACTION, "")).strip().lower())
+        member = registered(action.member) if action is not None else None
+        if action is None or member is None:
+            return None
+        takes = (member.parameters.get("properties") or {}).keys()
+        moved = {action.renamed.get(key, key): value for key, value in args.items()}
+        return action.member, {k: v for k, v in moved.items() if k in takes}
+
+    async def run(self, args: dict[str, Any], call: ToolCallContext) -> ToolResult:
+        """Reached only when no action fits (a fitting call runs its member instead)."""
+        given = json.dumps(args.get(ACTION)) if ACTION in args else "none"
+        return ToolResult.error(
+            f"{self.name} needs `{ACTION}`, one of {', '.join(self.actions)} (got {given})"
+        )
