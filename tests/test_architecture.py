@@ -43,6 +43,7 @@ AGENT_FLOORS = (
 )
 TOOLS_CORE = (
     "tools.base",
+    "tools.tool_groups",
     "tools.config",
     "tools.paths",
     "tools.policy",

@@ -247,7 +247,7 @@ async def test_cancelling_a_schedule_by_an_id_too_large_for_sql_says_there_is_no
             result = await cancel.run({"id": missing}, call)
             assert (result.ok, result.output) == (
                 False,
-                f"no schedule #{missing} in this chat; list_schedules shows them",
+                f"no schedule #{missing} in this chat; list the schedules to see them",
             )
     finally:
         await store.close()

@@ -13,6 +13,7 @@ from fakes.model_double import ScriptedModel, text, tool_calls
 
 from agent.prompt.compact import CompactTools
 from agent.security import Scrubber
+from agent.turns.dispatch import XmlDispatcher
 from agent.turns.loop import LoopOptions, TurnResult, run_tool_call_loop
 from tools.base import ApprovalRequest, ToolCallContext, ToolRegistry, read_only
 from tools.config import MemorySettings
@@ -34,9 +35,14 @@ def memories(tmp_path: Path) -> list[tuple[Any, ...]]:
         return db.execute("SELECT id, content, unvetted FROM memories ORDER BY id").fetchall()
 
 
-async def turn(tools: ToolRegistry, model: ScriptedModel, context: ToolCallContext) -> TurnResult:
+async def turn(
+    tools: ToolRegistry,
+    model: ScriptedModel,
+    context: ToolCallContext,
+    dispatcher: XmlDispatcher | None = None,
+) -> TurnResult:
     return await run_tool_call_loop(
-        HISTORY, tools, model, context=context,
+        HISTORY, tools, model, context=context, dispatcher=dispatcher,
         options=LoopOptions(max_iterations=5, tool_timeout_s=5), scrub=Scrubber(),
     )  # fmt: skip
 
@@ -66,6 +72,16 @@ async def test_a_memory_call_runs_memory_store_and_the_model_keeps_its_own_call(
     assert asked["tool_calls"][0]["function"]["name"] == "memory"  # as the model wrote it
     assert tool_results(model.requests[1]) == ["Remembered as memory #1."]
     assert result.text == "Noted: Miso."
+
+
+async def test_a_group_call_written_as_text_runs_its_member(tmp_path: Path) -> None:
+    """The <tool_call> text protocol (a model without native calls) reads the group too."""
+    call = '{"name": "memory", "arguments": {"action": "store", "text": "Miso is the cat."}}'
+    model = ScriptedModel(text(f"<tool_call>{call}</tool_call>"), text("Noted."))
+    result = await turn(memory_tools(tmp_path), model, ToolCallContext(tmp_path), XmlDispatcher())
+    assert memories(tmp_path) == [(1, "Miso is the cat.", "")]
+    assert [e.name for e in result.events] == ["memory_store"] and result.text == "Noted."
+    assert "tools" not in model.requests[0]  # the calls came as text, not through tools=
 
 
 async def test_recall_and_forget_by_the_group_find_and_delete_the_memory(tmp_path: Path) -> None:

@@ -161,8 +161,8 @@ async def test_forgetting_a_memory_by_an_id_too_large_for_sqlite_says_there_is_n
         )
     finally:
         await memory.store.close()
-    assert missing.output == "No memory #12 here; use memory_recall to find its id"
+    assert missing.output == "No memory #12 here; recall by words to find its number"
     assert (huge.ok, huge.output) == (
         False,
-        f"No memory #{2**63} here; use memory_recall to find its id",
+        f"No memory #{2**63} here; recall by words to find its number",
     )

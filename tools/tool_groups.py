@@ -3,8 +3,9 @@
 Every schema in `tools=` costs its wrapping (name, description, `parameters`, `properties`,
 `required`: some 35 tokens) however little it says, and a small model on a home server
 reads the first request at 60–70 tokens a second: the three memory tools offered as one
-`memory` tool, the three schedule tools as one `schedule` tool, save about 160 tokens of
-every request (nanobot's `cron` and Hermes Agent's `memory` are offered the same way).
+`memory` tool, the three schedule tools as one `schedule` tool, save 140 tokens of every
+request in compact mode and 260 in full mode (nanobot's `cron` and Hermes Agent's `memory`
+are offered the same way).
 
 The members stay registered tools, each with its own rules. A call of a group becomes its
 member's call before anything judges it (`ToolRegistry.member_call`): approvals, the taint

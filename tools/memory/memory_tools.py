@@ -176,5 +176,5 @@ class MemoryTools:
                 "Forget it again by its id:\n" + _lines(result.candidates)
             )
         if id is not None:
-            return ToolResult.error(f"No memory #{id} here; recall it to find its id")
-        return ToolResult.error(f"No memory matches {query!r}; recall it to find it")
+            return ToolResult.error(f"No memory #{id} here; recall by words to find its number")
+        return ToolResult.error(f"No memory matches {query!r}; recall by other words to find it")
