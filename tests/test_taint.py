@@ -16,8 +16,8 @@ from attack_world import SANDBOXES
 from conftest import Daemon, eventually
 from fakes.llm_requests import tool_results
 from fakes.model_double import ScriptedModel, text, tool_calls
+from test_toy_channel import toy  # noqa: F401 (the fixture)
 from toy_channel.channel import ToyChannel
-from toy_channel.kind import TOY
 
 from agent.app import open_store
 from agent.durable.file_sources import FileSources
@@ -26,7 +26,6 @@ from agent.runtime.approvals import MAX_ACTION_CHARS, question_text
 from agent.runtime.turn_inputs import starting_taint
 from agent.turns.loop import run_tool_call_loop
 from agent.turns.taint_gate import question
-from channels import registry
 from channels.approvals import ButtonApprovals
 from channels.base import ApprovalQuestion, ChatRef, IncomingMessage
 from channels.discord.approvals import MAX_TEXT as DISCORD_TEXT
@@ -439,21 +438,6 @@ async def test_a_malformed_url_in_a_turn_that_read_a_page_is_a_tool_error() -> N
     assert result.text == "That address is malformed."
     fetched = tool_results(model.requests[2])[-1]
     assert fetched.startswith("Error: "), fetched
-
-
-@pytest.fixture
-def toy(model_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The toy channel (tests/toy_channel) enabled, alice its owner."""
-    monkeypatch.setattr(registry, "CHANNEL_KINDS", (*registry.CHANNEL_KINDS, TOY))
-    for name, value in {
-        "PINCLAW_CHANNELS__TOY__ENABLED": "true",
-        "PINCLAW_CHANNELS__TOY__ALLOWED_USERS": f'["{OWNER}"]',
-        "PINCLAW_PEOPLE__ALICE__TOY": OWNER,
-        "PINCLAW_PEOPLE__ALICE__OWNER": "true",
-        "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "2",
-    }.items():
-        monkeypatch.setenv(name, value)
-    ToyChannel.built.clear()
 
 
 @pytest.mark.usefixtures("toy")

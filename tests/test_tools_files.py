@@ -10,10 +10,9 @@ import pytest
 from conftest import Daemon, eventually
 from fakes.llm_requests import tool_results
 from fakes.model_double import ScriptedModel, text, tool_calls
+from test_toy_channel import toy  # noqa: F401 (the fixture)
 from toy_channel.channel import ToyChannel
-from toy_channel.kind import TOY
 
-from channels import registry
 from tools.base import ToolCallContext, ToolResult
 from tools.config import SecuritySettings
 from tools.files import FileTools
@@ -189,25 +188,9 @@ async def test_text_that_is_not_unicode_is_refused_and_the_file_kept(workspace: 
     assert not new.ok and not (workspace / "new.md").exists()
 
 
-@pytest.fixture
-def toy(model_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The toy channel (tests/toy_channel) enabled, alice its owner, autonomy full."""
-    monkeypatch.setattr(registry, "CHANNEL_KINDS", (*registry.CHANNEL_KINDS, TOY))
-    for name, value in {
-        "PINCLAW_CHANNELS__TOY__ENABLED": "true",
-        "PINCLAW_CHANNELS__TOY__ALLOWED_USERS": f'["{OWNER}"]',
-        "PINCLAW_PEOPLE__ALICE__TOY": OWNER,
-        "PINCLAW_PEOPLE__ALICE__OWNER": "true",
-        "PINCLAW_SECURITY__AUTONOMY": "full",
-        "PINCLAW_AGENT__SHUTDOWN_GRACE_S": "2",
-    }.items():
-        monkeypatch.setenv(name, value)
-    ToyChannel.built.clear()
-
-
 @pytest.mark.usefixtures("toy")
 async def test_an_edit_whose_new_text_cannot_be_written_keeps_the_file(
-    home: Path, model: ScriptedModel, daemon: Callable[[], Daemon]
+    home: Path, model: ScriptedModel, daemon: Callable[[], Daemon], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A model's reply cut in the middle of an emoji's escape (or a model that escapes an
     emoji by halves) sends file_edit a new_text with a lone surrogate. The file was opened
@@ -221,6 +204,7 @@ async def test_an_edit_whose_new_text_cannot_be_written_keeps_the_file(
         ),
         text("Done."),
     )
+    monkeypatch.setenv("PINCLAW_SECURITY__AUTONOMY", "full")  # the edit asks nobody
     async with daemon():
         notes = home / "workspace" / "shopping.md"
         notes.write_text("milk\neggs\nbutter\n")
