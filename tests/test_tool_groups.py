@@ -18,7 +18,7 @@ from agent.turns.loop import LoopOptions, TurnResult, run_tool_call_loop
 from tools.base import ApprovalRequest, ToolCallContext, ToolRegistry, read_only
 from tools.config import MemorySettings
 from tools.memory.memory_tools import MemoryTools
-from tools.proactive.schedule_tools import ScheduleTools
+from tools.proactive.schedule_tools import ScheduleEntry, ScheduleTools
 from tools.taint import Taint
 
 HISTORY = [{"role": "user", "content": "Note that my cat is called Miso."}]
@@ -157,21 +157,17 @@ class Book:
     def __init__(self) -> None:
         self.added: list[tuple[str, str]] = []
 
-    async def add(self, call: ToolCallContext, when: Any, task: str) -> Any:
-        from tools.proactive.schedule_tools import ScheduleEntry
-
+    async def add(self, call: ToolCallContext, when: Any, task: str) -> ScheduleEntry:
         self.added.append((when.kind, task))
         return ScheduleEntry(len(self.added), when.kind, "", task, "active", None, "c", "o")
 
-    async def entries(self, call: ToolCallContext) -> list[Any]:
-        from tools.proactive.schedule_tools import ScheduleEntry
-
+    async def entries(self, call: ToolCallContext) -> list[ScheduleEntry]:
         return [
             ScheduleEntry(i + 1, kind, "", task, "active", None, "c", "o")
             for i, (kind, task) in enumerate(self.added)
         ]
 
-    async def cancel(self, call: ToolCallContext, schedule_id: int) -> Any:
+    async def cancel(self, call: ToolCallContext, schedule_id: int) -> ScheduleEntry:
         raise AssertionError("not called here")
 
 
