@@ -185,6 +185,32 @@ async def test_schedule_add_then_list_with_what_list_does_not_take(tmp_path: Pat
     assert added.startswith("Scheduled #1 once") and listed.startswith("#1 once")
 
 
+async def test_a_call_lacking_what_its_action_needs_is_told_in_the_groups_words(
+    tmp_path: Path,
+) -> None:
+    """The model wrote `memory` and `schedule`: the error names `text` and `when`, the
+    arguments it sees, not memory_store's `content`, and nothing is stored or scheduled."""
+    book = Book()
+    tools = ToolRegistry([*memory_tools(tmp_path), *ScheduleTools(book, "UTC").tools()])
+    model = ScriptedModel(
+        tool_calls(("memory", {"action": "store"}), ("memory", {"action": "recall", "text": ""})),
+        tool_calls(("schedule", {"action": "add", "task": "Stretch."})),
+        tool_calls(("schedule", {"action": "cancel"})),
+        text("I need more to go on."),
+    )
+    result = await turn(tools, model, ToolCallContext(tmp_path))
+    assert tool_results(model.requests[3]) == [
+        "Error: memory store needs `text`; add it and call again",
+        "Error: memory recall needs `text`; add it and call again",
+        "Error: schedule add needs `when`; add it and call again",
+        "Error: schedule cancel needs `id`; add it and call again",
+    ]
+    assert [(e.name, e.ok) for e in result.events] == [
+        ("memory", False), ("memory", False), ("schedule", False), ("schedule", False)
+    ]  # fmt: skip
+    assert memories(tmp_path) == [] and book.added == []
+
+
 def test_compact_schemas_keep_every_parameter_of_a_group_and_its_formats() -> None:
     tools = CompactTools(ToolRegistry(ScheduleTools(None, "UTC").tools()))
     [schedule] = [s["function"] for s in tools.schemas()]

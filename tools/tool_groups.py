@@ -28,12 +28,13 @@ ACTION = "action"
 
 @dataclass(frozen=True)
 class Action:
-    """One action of a group: the member tool it calls, and the group's arguments it takes
+    """One action of a group: the member tool it calls, the group's arguments it takes
     under other names (`{"text": "content"}`: the group's `text` is memory_store's
-    `content`)."""
+    `content`), and the group's arguments it cannot do without (`needs`)."""
 
     member: str
     renamed: Mapping[str, str] = field(default_factory=dict)
+    needs: tuple[str, ...] = ()
 
 
 class ToolGroup:
@@ -64,19 +65,32 @@ class ToolGroup:
         self, args: dict[str, Any], registered: Callable[[str], Tool | None]
     ) -> tuple[str, dict[str, Any]] | None:
         """The member and its arguments for a call of this group with `args` (None: no
-        action fits, or its member is not registered). An argument the member does not
-        take is left out: a model asked to list schedules may still send an empty `task`."""
+        action fits, the call lacks what its action needs, or its member is not registered;
+        the group's own run then says what is wrong in the group's words, not the member's).
+        An argument the member does not take is left out: a model asked to list schedules
+        may still send an empty `task`."""
         action = self.actions.get(str(args.get(ACTION, "")).strip().lower())
         member = registered(action.member) if action is not None else None
-        if action is None or member is None:
+        if action is None or member is None or _lacking(action, args):
             return None
         takes = (member.parameters.get("properties") or {}).keys()
         moved = {action.renamed.get(key, key): value for key, value in args.items()}
         return action.member, {k: v for k, v in moved.items() if k in takes}
 
     async def run(self, args: dict[str, Any], call: ToolCallContext) -> ToolResult:
-        """Reached only when no action fits (a fitting call runs its member instead)."""
+        """Reached only when no action fits or the call lacks what its action needs (a
+        fitting call runs its member instead)."""
+        name = str(args.get(ACTION, "")).strip().lower()
+        action = self.actions.get(name)
+        if action is not None and (lacking := _lacking(action, args)):
+            needed = " and ".join(f"`{key}`" for key in lacking)
+            return ToolResult.error(f"{self.name} {name} needs {needed}; add it and call again")
         given = json.dumps(args.get(ACTION)) if ACTION in args else "none"
         return ToolResult.error(
             f"{self.name} needs `{ACTION}`, one of {', '.join(self.actions)} (got {given})"
         )
+
+
+def _lacking(action: Action, args: dict[str, Any]) -> list[str]:
+    """What `action` needs that `args` leaves out or gives empty."""
+    return [key for key in action.needs if args.get(key) in (None, "")]

@@ -84,8 +84,8 @@ class MemoryTools:
                 "memory",
                 "Remember, search or forget lasting facts about the user (never a secret)",
                 {
-                    "store": Action("memory_store", {"text": "content"}),
-                    "recall": Action("memory_recall", {"text": "query"}),
+                    "store": Action("memory_store", {"text": "content"}, needs=("text",)),
+                    "recall": Action("memory_recall", {"text": "query"}, needs=("text",)),
                     "forget": Action("memory_forget", {"text": "query"}),
                 },
                 {

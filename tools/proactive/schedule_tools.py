@@ -96,9 +96,9 @@ class ScheduleTools:
                 "Do a task later, once or repeatedly, or list or cancel this chat's "
                 "schedules: a task comes to you as a message in this chat when due",
                 {
-                    "add": Action("schedule_task"),
+                    "add": Action("schedule_task", needs=("when", "task")),
                     "list": Action("list_schedules"),
-                    "cancel": Action("cancel_schedule"),
+                    "cancel": Action("cancel_schedule", needs=("id",)),
                 },
                 {
                     "when": when,
