@@ -15,7 +15,7 @@ import random
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -513,7 +513,9 @@ class FullDisk:
     async def start(self, tool: str, call_id: str, arguments: str) -> JournalEntry | None:
         raise sqlite3.OperationalError("database or disk is full")
 
-    async def finish(self, entry: JournalEntry, result: ToolResult) -> None:
+    async def finish(
+        self, entry: JournalEntry, result: ToolResult, tainted_by: Sequence[str] = ()
+    ) -> None:
         raise AssertionError("nothing started")
 
 

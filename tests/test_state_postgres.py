@@ -36,6 +36,8 @@ from agent.durable.file.backups import DAILY
 from agent.durable.file.migrations import LATEST
 from agent.durable.file.storage_health import StorageHealth
 from agent.durable.postgres import pg_copy
+from agent.durable.postgres.pg_connection import PgConnection
+from agent.durable.postgres.pg_schema import ensure, found_version
 
 PASSWORD = "pw-never-shown-7f3"
 DELETED_MEMORY = 900  # a memory id state.db handed out, then deleted: never given again
@@ -310,3 +312,26 @@ async def _made(path: Path) -> None:
     from agent.durable.store import open_store
 
     await (await open_store(path)).db.close()
+
+
+def test_a_store_an_older_pinclaw_made_gains_what_was_added_since(
+    postgres: PostgresCluster,
+) -> None:
+    """A store at schema version 9, before the tool journal kept each call's taint: the next
+    pinclaw adds the column, keeps the rows, and says version 10."""
+    url = postgres.new_database()
+    conn = PgConnection.connect(url)
+    try:
+        assert ensure(conn.raw) == LATEST == 10
+        conn.execute(
+            "INSERT INTO tool_journal (inbox_id, call_id, tool, arguments, started_at)"
+            " VALUES (1, 'c1', 'shell', '{}', 1.0)"
+        )
+        conn.execute("ALTER TABLE tool_journal DROP COLUMN tainted_by")
+        conn.execute("UPDATE pinclaw_meta SET value = '9' WHERE key = 'schema_version'")
+        assert ensure(conn.raw) == LATEST
+        rows = conn.execute("SELECT call_id, tainted_by FROM tool_journal").fetchall()
+        assert [tuple(row) for row in rows] == [("c1", "")]
+        assert found_version(conn.raw) == LATEST
+    finally:
+        conn.raw.close()

@@ -89,6 +89,9 @@ class JournalEntry:
     tool: str
     arguments: str  # canonical JSON, secrets scrubbed
     result: ToolResult | None  # None: it started and no outcome was recorded
+    # What untrusted content the call brought into its turn (tools/taint.py's sources):
+    # a run again that gets its result back marks its turn with them too.
+    tainted_by: tuple[str, ...] = ()
 
 
 class CallJournal(Protocol):
@@ -101,7 +104,9 @@ class CallJournal(Protocol):
 
     async def start(self, tool: str, call_id: str, arguments: str) -> JournalEntry | None: ...
 
-    async def finish(self, entry: JournalEntry, result: ToolResult) -> None: ...
+    async def finish(
+        self, entry: JournalEntry, result: ToolResult, tainted_by: Sequence[str] = ()
+    ) -> None: ...
 
 
 @dataclass(frozen=True)

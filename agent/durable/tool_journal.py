@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS tool_journal (
     started_at REAL NOT NULL,
     ok INTEGER,
     result TEXT,
-    finished_at REAL
+    finished_at REAL,
+    tainted_by TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS tool_journal_by_turn ON tool_journal (inbox_id, id);
 CREATE TRIGGER IF NOT EXISTS tool_journal_done AFTER UPDATE OF status ON inbox
@@ -57,6 +58,9 @@ BEGIN
     DELETE FROM tool_journal WHERE inbox_id = NEW.id;
 END;
 """  # after the inbox's SCHEMA: the trigger needs its table
+# Version 10 (agent/durable/file/migrations.py): the untrusted sources a call's result held,
+# a line each, so that its turn run again is marked with them (tools/taint.py).
+TAINTED_BY = "ALTER TABLE tool_journal ADD COLUMN tainted_by TEXT NOT NULL DEFAULT ''"
 
 RECORDED = "[Not run again: this call already ran before pinclaw restarted. Its result then:]"
 UNKNOWN = (
@@ -131,17 +135,22 @@ class KeyedJournal:
         self._entries.append(entry)
         return entry
 
-    async def finish(self, entry: JournalEntry, result: ToolResult) -> None:
-        """The outcome (scrubbed already), committed once the call returned."""
-        values = (int(result.ok), result.output, time.time(), entry.id)
+    async def finish(
+        self, entry: JournalEntry, result: ToolResult, tainted_by: Sequence[str] = ()
+    ) -> None:
+        """The outcome (scrubbed already), committed once the call returned, with the
+        untrusted sources it brought into its turn."""
+        sources = "\n".join(tainted_by)
+        values = (int(result.ok), result.output, time.time(), sources, entry.id)
         await self._db.write(
             lambda conn: conn.execute(
-                "UPDATE tool_journal SET ok = ?, result = ?, finished_at = ? WHERE id = ?",
+                "UPDATE tool_journal SET ok = ?, result = ?, finished_at = ?, tainted_by = ?"
+                " WHERE id = ?",
                 values,
             )
         )
         if self._entries is not None:
-            done = replace(entry, result=result)
+            done = replace(entry, result=result, tainted_by=tuple(tainted_by))
             self._entries = [done if e.id == entry.id else e for e in self._entries]
 
     def _load(self, conn: sqlite3.Connection) -> tuple[int | None, list[JournalEntry]]:
@@ -149,13 +158,19 @@ class KeyedJournal:
         if key is None:
             return None, []
         rows = conn.execute(
-            "SELECT id, tool, arguments, ok, result FROM tool_journal WHERE inbox_id = ?"
-            " ORDER BY id",
+            "SELECT id, tool, arguments, ok, result, tainted_by FROM tool_journal"
+            " WHERE inbox_id = ? ORDER BY id",
             (key,),
         ).fetchall()
         return key, [
-            JournalEntry(id, tool, args, None if ok is None else ToolResult(bool(ok), result))
-            for id, tool, args, ok, result in rows
+            JournalEntry(
+                id,
+                tool,
+                args,
+                None if ok is None else ToolResult(bool(ok), result),
+                tuple(filter(None, sources.split("\n"))),
+            )
+            for id, tool, args, ok, result, sources in rows
         ]
 
 
@@ -240,11 +255,13 @@ class CallReplay:
                 return ToolResult.error(f"{NOT_JOURNALLED} ({type(exc).__name__}: {exc})")
             if entry is not None:
                 self._claimed.add(entry.id)
-            result = await execute()
+            result, brought = await _tainting(execute, context)
             if entry is not None:
-                await self._finish(entry, result)
+                await self._finish(entry, result, brought)
             return result
         if claim.result is not None:
+            for source in claim.tainted_by:  # its words are back in the turn: so is its taint
+                context.taint.read(source)
             recorded = claim.result
             return ToolResult(recorded.ok, f"{RECORDED}\n{recorded.output}")
         return await self._cut_off(call, claim, execute, context)
@@ -261,16 +278,18 @@ class CallReplay:
             finding = self._scrub(found.output)
             return ToolResult(found.ok, CHECKED.format(tool=call.name, finding=finding))
         if is_repeat_safe(tool):
-            result = await execute()
-            await self._finish(claim, result)
+            result, brought = await _tainting(execute, context)
+            await self._finish(claim, result, brought)
             return ToolResult(result.ok, f"{RAN_AGAIN.format(tool=call.name)}\n{result.output}")
         return ToolResult.error(UNKNOWN.format(tool=call.name))
 
-    async def _finish(self, entry: JournalEntry, result: ToolResult) -> None:
+    async def _finish(
+        self, entry: JournalEntry, result: ToolResult, tainted_by: Sequence[str]
+    ) -> None:
         """Record the outcome; when that fails the result still reaches the model, and a
         run after a crash finds the call cut off (never repeated blindly)."""
         try:
-            await self._journal.finish(entry, result)
+            await self._journal.finish(entry, result, tainted_by)
         except Exception as exc:
             log.error("%s: its outcome could not be journalled: %s", entry.tool, exc)
 
@@ -289,3 +308,11 @@ class CallReplay:
         except Exception:
             log.exception("%s: checking a call cut off by a crash failed", call.name)
             return None
+
+
+async def _tainting(execute: Execute, context: ToolCallContext) -> tuple[ToolResult, list[str]]:
+    """The call's result, and the untrusted sources its turn gained while it ran (a call
+    beside it in the same reply may have added some: kept too, as more taint is safe)."""
+    before = len(context.taint.sources)
+    result = await execute()
+    return result, context.taint.sources[before:]

@@ -265,11 +265,22 @@ class TurnAnswerer:
         # result back from the journal without storing, or offering, it again.
         left = tuple(prepared[0].context.taint.left_unvetted) if prepared else ()
         unvetted = outcome.unvetted or left
+        if outcome.messages and not outcome.tainted_by:  # stopped, or failed: words kept
+            outcome.tainted_by = _taint_of(msg, prepared)
         if unvetted and self._vetting:
             self._vetting.offer(unvetted, msg.chat)
         if outcome.status != "interrupted":
             last[key] = outcome.record
         return outcome, prepared[0].session if prepared else None
+
+
+def _taint_of(msg: IncomingMessage, prepared: list[TurnInputs]) -> str:
+    """What a turn that ended without its loop's outcome had read that its speaker did not
+    write, for the words it keeps (a forwarded message stays someone else's)."""
+    if prepared:
+        return prepared[0].context.taint.why()
+    forwarded = msg.forwarded_from
+    return f"after reading a message forwarded from {forwarded}" if forwarded else ""
 
 
 async def _discarded(stream: ReplyStream) -> None:

@@ -119,6 +119,12 @@ def _version_9(conn: sqlite3.Connection) -> None:
     run_script(conn, chat_voices.SCHEMA)
 
 
+def _version_10(conn: sqlite3.Connection) -> None:
+    """The untrusted sources each journalled call brought into its turn."""
+    if "tainted_by" not in columns(conn, "tool_journal"):
+        conn.execute(tool_journal.TAINTED_BY)
+
+
 STEPS: tuple[Step, ...] = (
     Step(1, "sessions, inbox, outbox, schedules, approvals, quirks, memories", _version_1),
     Step(2, "the tool journal, the parts sent", _version_2),
@@ -129,6 +135,7 @@ STEPS: tuple[Step, ...] = (
     Step(7, "the jobs sub-agents run", _version_7),
     Step(8, "which turn took each inbox row, each chat's busy mode", _version_8),
     Step(9, "each chat's /voice choice", _version_9),
+    Step(10, "the taint each journalled call brought into its turn", _version_10),
 )
 LATEST = STEPS[-1].version
 

@@ -65,6 +65,7 @@ ADDED_COLUMNS = (
     sessions.TAINTED_INDEX,
     inbox.TAKEN_BY,
     *memory_schema.ADDED.values(),
+    tool_journal.TAINTED_BY,
 )
 # state.db's trigger (tool_journal.SCHEMA): a message answered, its journal goes with it.
 JOURNAL_TRIGGER = (
@@ -96,6 +97,9 @@ def ensure(conn: psycopg.Connection[Any]) -> int:
             _refuse_foreign(conn)
             _create(conn)
             version = LATEST
+        elif version < LATEST:
+            _upgrade(conn)
+            version = LATEST
     return version
 
 
@@ -124,6 +128,17 @@ def _refuse_foreign(conn: psycopg.Connection[Any]) -> None:
             f"it holds another program's tables ({shown}) and no pinclaw_meta; give pinclaw a "
             "database of its own (createdb pinclaw)"
         )
+
+
+def _upgrade(conn: psycopg.Connection[Any]) -> None:
+    """A store an older pinclaw made: the tables and columns added since (every statement
+    is one that leaves what exists alone), then the version."""
+    for script in TABLE_SCRIPTS:
+        for sql in table_script(script):
+            conn.execute(sql)  # CREATE ... IF NOT EXISTS: our own constant SQL
+    for sql in table_script(";".join(ADDED_COLUMNS)):
+        conn.execute(sql.replace(" ADD COLUMN ", " ADD COLUMN IF NOT EXISTS "))
+    conn.execute("UPDATE pinclaw_meta SET value = $1 WHERE key = 'schema_version'", (str(LATEST),))
 
 
 def _memory_search(conn: psycopg.Connection[Any]) -> None:

@@ -116,8 +116,9 @@ class BusyModes:
     def steer(
         self, lead: Pending, taken: list[Pending], envelope: Callable[[IncomingMessage], str]
     ) -> Steer:
-        """What the running turn of `lead` is steered with: the chat's newer text messages,
-        when its mode is "steer" then; their rows go to `taken` (committed with the turn)."""
+        """What the running turn of `lead` is steered with: the chat's newer text messages
+        (none forwarded), when its mode is "steer" then; their rows go to `taken`
+        (committed with the turn)."""
         key = lead.message.chat.key
 
         async def newer() -> list[Message]:
@@ -126,10 +127,13 @@ class BusyModes:
             after = max((*lead.ids, *(row.id for row in taken)))
             joined: list[Message] = []
             for row in await self._inbox.pending(key, after=after, limit=MAX_FOLDED):
-                if row.trigger is not None or row.message.files or row.message.attachments:
+                message = row.message
+                if row.trigger is not None or message.files or message.attachments:
                     break  # in order: this one and what follows wait for their own turn
+                if message.forwarded_from:
+                    break  # someone else's words: a turn of their own, tainted from its start
                 taken.append(row)
-                joined.append({"role": "user", "content": envelope(row.message)})
+                joined.append({"role": "user", "content": envelope(message)})
             return joined
 
         return newer
@@ -180,4 +184,6 @@ def merged(lead: Pending, max_chars: int) -> IncomingMessage:
         text=text,
         files=tuple(item for msg in messages for item in msg.files),
         attachments=tuple(item for msg in messages for item in msg.attachments),
+        # A forwarded row anywhere makes the turn hold someone else's words (its taint).
+        forwarded_from=next((m.forwarded_from for m in messages if m.forwarded_from), ""),
     )
