@@ -59,6 +59,15 @@ def test_sessions_continue_only_when_named(llm_env: dict[str, str], fake_llm: Fa
     assert len(contents[2]) == 1  # a one-shot without --session starts afresh
 
 
+def test_a_chat_session_name_not_utf8_is_refused_in_one_line(home: Path) -> None:
+    """`agent chat --session` with a Latin-1 terminal's bytes (lone surrogates in argv)."""
+    result = agent("chat", "--session", "caf\udce9", env={"PINCLAW_HOME": str(home)})
+    assert (result.returncode, result.stderr) == (
+        2,
+        "error: --session: the name is not UTF-8 text (the terminal's encoding?)\n",
+    )
+
+
 def test_help_and_version_do_not_import_litellm(home: Path) -> None:
     code = (
         "import sys; from agent.cli.main import main\n"

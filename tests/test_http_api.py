@@ -254,6 +254,21 @@ async def test_a_malformed_request_or_a_key_not_utf8_is_refused_not_a_500(
     assert model.requests == []
 
 
+async def test_a_session_named_with_a_lone_surrogate_is_a_400_naming_the_field(
+    model: ScriptedModel, daemon: Callable[[], Daemon], port: int
+) -> None:
+    """A `user` field holding "\\udce9" (valid JSON): refused, not repaired, since two names
+    repaired could become one session (the header's bytes: tests/test_audit_input.py)."""
+    said = {"role": "user", "content": "What did I plant?"}
+    body = json.dumps({"messages": [said], "user": "jardin-\udce9"})  # the escape, as JSON
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    async with daemon(), httpx.AsyncClient(timeout=10) as http:
+        named = await http.post(completions_url(port), content=body.encode(), headers=headers)
+    assert named.status_code == 400, named.text
+    assert named.json()["error"]["message"].startswith("user: ")
+    assert model.requests == []
+
+
 async def test_a_streamed_turn_whose_client_left_holds_its_session_until_it_ends(
     model: ScriptedModel, daemon: Callable[[], Daemon], port: int
 ) -> None:

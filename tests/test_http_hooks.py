@@ -204,6 +204,18 @@ async def test_refused_deliveries_run_nothing(
     assert inbox_rows(home, "http") == [] and model.requests == []
 
 
+async def test_a_signed_body_nested_too_deep_is_a_400_not_a_500(
+    model: ScriptedModel, daemon: Callable[[], Daemon], client: httpx.AsyncClient, home: Path
+) -> None:
+    """5,000 nested lists (10 kB): json raises RecursionError, not a ValueError."""
+    body = b"[" * 5000 + b"]" * 5000
+    async with daemon(), client:
+        deep = await client.post("/hooks/github", content=body, headers=github(body, "d-9"))
+    assert deep.status_code == 400, deep.text
+    assert deep.json()["error"].startswith("the body is nested too deep")
+    assert inbox_rows(home, "http") == [] and model.requests == []
+
+
 async def test_a_generic_hook_to_a_person_replies_in_their_chat(
     model: ScriptedModel, daemon: Callable[[], Daemon], client: httpx.AsyncClient
 ) -> None:

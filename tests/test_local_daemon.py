@@ -170,6 +170,26 @@ def test_sessions_continue_only_when_named(local: Shared) -> None:
     assert len(local.llm.requests) == 3
 
 
+def test_a_session_name_not_utf8_is_refused_in_one_line_not_sent(local: Shared) -> None:
+    """A Latin-1 terminal's `--session caf\\xe9` (a lone surrogate in argv): it cannot be
+    written on the socket; click refuses it in one line before the daemon is asked."""
+    before = one_shots_in(local.running())
+    result, _ = agent(local.env, "run", "-m", "hello", "--session", "caf\udce9")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("error: --session: ") and "Traceback" not in result.stderr
+    assert one_shots_in(local.running()) == before and local.llm.requests == []
+
+
+def test_a_message_not_utf8_is_answered_by_the_daemon_repaired(local: Shared) -> None:
+    """A Latin-1 terminal's `-m caf\\xe9` (a lone surrogate in argv): it travels as a JSON
+    escape and the daemon repairs it as it repairs a chat message, not a traceback."""
+    before = one_shots_in(local.running())
+    result, _ = agent(local.env, "run", "-m", "caf\udce9 au lait")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert result.stdout.endswith("\ncaf\ufffd au lait\n")  # the echo of its envelope
+    assert one_shots_in(local.running()) == before + 1
+
+
 def test_no_terminal_means_an_approval_is_denied_at_once(local: Shared) -> None:
     keep = local.home / "workspace" / "keep.txt"
     keep.write_text("precious\n")
@@ -407,6 +427,7 @@ def test_a_daemon_with_other_settings_leaves_the_one_shot_to_this_process(local:
         (["run", "-m", "a", "-m", "b"], None),
         (["run", "-m"], None),
         (["run", "--session", "s"], None),  # serve, not a one-shot
+        (["run", "-m", "hi", "--session", "caf\udce9"], None),  # not UTF-8: click says so
         (["run"], None),
         (["-q", "-v", "run", "-m", "hi"], None),
         (["-vq", "run", "-m", "hi"], None),

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from fakes.model_double import ScriptedModel, text, tool_calls
 
+from agent.model.responses import ToolCall
 from agent.runtime.one_shot import describe_event
 from agent.security import Scrubber
 from agent.turns.dispatch import XmlDispatcher
-from agent.turns.loop import LoopOptions, run_tool_call_loop
+from agent.turns.loop import LoopOptions, run_tool, run_tool_call_loop
 from tools.base import FunctionTool, ToolCallContext, ToolRegistry, ToolResult
 
 
@@ -135,6 +136,15 @@ async def test_tool_trouble_becomes_an_error_result(
     assert result.text == "I saw the error"
     [message] = tool_messages(model.requests[1])
     assert message["content"].startswith(expected), message["content"]
+
+
+async def test_arguments_nested_too_deep_are_an_error_the_model_can_act_on() -> None:
+    """A small model stuck repeating "[" in its call's arguments: json raises RecursionError,
+    not a JSONDecodeError; the model is told its arguments are not JSON, as for any other."""
+    call = ToolCall(id="c1", name="echo", arguments="[" * 1500)
+    result = await run_tool(call, REGISTRY, ToolCallContext(Path(".")), 5)
+    assert not result.ok
+    assert result.output.startswith("The arguments for echo are not valid JSON (nested too deep")
 
 
 async def test_secrets_in_tool_output_are_scrubbed(model: ScriptedModel) -> None:

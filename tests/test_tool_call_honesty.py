@@ -60,6 +60,17 @@ async def test_a_result_written_twice_is_cut_out_and_the_answer_marked(
     assert result.new_messages == [{"role": "assistant", "content": result.text}]
 
 
+async def test_a_result_nested_too_deep_written_twice_is_cut_out(
+    model: ScriptedModel, world: World
+) -> None:
+    """A made-up result of 1,500 "[": json raises RecursionError; its line is cut all the
+    same, never "an internal error"."""
+    slip = 'It is Thursday morning.\n{"tool_result": ' + "[" * 1500
+    model.script(text(slip), text(slip))
+    result = await run(model, world)
+    assert result.text == f"It is Thursday morning.\n\n{NO_TOOL_NOTE}"
+
+
 async def test_a_result_line_written_twice_is_cut_out(model: ScriptedModel, world: World) -> None:
     slip = "Tool result: exit code 0 (no output)\nThe folder is empty."
     model.script(text(slip), text(slip))

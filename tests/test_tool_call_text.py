@@ -306,6 +306,25 @@ async def test_the_xml_protocol_keeps_its_own_shape(model: ScriptedModel, world:
     assert results["content"].startswith('<tool_result name="file_write">\nWrote 1 character')
 
 
+DEEP = [  # a small model stuck repeating "[": nested deeper than Python reads JSON
+    pytest.param("[" * 1500, id="open-brackets"),
+    pytest.param("[" * 600 + "]" * 600, id="whole-but-deep"),
+    pytest.param("<tool_call>" + "[" * 1500 + "</tool_call>", id="tagged-open-brackets"),
+    pytest.param("<tool_call>" + "[" * 600 + "]" * 600 + "</tool_call>", id="tagged-deep"),
+]
+
+
+@pytest.mark.parametrize("xml", [False, True], ids=["native", "xml"])
+@pytest.mark.parametrize("reply", DEEP)
+async def test_a_reply_nested_too_deep_is_text_or_a_correction_not_a_crash(
+    world: World, reply: str, xml: bool
+) -> None:
+    """Shown as written, or sent back once with a correction: never "an internal error"."""
+    model = ScriptedModel(text(reply), text("Sorry: here is the answer."))
+    result = await run(model, world, XmlDispatcher() if xml else None)
+    assert result.stop_reason == "done" and result.text and result.events == []
+
+
 TRAPS = [  # replies that hold no call, shown to the user as written
     pytest.param(
         "A tool call in JSON looks like this, for example:\n```json\n"

@@ -211,6 +211,27 @@ async def test_a_call_lacking_what_its_action_needs_is_told_in_the_groups_words(
     assert memories(tmp_path) == [] and book.added == []
 
 
+async def test_arguments_nested_too_deep_and_an_unknown_name_get_errors_to_act_on(
+    tmp_path: Path,
+) -> None:
+    """A small model repeating "[" in a group's and a member's arguments, then a name never
+    offered: each an error the model can act on (no RecursionError out of the turn), and the
+    names it is told of are the ones it was offered."""
+    deep = "[" * 1500
+    model = ScriptedModel(
+        tool_calls(("memory", deep), ("memory_store", deep)),
+        tool_calls(("remember", {"text": "Miso"})),
+        text("I could not."),
+    )
+    result = await turn(memory_tools(tmp_path), model, ToolCallContext(tmp_path))
+    group, member = tool_results(model.requests[1])
+    assert group.startswith("Error: The arguments for memory are not valid JSON (nested too")
+    assert member.startswith("Error: The arguments for memory_store are not valid JSON")
+    [unknown] = tool_results(model.requests[2])[2:]
+    assert unknown == "Error: Unknown tool 'remember'. Available tools: memory"
+    assert result.text == "I could not." and memories(tmp_path) == []
+
+
 def test_compact_schemas_keep_every_parameter_of_a_group_and_its_formats() -> None:
     tools = CompactTools(ToolRegistry(ScheduleTools(None, "UTC").tools()))
     [schedule] = [s["function"] for s in tools.schemas()]

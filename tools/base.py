@@ -282,7 +282,7 @@ class ToolRegistry:
             return name, arguments
         try:
             args = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # run_tool says it is not JSON
             return name, arguments
         found = split(args, self._tools.get) if isinstance(args, dict) else None
         return (name, arguments) if found is None else (found[0], json.dumps(found[1]))

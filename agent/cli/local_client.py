@@ -101,12 +101,14 @@ def _not_json(value: object) -> object:
 # alone is a fifth of a one-shot through the daemon).
 _scan = _json.make_scanner(_JsonRules())  # type: ignore[arg-type]  # typeshed: "context"
 _write = _json.make_encoder(
-    None, _not_json, _json.encode_basestring, None, ": ", ", ", False, False, True
+    None, _not_json, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True
 )
 
 
 def encode(value: object) -> bytes:
-    """`value` as one JSON line, as json.dumps(ensure_ascii=False) writes it."""
+    """`value` as one JSON line, as json.dumps writes it: in ASCII, so that a terminal's
+    bytes that were not UTF-8 (lone surrogates in argv) travel as escapes, for the daemon
+    to repair as it repairs a chat message."""
     return "".join(_write(value, 0)).encode() + b"\n"
 
 
@@ -212,7 +214,19 @@ def plain_one_shot(args: list[str]) -> PlainOneShot | None:
     options = _run_options(run_args)
     if options is None or not options.get("message", "").strip() or options["message"] == "-":
         return None
+    if not is_utf8(options.get("session", "")):
+        return None  # a terminal's bytes that were not UTF-8: click says so, in one line
     return PlainOneShot(options["message"], options.get("session"), config, verbose)
+
+
+def is_utf8(text: str) -> bool:
+    """False for a terminal's bytes that were not UTF-8 (Python reads them as lone
+    surrogates, which no JSON line, file or state.db can take)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _run_options(args: list[str]) -> dict[str, str] | None:

@@ -62,6 +62,16 @@ def _fail(message: str, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
+def _check_session(session: str | None) -> None:
+    """Exit 2 in one line when --session is not UTF-8 text (a Latin-1 terminal's bytes
+    reach Python as lone surrogates, which state.db cannot store): refused, not repaired,
+    as two names repaired could become one session."""
+    from agent.cli.local_client import is_utf8  # light: the one-shot's own path
+
+    if session is not None and not is_utf8(session):
+        _fail("error: --session: the name is not UTF-8 text (the terminal's encoding?)", 2)
+
+
 class _Commands(click.Group):
     """The command groups of their own files are imported only when named, so a one-shot
     loads only what `run` needs and `--help` lists them from SUMMARIES (a test keeps each
@@ -205,6 +215,7 @@ def run(ctx: click.Context, message: str | None, session: str | None, no_daemon:
         message = sys.stdin.read()
     if message is not None and not message.strip():
         _fail("error: the message is empty", 2)
+    _check_session(session)
     if message is not None and not no_daemon and not ctx.obj.get("daemon_tried"):
         from agent.cli.local_client import through_daemon
 
@@ -262,6 +273,7 @@ def chat(ctx: click.Context, session: str | None, no_daemon: bool) -> None:
     The running daemon answers when there is one, else this process does."""
     from agent.cli.chat.loop import run_chat
 
+    _check_session(session)
     sys.exit(run_chat(ctx, session, no_daemon=no_daemon))
 
 

@@ -82,10 +82,11 @@ Execute = Callable[[], Awaitable[ToolResult]]
 
 
 def canonical(arguments: str) -> str:
-    """The arguments as one text per meaning: keys sorted, spacing normalised."""
+    """The arguments as one text per meaning: keys sorted, spacing normalised (as written
+    when they are not JSON, or nested deeper than Python reads)."""
     try:
         return json.dumps(json.loads(arguments), sort_keys=True)
-    except (json.JSONDecodeError, TypeError):
+    except (json.JSONDecodeError, TypeError, RecursionError):
         return arguments
 
 

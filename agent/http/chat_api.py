@@ -37,8 +37,9 @@ from agent.http.openai_shapes import (
     tool_calls_of,
     usage_of,
 )
-from agent.http.server import Refusal, read_body
+from agent.http.server import Refusal, json_of, read_body
 from agent.runtime.channel_runtime import ChannelRuntime
+from agent.runtime.intake import is_utf8_text
 from agent.security import Scrubber
 from agent.turns.client_tools import CLIENT_TOOLS, ClientTools
 from agent.turns.turn_record import TurnRecord
@@ -54,6 +55,17 @@ def _error(status: int, message: str) -> web.Response:
     kind = "invalid_request_error" if status < 500 else "server_error"
     body = {"error": {"message": message, "type": kind, "code": _CODES.get(status)}}
     return web.json_response(body, status=status)
+
+
+def _session_named(request: web.Request, asked: dict[str, Any]) -> str:
+    """The session the request names ("": none). A name that is not UTF-8 (aiohttp reads a
+    header's bytes with surrogateescape) is refused, not repaired: repaired, two names
+    would become one, and two conversations would share a history."""
+    header = request.headers.get(SESSION_HEADER)
+    field, named = (SESSION_HEADER, header) if header else ("user", str(asked.get("user") or ""))
+    if not is_utf8_text(named):
+        raise Refusal(400, f"{field}: the session's name is not UTF-8 text")
+    return named
 
 
 class ChatApi:
@@ -92,11 +104,11 @@ class ChatApi:
         try:
             person = self._person(request)
             asked = await self._asked(request)
+            named = _session_named(request, asked)
         except Refusal as refused:
             log.warning("http: /v1/chat/completions: %d %s", refused.status, refused.why)
             return _error(refused.status, refused.why)
         messages: list[dict[str, Any]] = asked["messages"]
-        named = request.headers.get(SESSION_HEADER) or str(asked.get("user") or "")
         theirs = ClientTools(asked["tools"]) if asked["tools"] else None
         if named and (theirs or messages[-1].get("role") == "tool"):
             why = "a client's tools need a stateless call (no session): the results are its own"
@@ -128,10 +140,7 @@ class ChatApi:
     async def _asked(self, request: web.Request) -> dict[str, Any]:
         if request.content_type != "application/json":
             raise Refusal(415, f"content type {request.content_type}; application/json only")
-        try:
-            asked = json.loads(await read_body(request, self._settings().http))
-        except ValueError as exc:
-            raise Refusal(400, f"the body is not JSON: {exc}") from None
+        asked = json_of(await read_body(request, self._settings().http))
         if not isinstance(asked, dict):
             raise Refusal(400, "the body: an object {model, messages, ...}")
         last = checked_messages(asked)[-1]

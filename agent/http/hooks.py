@@ -14,7 +14,6 @@ it fenced as untrusted content (agent/durable/triggers.py).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -30,7 +29,7 @@ from agent.durable.triggers import Trigger
 from agent.http.config import HookSettings
 from agent.http.headless_channels import HOOK_CHANNEL
 from agent.http.payloads import render, unmatched
-from agent.http.server import Refusal, read_body
+from agent.http.server import Refusal, json_of, read_body
 from agent.http.signatures import verify
 from agent.proactive.schedule_book import private_chat
 from agent.runtime.channel_runtime import ChannelRuntime
@@ -97,10 +96,7 @@ class Hooks:
         if hook.events and event not in hook.events:
             log.info("http: hook %s: event %r ignored", name, event)
             return 200, "ignored"
-        try:
-            payload = json.loads(body)
-        except ValueError as exc:
-            raise Refusal(400, f"the body is not JSON: {exc}") from None
+        payload = json_of(body)
         if (path := unmatched(payload, hook.match)) is not None:
             log.info("http: hook %s: %s does not match; ignored", name, path)
             return 200, "ignored"

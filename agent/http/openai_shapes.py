@@ -12,6 +12,7 @@ from typing import Any
 
 from agent.http.server import Refusal
 from agent.model.responses import Message, ToolCall
+from agent.runtime.intake import repair_text
 from agent.security import Scrubber, scrub_message
 from agent.turns.turn_record import TurnRecord
 
@@ -84,8 +85,9 @@ def earlier(messages: list[dict[str, Any]], scrub: Scrubber) -> list[Message]:
     """The client's history before the turn's message (the last user message; all of it
     when the last are its tools' results), as a stateless turn's history: user and assistant
     texts, the assistant's tool calls and their results (its system messages are not:
-    pinclaw's prompt is the system prompt). Scrubbed whole, texts and tool calls' arguments,
-    as everything stored is: it is stored, and sent to the model."""
+    pinclaw's prompt is the system prompt). Repaired as a chat message is (a client's half
+    emoji cannot be stored) and scrubbed, texts and tool calls' arguments, as everything
+    stored is: it is stored, and sent to the model."""
     before = messages[:-1] if messages[-1].get("role") == "user" else messages
     kept: list[Message] = []
     for message in before:
@@ -99,7 +101,7 @@ def earlier(messages: list[dict[str, Any]], scrub: Scrubber) -> list[Message]:
             )
         elif role in ("user", "assistant") and text:
             kept.append({"role": role, "content": text})
-    return [scrub_message(message, scrub) for message in kept]
+    return [scrub_message(message, lambda text: scrub(repair_text(text))) for message in kept]
 
 
 def usage_of(record: TurnRecord | None) -> dict[str, int]:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from aiohttp import web
 
@@ -42,6 +44,17 @@ async def read_body(request: web.Request, settings: HttpSettings) -> bytes:
         raise Refusal(413, f"body over {limit:,} bytes") from None
     except TimeoutError:
         raise Refusal(408, f"body not read within {settings.read_timeout_s:g} s") from None
+
+
+def json_of(body: bytes) -> Any:
+    """The body read as JSON (Refusal 400 when it is not; a body nested deeper than the
+    parser goes raises RecursionError, not ValueError, and must not become a 500)."""
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise Refusal(400, "the body is nested too deep to be read as JSON") from None
+    except ValueError as exc:
+        raise Refusal(400, f"the body is not JSON: {exc}") from None
 
 
 def is_loopback(host: str) -> bool:

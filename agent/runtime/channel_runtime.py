@@ -26,7 +26,7 @@ from agent.durable.store import Store
 from agent.durable.triggers import Trigger
 from agent.runtime.attachments import Downloads, Transcriber
 from agent.runtime.commands import ChatCommands
-from agent.runtime.intake import MessageIntake
+from agent.runtime.intake import MessageIntake, repair_text
 from agent.runtime.jobs.delegate_tool import JobDesk
 from agent.runtime.jobs.job_run import JobKit
 from agent.runtime.jobs.job_runner import JobRunner
@@ -191,8 +191,12 @@ class ChannelRuntime:
         on_text: Callable[[str], None] | None = None,
     ) -> Reply:
         """Answer one message now, without the inbox or outbox: the terminal's one-shot or
-        chat, where the person waits for the answer and nothing needs redelivering."""
-        msg = dataclasses.replace(msg, text=self._scrub(msg.text))  # as pinclaw keeps it
+        chat, where the person waits for the answer and nothing needs redelivering. Its text
+        is repaired as a chat message's is (a terminal's non-UTF-8 bytes, an API client's
+        half emoji): a lone surrogate cannot be stored, and the turn would fail after the
+        model answered."""
+        text = self._scrub(repair_text(msg.text))  # as pinclaw keeps it
+        msg = dataclasses.replace(msg, text=text)
         said = await self.commands.answer(msg, in_chat=False)
         if said is not None:
             return Reply(said)

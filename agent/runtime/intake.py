@@ -36,6 +36,12 @@ def repair_text(text: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
+def is_utf8_text(text: str) -> bool:
+    """False when `text` holds a lone surrogate (bytes that were not UTF-8): fine to repair
+    in a message, but a name repaired could become another one, so a name is refused."""
+    return _LONE_SURROGATE.search(text) is None
+
+
 def cut_text(text: str, max_chars: int) -> str:
     """At most `max_chars` characters, with a note to the model saying what was cut."""
     if len(text) <= max_chars:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from agent.config import Settings
 from agent.durable.tool_journal import canonical
 from agent.model.profiles.litellm_facts import supports_native_tools
+from agent.model.profiles.text_call_values import read_json
 from agent.model.responses import LLMResponse, Message, ToolCall
 from agent.prompt.context import Dispatch
 from agent.turns.honesty import without_results
@@ -135,7 +136,7 @@ class XmlDispatcher:
         for index, match in enumerate(_TOOL_CALL.finditer(response.content)):
             body = match.group(1).strip()
             try:
-                data = json.loads(body)
+                data = read_json(body)
             except json.JSONDecodeError as exc:
                 other = find_tool_calls(match.group(0), offered(registry)).calls  # GLM, Qwen3-Coder
                 if len(other) == 1:

@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Sequence
 
+from agent.model.profiles.text_call_values import decode_at, read_json
 from agent.model.responses import Message
 
 _RESULT_LINE = re.compile(
@@ -101,7 +102,7 @@ def bare_json(text: str) -> bool:
     answered "Which files are in docs?" (Qwen2.5-Coder-1.5B, twice in these benches)."""
     body = re.sub(r"^```(?:json)?\s*|\s*```$", "", text.strip())
     try:
-        return isinstance(json.loads(body), dict | list)
+        return isinstance(read_json(body), dict | list)
     except json.JSONDecodeError:
         return False
 
@@ -126,10 +127,8 @@ def without_results(text: str) -> str:
     for _, start, end in _BLOCKS:
         text = _cut_blocks(text, start, end)
     while match := _JSON_RESULT.search(text):
-        try:
-            _, stop = json.JSONDecoder().raw_decode(text, match.start())
-        except json.JSONDecodeError:
-            stop = _line_end(text, match.start())
+        decoded = decode_at(text, match.start())
+        stop = decoded[1] if decoded else _line_end(text, match.start())
         text = text[: match.start()] + text[stop:]
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 

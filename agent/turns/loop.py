@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agent.durable.tool_journal import CallReplay
+from agent.model.profiles.text_call_values import read_json
 from agent.model.responses import LLMResponse, Message, ModelClient, OnRetry, ToolCall, Usage
 from agent.turns import honesty
 from agent.turns.dispatch import (
@@ -335,10 +336,10 @@ async def run_tool(
     """Run one call; every failure becomes an error result that says what to do instead."""
     tool = tools.get(call.name)
     if tool is None:
-        available = ", ".join(tools.names()) or "none"
+        available = ", ".join(item.name for item in tools.offered()) or "none"
         return ToolResult.error(f"Unknown tool {call.name!r}. Available tools: {available}")
     try:
-        args = json.loads(call.arguments) if call.arguments.strip() else {}
+        args = read_json(call.arguments) if call.arguments.strip() else {}
     except json.JSONDecodeError as exc:
         return ToolResult.error(
             f"The arguments for {call.name} are not valid JSON ({exc.msg} at character "

@@ -49,9 +49,18 @@ class TextCalls:
 
 
 def find_tool_calls(text: str, schemas: Schemas) -> TextCalls:
-    """The calls `text` holds, in order, with the narration and the near misses."""
+    """The calls `text` holds, in order, with the narration and the near misses. A reply
+    nested deeper than Python reads (a small model repeating "[") holds none: it is text,
+    whichever step of the reading (JSON, the call shapes, the schema) ran out of depth."""
     if not schemas or not text.strip():
         return TextCalls()
+    try:
+        return _found(text, schemas)
+    except RecursionError:
+        return TextCalls()
+
+
+def _found(text: str, schemas: Schemas) -> TextCalls:
     hits: list[Hit] = [Hit(m.start(), m.end(), (), True) for m in THINK.finditer(text)]
     thinking = len(hits)
     for fmt in FORMATS:

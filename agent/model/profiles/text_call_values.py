@@ -127,24 +127,37 @@ def qwen_xml_calls(body: str) -> list[Candidate] | None:
 def _scalar(value: str) -> Any:
     """A value written bare in XML: JSON when it reads as JSON, else the string."""
     try:
-        return json.loads(value)
+        return read_json(value)
     except json.JSONDecodeError:
         return value
 
 
+def read_json(text: str) -> Any:
+    """json.loads for JSON a model wrote: nested deeper than Python reads (a small model
+    repeating "[") it is a JSONDecodeError like any other text that is not JSON, not a
+    RecursionError out of the turn."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deep to read", text, 0) from None
+
+
 def decode_at(text: str, pos: int) -> tuple[Any, int] | None:
-    """The JSON value starting at `pos` and where it ends; `{{...}}` read as `{...}`."""
+    """The JSON value starting at `pos` and where it ends; `{{...}}` read as `{...}`. None
+    when there is none, also when it is nested too deep to read (then it is text)."""
     try:
         return _DECODER.raw_decode(text, pos)
     except json.JSONDecodeError:
         pass
+    except RecursionError:
+        return None
     if not text.startswith("{{", pos):
         return None
     end = _balanced_end(text, pos)
     if end is None:
         return None
     try:
-        return json.loads(text[pos:end].replace("{{", "{").replace("}}", "}")), end
+        return read_json(text[pos:end].replace("{{", "{").replace("}}", "}")), end
     except json.JSONDecodeError:
         return None
 

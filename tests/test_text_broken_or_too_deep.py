@@ -1,0 +1,140 @@
+"""Text that is not UTF-8 (a Latin-1 terminal's bytes, a client's half emoji) or JSON nested
+deeper than Python reads (a small model repeating "["), from the terminal, an HTTP client or
+the model: an answer, or one clear line, never a traceback, a 500 or "an internal error"."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+from conftest import Daemon
+from daemon_process import agent
+from fakes.llm_server import FakeLLM
+from fakes.model_double import ScriptedModel, text
+from test_http_api import KEY, completions_url, port  # noqa: F401 (port: a fixture)
+
+from agent.security import Scrubber
+from agent.turns.loop import LoopOptions, run_tool_call_loop
+from tools.base import ToolCallContext, ToolRegistry
+from tools.config import MemorySettings
+from tools.memory.memory_tools import MemoryTools
+
+
+def _one_error_line_or_an_answer(result: object) -> None:
+    """Exit 0 with the answer, or exit 2 with one `error:` line; never a traceback."""
+    code, err = result.returncode, result.stderr  # type: ignore[attr-defined]
+    assert "Traceback" not in err, err[-1500:]
+    assert code in (0, 2), (code, err[-1500:])
+    if code == 2:
+        assert len([line for line in err.splitlines() if line.startswith("error: ")]) == 1, err
+
+
+def test_a_one_shot_message_that_is_not_utf8_is_answered_or_refused_in_one_line(
+    llm_env: dict[str, str], fake_llm: FakeLLM
+) -> None:
+    """`agent run -m` with text that is not UTF-8 (a Latin-1 terminal's "café", or a file's
+    bytes through "$(cat notes.txt)") reaches pinclaw as lone surrogates. The model is asked
+    and answers, then storing the turn raises UnicodeEncodeError: a traceback, exit 1, and
+    the answer already paid for is never shown."""
+    result = agent("run", "-m", "caf\udce9 au lait, please", env=llm_env)
+    _one_error_line_or_an_answer(result)
+    if result.returncode == 0:
+        assert result.stdout.startswith("echo: ")  # the answer reached the user
+
+
+def test_a_one_shot_session_name_that_is_not_utf8_is_refused_in_one_line(
+    llm_env: dict[str, str], fake_llm: FakeLLM
+) -> None:
+    """`agent run -m hello --session notes-\\xff` (a session named on a Latin-1 terminal):
+    the name reaches the session store as a lone surrogate. Reading the session raises
+    UnicodeEncodeError: a traceback and exit 1 instead of a one-line error with exit 2."""
+    result = agent("run", "-m", "hello", "--session", "caf\udce9", env=llm_env)
+    _one_error_line_or_an_answer(result)
+
+
+async def test_an_api_history_with_half_an_emoji_is_answered_not_a_500(
+    model: ScriptedModel,
+    daemon: Callable[[], Daemon],
+    port: int,  # noqa: F811
+) -> None:
+    """A stateless chat-completions request whose earlier user message holds a lone surrogate
+    ("\\ud83c": a JavaScript client that cut a string in the middle of an emoji; valid JSON).
+    Storing the client's history raises UnicodeEncodeError: a 500 with no answer, and since
+    the client sends that history again with every request, the conversation is stuck."""
+    body = json.dumps(
+        {
+            "messages": [
+                {"role": "user", "content": "Tell me about basil \ud83c"},
+                {"role": "assistant", "content": "Basil likes sun."},
+                {"role": "user", "content": "And mint?"},
+            ]
+        }
+    )
+    assert "\\ud83c" in body  # the escape, as JSON.stringify writes it
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    async with daemon(), httpx.AsyncClient(timeout=20) as http:
+        answered = await http.post(completions_url(port), content=body.encode(), headers=headers)
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["choices"][0]["message"]["content"].endswith("And mint?")  # echo
+
+
+async def test_an_api_session_header_not_utf8_is_a_4xx_not_a_500(
+    model: ScriptedModel,
+    daemon: Callable[[], Daemon],
+    port: int,  # noqa: F811
+) -> None:
+    """A chat-completions request with an `X-Session-Id` header whose bytes are not UTF-8
+    (aiohttp reads them with surrogateescape, as the key in the neighbouring test). The
+    session's key reaches state.db with a lone surrogate: a 500 with no error the client
+    can act on, where a key not UTF-8 is already a 401."""
+    said = json.dumps({"messages": [{"role": "user", "content": "What did I plant?"}]})
+    headers = {
+        b"Authorization": f"Bearer {KEY}".encode(),
+        b"Content-Type": b"application/json",
+        b"X-Session-Id": b"jardin-\xe9t\xe9",
+    }
+    async with daemon(), httpx.AsyncClient(timeout=20) as http:
+        answered = await http.post(completions_url(port), content=said.encode(), headers=headers)
+    assert answered.status_code in (200, 400), answered.text
+    if answered.status_code == 400:
+        assert "X-Session-Id" in answered.json()["error"]["message"]
+
+
+async def test_an_api_body_nested_too_deep_is_a_400_not_a_500(
+    model: ScriptedModel,
+    daemon: Callable[[], Daemon],
+    port: int,  # noqa: F811
+) -> None:
+    """A chat-completions body of 5,000 nested lists (10 kB, well under the size limit).
+    json.loads raises RecursionError, which the handler's `except ValueError` does not
+    catch: a 500 "Server got itself in trouble" instead of "the body is not JSON"."""
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    async with daemon(), httpx.AsyncClient(timeout=20) as http:
+        answered = await http.post(
+            completions_url(port), content=b"[" * 5000 + b"]" * 5000, headers=headers
+        )
+    assert answered.status_code == 400, answered.text
+    assert answered.json()["error"]["message"].startswith("the body")
+    assert model.requests == []
+
+
+async def test_a_degenerate_reply_of_open_brackets_is_not_an_internal_error(
+    tmp_path: Path,
+) -> None:
+    """A small model stuck repeating "[" writes a reply of 1,500 of them (no tool call). The
+    loop's search for calls written as text decodes it as JSON, which raises RecursionError
+    (not a JSONDecodeError) out of the loop: the turn ends with "an internal error" instead
+    of an answer or a correction."""
+    tools = ToolRegistry(MemoryTools(tmp_path / "state.db", MemorySettings()).tools())
+    model = ScriptedModel(text("[" * 1500), text("Sorry, here is the answer."))
+    result = await run_tool_call_loop(
+        [{"role": "user", "content": "List my plants."}],
+        tools,
+        model,
+        context=ToolCallContext(tmp_path),
+        options=LoopOptions(max_iterations=5, tool_timeout_s=5),
+        scrub=Scrubber(),
+    )
+    assert result.stop_reason == "done" and result.text
