@@ -231,13 +231,15 @@ def completions_url(port: int) -> str:
 async def test_a_malformed_request_or_a_key_not_utf8_is_refused_not_a_500(
     model: ScriptedModel, daemon: Callable[[], Daemon], port: int
 ) -> None:
-    """An earlier message that is not an object, a `stream_options` that is not one: a 400
-    naming the field. A key whose bytes are not UTF-8 (aiohttp reads them with
-    surrogateescape): a 401. Neither a traceback's 500."""
+    """An earlier message that is not an object, a `stream_options` that is not one, a
+    `stream` that is not true or false ("no" would read as true and stream): a 400 naming
+    the field. A key whose bytes are not UTF-8 (aiohttp reads them with surrogateescape): a
+    401. Neither a traceback's 500."""
     said = {"role": "user", "content": "What did I plant?"}
     bodies = [
         {"messages": ["I planted basil.", said]},
         {"messages": [said], "stream": True, "stream_options": "usage please"},
+        {"messages": [said], "stream": "no"},
     ]
     bearer = {"Authorization": f"Bearer {KEY}"}
     async with daemon(), httpx.AsyncClient(timeout=10) as http:
@@ -247,9 +249,10 @@ async def test_a_malformed_request_or_a_key_not_utf8_is_refused_not_a_500(
             json={"messages": [said]},
             headers={b"Authorization": b"Bearer pk-\xff"},
         )
-    assert [r.status_code for r in malformed] == [400, 400], [r.text for r in malformed]
+    assert [r.status_code for r in malformed] == [400, 400, 400], [r.text for r in malformed]
     errors = [r.json()["error"]["message"] for r in malformed]
     assert errors[0].startswith("messages[0]: ") and errors[1].startswith("stream_options: ")
+    assert errors[2] == "stream: true or false"
     assert garbled.status_code == 401, garbled.text
     assert model.requests == []
 
@@ -258,7 +261,8 @@ async def test_a_session_named_with_a_lone_surrogate_is_a_400_naming_the_field(
     model: ScriptedModel, daemon: Callable[[], Daemon], port: int
 ) -> None:
     """A `user` field holding "\\udce9" (valid JSON): refused, not repaired, since two names
-    repaired could become one session (the header's bytes: tests/test_audit_input.py)."""
+    repaired could become one session (the header's bytes:
+    tests/test_text_broken_or_too_deep.py)."""
     said = {"role": "user", "content": "What did I plant?"}
     body = json.dumps({"messages": [said], "user": "jardin-\udce9"})  # the escape, as JSON
     headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}

@@ -54,6 +54,8 @@ def checked_messages(asked: dict[str, Any]) -> list[dict[str, Any]]:
             )
     if not isinstance(asked.get("stream_options") or {}, dict):
         raise Refusal(400, "stream_options: an object ({include_usage: true})")
+    if not isinstance(asked.get("stream") or False, bool):  # null: as left out
+        raise Refusal(400, "stream: true or false")
     return messages
 
 
