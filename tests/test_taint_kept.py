@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from attack_world import needs_sandbox
-from conftest import Daemon
+from conftest import Daemon, eventually
 from fakes.model_double import ScriptedModel, delay, error, text, tool_calls
 from fakes.telegram_server import FakeTelegram, SentMessage, buttons
 from injection_world import Attacker
@@ -76,6 +76,11 @@ async def answered_denying(fake: FakeTelegram, reply: str, within: float = 20.0)
                 return asked
         await asyncio.sleep(0.05)
     raise AssertionError(f"no reply {reply!r} within {within} s; sent: {_texts(fake.sent)}")
+
+
+async def running(model: ScriptedModel) -> None:
+    """Wait until a turn has asked the model (it runs, and can be steered or stopped)."""
+    await eventually(lambda: model.requests, 10, "a turn asking the model")
 
 
 def _texts(sent: list[SentMessage]) -> list[str]:
@@ -191,10 +196,7 @@ async def test_a_forwarded_message_sent_while_a_turn_runs_in_steer_mode_gets_its
     )
     async with daemon():
         fake_telegram.inject_message(OWNER, OWNER, "Read my notes, please.", first_name="Ann")
-        deadline = time.monotonic() + 10
-        while not model.requests:  # the turn is running: the model is writing its call
-            assert time.monotonic() < deadline, "the turn never started"
-            await asyncio.sleep(0.01)
+        await running(model)  # the model is writing its call
         forward(fake_telegram, planted(attacker))
         asked = await answered_denying(fake_telegram, "ok")
     first_turn = json.dumps(model.requests[1]["messages"])
@@ -223,10 +225,7 @@ async def test_a_stopped_turn_of_a_forwarded_message_leaves_the_next_turn_tainte
     model.script(delay(30, text("never shown")), tool_calls(exfiltrate(attacker)), text("ok"))
     async with daemon():
         forward(fake_telegram, planted(attacker))
-        deadline = time.monotonic() + 10
-        while not model.requests:  # the forwarded message's turn is running
-            assert time.monotonic() < deadline, "the turn never started"
-            await asyncio.sleep(0.01)
+        await running(model)  # the forwarded message's turn
         fake_telegram.inject_message(OWNER, OWNER, "/stop", first_name="Ann")
         await fake_telegram.await_for(lambda m: m.plain == "Stopped.", timeout=10)
         fake_telegram.inject_message(OWNER, OWNER, "Thanks, go on.", first_name="Ann")
