@@ -80,6 +80,34 @@ async def test_an_api_history_with_half_an_emoji_is_answered_not_a_500(
     assert answered.json()["choices"][0]["message"]["content"].endswith("And mint?")  # echo
 
 
+async def test_an_api_history_whose_tool_call_ids_hold_half_an_emoji_is_answered(
+    model: ScriptedModel,
+    daemon: Callable[[], Daemon],
+    port: int,  # noqa: F811
+) -> None:
+    """The same half emoji in an earlier tool call's id, its name and the result's
+    `tool_call_id`: stored with the history, it was a 500; repaired, the turn is answered."""
+    call = {"id": "call_\ud83c", "type": "function"}
+    call["function"] = {"name": "look\ud83c", "arguments": "{}"}
+    body = json.dumps(
+        {
+            "messages": [
+                {"role": "user", "content": "Look at the basil."},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_\ud83c", "content": "It is green."},
+                {"role": "user", "content": "And now?"},
+            ]
+        }
+    )
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    async with daemon(), httpx.AsyncClient(timeout=20) as http:
+        answered = await http.post(completions_url(port), content=body.encode(), headers=headers)
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["choices"][0]["message"]["content"].endswith("And now?")  # echo
+    [sent] = [m for m in model.requests[0]["messages"] if m.get("tool_calls")]
+    assert sent["tool_calls"][0]["id"] == "call_\ufffd"
+
+
 async def test_an_api_session_header_not_utf8_is_a_4xx_not_a_500(
     model: ScriptedModel,
     daemon: Callable[[], Daemon],

@@ -96,14 +96,25 @@ def earlier(messages: list[dict[str, Any]], scrub: Scrubber) -> list[Message]:
         role, text = message.get("role"), text_of(message.get("content"))
         calls = message.get("tool_calls") if role == "assistant" else None
         if role == "assistant" and isinstance(calls, list) and calls:
+            calls = [_repaired_call(call) for call in calls]
             kept.append({"role": "assistant", "content": text or None, "tool_calls": calls})
         elif role == "tool":
-            kept.append(
-                {"role": "tool", "tool_call_id": message.get("tool_call_id"), "content": text}
-            )
+            called = _repaired(message.get("tool_call_id"))
+            kept.append({"role": "tool", "tool_call_id": called, "content": text})
         elif role in ("user", "assistant") and text:
             kept.append({"role": role, "content": text})
     return [scrub_message(message, lambda text: scrub(repair_text(text))) for message in kept]
+
+
+def _repaired(value: Any) -> Any:
+    """A text a client sent as an id or a name, repaired as a message's text is."""
+    return repair_text(value) if isinstance(value, str) else value
+
+
+def _repaired_call(call: dict[str, Any]) -> dict[str, Any]:
+    """An earlier tool call with its id and name repaired (`_is_call` checked its shape)."""
+    function = {**call["function"], "name": repair_text(call["function"]["name"])}
+    return {**call, "id": _repaired(call.get("id")), "function": function}
 
 
 def usage_of(record: TurnRecord | None) -> dict[str, int]:
