@@ -87,7 +87,7 @@ def _texts(sent: list[SentMessage]) -> list[str]:
     return [str(m.plain) for m in sent]
 
 
-# -- 1. a turn run again gets a tainting call's result from the journal, and no taint ---------
+# -- 1. a turn run again gets a tainting call's result from the journal, and its taint -------
 
 
 @needs_sandbox
@@ -102,8 +102,8 @@ async def test_a_turn_run_again_keeps_the_taint_of_an_upload_its_journal_gives_b
 ) -> None:
     """The owner's turn reads Eve's upload with `cat` (tainted), the model fails and the
     message runs again, the shell call's result (Eve's words) given back from the tool journal.
-    Nothing marks the run again as tainted, so the fetch of the alarm code that her plan asks
-    for goes out without a question."""
+    The journal gives back the call's taint too, so the fetch of the alarm code that her plan
+    asks for is asked about (and denied)."""
     monkeypatch.setenv("PINCLAW_AGENT__TURN_RETRY_BACKOFF_S", "0.1")
     workspace = owner_files(home)
     upload = workspace / PLAN
@@ -127,7 +127,7 @@ async def test_a_turn_run_again_keeps_the_taint_of_an_upload_its_journal_gives_b
     assert attacker.paths == []
 
 
-# -- 2./3. a forwarded message joined to the owner's own turn brings no taint -----------------
+# -- 2./3. a forwarded message joined to the owner's turn brings its taint -------------------
 
 
 def forward(fake: FakeTelegram, says: str) -> int:
@@ -157,8 +157,8 @@ async def test_a_forwarded_message_answered_together_with_the_owners_taints_the_
 ) -> None:
     """The owner writes "What do you make of this?" and forwards Eve's message, and busy mode
     `collect` answers both as one turn (docs/channels.md: "a forwarded batch"). The merged
-    message keeps only the owner's row's `forwarded_from`, so the turn holding Eve's words
-    starts untainted and the fetch of the alarm code she asks for goes out unasked."""
+    message keeps the forwarded row's `forwarded_from`, so the turn holding Eve's words starts
+    tainted and the fetch of the alarm code she asks for is asked about (and denied)."""
     monkeypatch.setenv("PINCLAW_CHANNELS__BUSY", "collect")
     owner_files(home)
     model.script(tool_calls(exfiltrate(attacker)), text("ok"))
@@ -206,7 +206,7 @@ async def test_a_forwarded_message_sent_while_a_turn_runs_in_steer_mode_gets_its
     assert attacker.paths == []
 
 
-# -- 4. a stopped turn of a forwarded message leaves its words in the history, untainted ------
+# -- 4. a stopped turn of a forwarded message leaves its words in the history, tainted --------
 
 
 async def test_a_stopped_turn_of_a_forwarded_message_leaves_the_next_turn_tainted(
@@ -218,9 +218,9 @@ async def test_a_stopped_turn_of_a_forwarded_message_leaves_the_next_turn_tainte
     attacker: Attacker,
 ) -> None:
     """The owner forwards Eve's message (a turn tainted from its start) and stops it with
-    /stop, which keeps her words in the chat's history with no `tainted_by`. The owner's next
-    turn reads them but starts untainted, so the fetch of the alarm code she asks for goes out
-    without a question."""
+    /stop, which keeps her words in the chat's history with the turn's `tainted_by`. The
+    owner's next turn reads them and starts tainted, so the fetch of the alarm code she asks
+    for is asked about (and denied)."""
     owner_files(home)
     model.script(delay(30, text("never shown")), tool_calls(exfiltrate(attacker)), text("ok"))
     async with daemon():

@@ -35,9 +35,9 @@ def test_a_one_shot_message_that_is_not_utf8_is_answered_or_refused_in_one_line(
     llm_env: dict[str, str], fake_llm: FakeLLM
 ) -> None:
     """`agent run -m` with text that is not UTF-8 (a Latin-1 terminal's "café", or a file's
-    bytes through "$(cat notes.txt)") reaches pinclaw as lone surrogates. The model is asked
-    and answers, then storing the turn raises UnicodeEncodeError: a traceback, exit 1, and
-    the answer already paid for is never shown."""
+    bytes through "$(cat notes.txt)") reaches pinclaw as lone surrogates: repaired, as a chat
+    message is, so the turn is stored and the answer shown (unrepaired, storing it raised
+    after the model had answered: a traceback, exit 1, the answer paid for and lost)."""
     result = agent("run", "-m", "caf\udce9 au lait, please", env=llm_env)
     _one_error_line_or_an_answer(result)
     if result.returncode == 0:
@@ -48,8 +48,8 @@ def test_a_one_shot_session_name_that_is_not_utf8_is_refused_in_one_line(
     llm_env: dict[str, str], fake_llm: FakeLLM
 ) -> None:
     """`agent run -m hello --session notes-\\xff` (a session named on a Latin-1 terminal):
-    the name reaches the session store as a lone surrogate. Reading the session raises
-    UnicodeEncodeError: a traceback and exit 1 instead of a one-line error with exit 2."""
+    the name would reach the session store as a lone surrogate, which it cannot read: one
+    `error:` line and exit 2, never a traceback."""
     result = agent("run", "-m", "hello", "--session", "caf\udce9", env=llm_env)
     _one_error_line_or_an_answer(result)
 
@@ -61,8 +61,8 @@ async def test_an_api_history_with_half_an_emoji_is_answered_not_a_500(
 ) -> None:
     """A stateless chat-completions request whose earlier user message holds a lone surrogate
     ("\\ud83c": a JavaScript client that cut a string in the middle of an emoji; valid JSON).
-    Storing the client's history raises UnicodeEncodeError: a 500 with no answer, and since
-    the client sends that history again with every request, the conversation is stuck."""
+    Repaired, it is stored and answered; a 500 would leave the conversation stuck, as the
+    client sends that history again with every request."""
     body = json.dumps(
         {
             "messages": [
@@ -114,9 +114,8 @@ async def test_an_api_session_header_not_utf8_is_a_4xx_not_a_500(
     port: int,  # noqa: F811
 ) -> None:
     """A chat-completions request with an `X-Session-Id` header whose bytes are not UTF-8
-    (aiohttp reads them with surrogateescape, as the key in the neighbouring test). The
-    session's key reaches state.db with a lone surrogate: a 500 with no error the client
-    can act on, where a key not UTF-8 is already a 401."""
+    (aiohttp reads them with surrogateescape, as the key in the neighbouring test): a 400
+    naming the header, as a key not UTF-8 is a 401, never a 500."""
     said = json.dumps({"messages": [{"role": "user", "content": "What did I plant?"}]})
     headers = {
         b"Authorization": f"Bearer {KEY}".encode(),
@@ -136,8 +135,8 @@ async def test_an_api_body_nested_too_deep_is_a_400_not_a_500(
     port: int,  # noqa: F811
 ) -> None:
     """A chat-completions body of 5,000 nested lists (10 kB, well under the size limit).
-    json.loads raises RecursionError, which the handler's `except ValueError` does not
-    catch: a 500 "Server got itself in trouble" instead of "the body is not JSON"."""
+    json.loads raises RecursionError there, not a ValueError: a 400 saying the body is nested
+    too deep, never a 500."""
     headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
     async with daemon(), httpx.AsyncClient(timeout=20) as http:
         answered = await http.post(
@@ -152,9 +151,9 @@ async def test_a_degenerate_reply_of_open_brackets_is_not_an_internal_error(
     tmp_path: Path,
 ) -> None:
     """A small model stuck repeating "[" writes a reply of 1,500 of them (no tool call). The
-    loop's search for calls written as text decodes it as JSON, which raises RecursionError
-    (not a JSONDecodeError) out of the loop: the turn ends with "an internal error" instead
-    of an answer or a correction."""
+    loop's search for calls written as text reads it as text, not as JSON too deep to decode:
+    an answer or a correction, never a RecursionError ending the turn with "an internal
+    error"."""
     tools = ToolRegistry(MemoryTools(tmp_path / "state.db", MemorySettings()).tools())
     model = ScriptedModel(text("[" * 1500), text("Sorry, here is the answer."))
     result = await run_tool_call_loop(
