@@ -9,13 +9,13 @@ import json
 from typing import Any
 
 import pytest
-from fakes.llm_server import FakeLLM, error, text, tool_calls
+from fakes.llm_server import FakeLLM, Reply, error, text, tool_calls
 from model_ways import VIA, client_over, each_way  # noqa: F401  (each_way: every test, each way)
 
 from agent.model.client import LLMClient
 from agent.model.profiles.litellm_facts import price_of
 from agent.model.profiles.litellm_import import load_litellm
-from agent.model.responses import LLMError, LLMRequestRejected
+from agent.model.responses import CUT_NOTE, LLMError, LLMRequestRejected
 
 HELLO = [{"role": "user", "content": "hello"}]
 
@@ -164,3 +164,27 @@ async def test_a_model_without_a_price_costs_unknown_and_is_not_priced_again(
     for _ in range(3):
         assert price_of(litellm, bare, f"openai/{unpriced}") is None
     assert asked == [unpriced]
+
+
+async def test_a_local_models_reply_is_capped_and_a_hosted_ones_left_to_its_provider(
+    fake_llm: FakeLLM,
+) -> None:
+    """A small local model stuck on a phrase would write until its context is full (minutes
+    on a CPU, the chat waiting): at a server of one's own a reply may be 4,096 tokens unless
+    llm.max_tokens says otherwise; at OpenAI (no api_base) the provider's limit stands."""
+    await client(fake_llm).complete(HELLO)
+    await client(fake_llm, max_tokens=500).complete(HELLO, on_text=lambda _: None)
+    local = VIA["way"] != "openai"
+    assert [r.get("max_tokens") for r in fake_llm.requests] == [4096 if local else None, 500]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_reply_stopped_at_its_length_limit_says_so(
+    fake_llm: FakeLLM, streamed: bool
+) -> None:
+    """The person reads that the answer is not whole, instead of a sentence that ends in the
+    middle as if that were all."""
+    fake_llm.script(Reply("The steps are: first, open the", shape="length"))
+    on_text = (lambda _: None) if streamed else None
+    reply = await client(fake_llm).complete(HELLO, on_text=on_text)
+    assert reply.cut and reply.content == "The steps are: first, open the" + CUT_NOTE

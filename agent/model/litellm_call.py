@@ -44,8 +44,8 @@ def request(
     if explicit_cache_control(litellm, model):
         # The byte-stable system prompt is billed as cached from the second turn on.
         kwargs["cache_control_injection_points"] = [{"location": "message", "role": "system"}]
-    if settings.max_tokens:
-        kwargs["max_tokens"] = settings.max_tokens
+    if cap := settings.reply_cap(model):
+        kwargs["max_tokens"] = cap
     if settings.api_base:
         kwargs["api_base"] = settings.api_base
     if settings.api_key is not None:

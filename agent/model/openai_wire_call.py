@@ -152,8 +152,8 @@ class OpenAIWireCall:
         }
         if tools:
             body["tools"] = tools
-        if max_tokens or settings.max_tokens:
-            body["max_tokens"] = max_tokens or settings.max_tokens
+        if cap := max_tokens or settings.reply_cap(model):
+            body["max_tokens"] = cap
         if stream:
             body.update(stream=True, stream_options={"include_usage": True})
         url = openai_base(settings.api_base).rstrip("/") + "/chat/completions"
@@ -285,11 +285,13 @@ def joined(chunks: list[Any], model: str) -> LLMResponse:
     calls: dict[int, dict[str, str]] = {}
     usage = None
     answered = False  # a chunk with a choice came: else the provider answered nothing
+    finish = None
     for chunk in chunks:
         usage = getattr(chunk, "usage", None) or usage
         delta = chunk.choices[0].delta if chunk.choices else None
         if delta is None:
             continue
+        finish = getattr(chunk.choices[0], "finish_reason", None) or finish
         answered = True
         text.append(delta.content or "")
         for part in delta.tool_calls or []:
@@ -305,4 +307,4 @@ def joined(chunks: list[Any], model: str) -> LLMResponse:
         ToolCall(id=call["id"] or f"call_{index}", name=call["name"], arguments=call["arguments"])
         for index, call in sorted(calls.items())
     )
-    return response_of("".join(text), tool_calls, usage, model, None)
+    return response_of("".join(text), tool_calls, usage, model, None, cut=finish == "length")

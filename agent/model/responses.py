@@ -34,6 +34,7 @@ class LLMResponse:
     cost_usd: float | None  # LiteLLM's price; None when it has none (a model of your own)
     first_token_s: float | None = None  # a streamed reply: seconds until its first token
     cached_tokens: int = 0  # of prompt_tokens, those the provider read from its prompt cache
+    cut: bool = False  # it stopped at its length limit (finish_reason "length")
 
 
 @dataclass
@@ -60,6 +61,10 @@ _REASONING = re.compile(
 )
 
 
+# Said after a reply the model could not finish: the person knows it is not the whole answer.
+CUT_NOTE = "\n\n[This reply reached its length limit and stops here (llm.max_tokens).]"
+
+
 def without_reasoning(content: str) -> str:
     """`content` without the reasoning block it opens with, if it opens with one."""
     found = _REASONING.match(content)
@@ -70,18 +75,30 @@ def to_response(reply: Any, model: str, cost_usd: float | None) -> LLMResponse:
     """LLMResponse from a completion in OpenAI's shape (the SDK's and LiteLLM's alike)."""
     if reply is None or not getattr(reply, "choices", None):
         raise EmptyReply("the provider answered with no choices")
-    message = reply.choices[0].message
+    choice = reply.choices[0]
+    message = choice.message
     calls = tuple(
         ToolCall(id=call.id, name=call.function.name or "", arguments=call.function.arguments or "")
         for call in (message.tool_calls or [])
     )
-    return response_of(message.content or "", calls, getattr(reply, "usage", None), model, cost_usd)
+    usage = getattr(reply, "usage", None)
+    cut = getattr(choice, "finish_reason", None) == "length"
+    return response_of(message.content or "", calls, usage, model, cost_usd, cut=cut)
 
 
 def response_of(
-    content: str, calls: tuple[ToolCall, ...], usage: Any, model: str, cost_usd: float | None
+    content: str,
+    calls: tuple[ToolCall, ...],
+    usage: Any,
+    model: str,
+    cost_usd: float | None,
+    *,
+    cut: bool = False,
 ) -> LLMResponse:
-    """LLMResponse from a reply's text, its calls and its usage block (OpenAI's shape)."""
+    """LLMResponse from a reply's text, its calls and its usage block (OpenAI's shape); `cut`:
+    it stopped at its length limit, which its text then says (CUT_NOTE)."""
+    if cut and not calls:
+        content = content.rstrip() + CUT_NOTE
     details = getattr(usage, "prompt_tokens_details", None)  # cached: OpenAI's and Anthropic's
     return LLMResponse(
         content=without_reasoning(content),
@@ -91,6 +108,7 @@ def response_of(
         completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
         cost_usd=cost_usd,
         cached_tokens=getattr(details, "cached_tokens", 0) or 0,
+        cut=cut,
     )
 
 

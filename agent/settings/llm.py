@@ -17,6 +17,9 @@ DEFAULT_TIMEOUT_S = 120.0
 # The first token's limit when llm.first_token_timeout_s is 0 (a CPU reads for minutes)
 LOCAL_FIRST_TOKEN_S = 600.0
 HOSTED_FIRST_TOKEN_S = 60.0
+# A local model's reply cap when llm.max_tokens is 0: a small one stuck on a phrase would
+# otherwise write until its context is full, minutes on a CPU, the chat waiting meanwhile.
+LOCAL_REPLY_TOKENS = 4096
 _LOCAL_SUFFIXES = (".localhost", ".local", ".lan", ".internal", ".home.arpa")
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")  # Tailscale and other overlay networks
 
@@ -60,7 +63,8 @@ class LLMSettings(_Section):
     temperature: float = Field(default=0.2, ge=0, le=2)
     """sampling temperature, 0 to 2 (low keeps tool calls steady)"""
     max_tokens: int = Field(default=0, ge=0)
-    """cap on reply tokens; 0: the provider's default"""
+    """cap on reply tokens; 0: 4096 for a local model (Ollama, or an api_base on this machine or
+    the LAN), the provider's default for a hosted one"""
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
     """seconds a reply may take once the model answers: a streamed reply may pause this long between
     chunks (it may run longer while they keep coming); one not streamed must be whole within this
@@ -100,6 +104,13 @@ class LLMSettings(_Section):
             return self.timeout_s
         local = served_locally(model or self.model, self.api_base)
         return LOCAL_FIRST_TOKEN_S if local else HOSTED_FIRST_TOKEN_S
+
+    def reply_cap(self, model: str | None = None) -> int | None:
+        """The most tokens `model` (the main one by default) may write in one reply: as set,
+        else LOCAL_REPLY_TOKENS for a local model; None: the provider's own limit."""
+        if self.max_tokens:
+            return self.max_tokens
+        return LOCAL_REPLY_TOKENS if served_locally(model or self.model, self.api_base) else None
 
     def call_limit_s(self, model: str | None = None) -> float:
         """A reply that is not streamed shows no first token: it must be whole within the

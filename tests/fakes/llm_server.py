@@ -72,14 +72,14 @@ class Reply:
     content: str | None = None
     calls: tuple[ToolCall, ...] = ()
     delay_s: float = 0.0
-    # "whole"; "no_choices": a 200 whose body (or stream) holds no choice; "cut": the stream
-    # sends the content, then the connection drops before the end.
+    # "whole"; "no_choices": a 200 whose body (or stream) holds no choice; "cut": the stream's
+    # connection drops after the content; "length": stopped at max_tokens, said so at the end.
     shape: str = "whole"
     piece_delay_s: float = 0.0  # streamed: the pause before each piece of the content
 
     @property
     def finish_reason(self) -> str:
-        return "tool_calls" if self.calls else "stop"
+        return "length" if self.shape == "length" else "tool_calls" if self.calls else "stop"
 
 
 @dataclass(frozen=True)
