@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 from conftest import Daemon
 from daemon_process import agent
 from fakes.llm_server import FakeLLM
@@ -17,6 +18,7 @@ from test_http_api import KEY, completions_url, port  # noqa: F401 (port: a fixt
 
 from agent.security import Scrubber
 from agent.turns.loop import LoopOptions, run_tool_call_loop
+from agent.turns.tool_call_text import find_tool_calls
 from tools.base import ToolCallContext, ToolRegistry
 from tools.config import MemorySettings
 from tools.memory.memory_tools import MemoryTools
@@ -165,3 +167,47 @@ async def test_a_degenerate_reply_of_open_brackets_is_not_an_internal_error(
         scrub=Scrubber(),
     )
     assert result.stop_reason == "done" and result.text
+
+
+# Replies a model stuck on brackets writes, about 120,000 characters each. Searched for calls
+# written as text, each took 20 to 50 s (each bracket read as a start, to the end) while the
+# event loop, and every chat, waited; "<tool_call>[0,[0,…" raised MemoryError out of the turn.
+DEGENERATE = {
+    "open braces": "{" * 120_000,
+    "doubled braces": "{{ " * 40_000,
+    "nested keys": '{"a":' * 24_000,
+    "brackets closed now and then": ("[" * 60 + "1],") * 2_000,
+    "braces closed now and then": ("{" * 60 + "}") * 2_000,
+    "a quote, then braces": '"' + "{" * 120_000,
+    "a call tag, then nested lists": "<tool_call>" + "[0," * 40_000,
+    "a python fence, then nested calls": "```python\n" + "f(" * 40_000,
+}
+
+
+@pytest.mark.timeout(60)  # a hang guard: these took minutes together
+@pytest.mark.parametrize("reply", DEGENERATE.values(), ids=DEGENERATE.keys())
+async def test_a_reply_of_thousands_of_brackets_is_read_as_text_at_once(
+    tmp_path: Path, reply: str
+) -> None:
+    tools = ToolRegistry(MemoryTools(tmp_path / "state.db", MemorySettings()).tools())
+    model = ScriptedModel(text(reply), text("Sorry, here is the answer."))
+    result = await run_tool_call_loop(
+        [{"role": "user", "content": "List my plants."}],
+        tools,
+        model,
+        context=ToolCallContext(tmp_path),
+        options=LoopOptions(max_iterations=5, tool_timeout_s=5),
+        scrub=Scrubber(),
+    )
+    assert result.stop_reason == "done" and result.text
+    assert not result.events  # nothing in it ran as a call
+
+
+def test_a_call_after_a_page_of_braces_is_still_found() -> None:
+    """The search gives up on starts that held no JSON only past a few times the reply's
+    length: a call after ordinary code with braces is found."""
+    code = "int main() { if (x) { return 1; } }\n" * 500
+    call = '{"name": "recall", "arguments": {"text": "plants"}}'
+    schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    found = find_tool_calls(code + call, {"recall": schema})
+    assert [(c.name, c.arguments) for c in found.calls] == [("recall", {"text": "plants"})]

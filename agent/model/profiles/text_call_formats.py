@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from agent.model.profiles.text_call_values import (
     Candidate,
+    Reads,
     call_items,
     decode_at,
     glm_calls,
@@ -60,6 +61,7 @@ _DEEPSEEK = re.compile(
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n?(.*?)```", re.S)
 _CALL_FENCES = frozenset({"tool_call", "tool_code", "tool", "function_call"})
 _CODE_FENCES = frozenset({"", "json", "json5", "javascript", "js", "python", "py"})
+_OPENER = re.compile(r"[\[{]")
 _CALL_LINE = re.compile(r"^[ \t]*\[?[ \t]*[A-Za-z_][\w.]*\(.*\)[ \t]*\]?[ \t]*$", re.M)
 
 
@@ -142,14 +144,12 @@ def _fenced(text: str) -> Iterator[Hit]:
 
 def _bare_json(text: str) -> Iterator[Hit]:
     """JSON anywhere: `{"name", "arguments"}`, `"parameters"` (Llama 3.x), OpenAI's
-    `{"function": {...}}` and `{"tool_calls": [...]}`, lists of calls, `{{...}}`."""
-    pos = 0
-    while True:
-        starts = [i for i in (text.find("{", pos), text.find("[", pos)) if i >= 0]
-        if not starts:
-            return
-        start = min(starts)
-        decoded = decode_at(text, start)
+    `{"function": {...}}` and `{"tool_calls": [...]}`, lists of calls, `{{...}}`. Stops when
+    the starts that held no JSON have read more than their share of the reply (`Reads`)."""
+    pos, reads = 0, Reads(text)
+    while reads.left > 0 and (opener := _OPENER.search(text, pos)):
+        start = opener.start()
+        decoded = decode_at(text, start, reads)
         if decoded is None:
             pos = start + 1
             continue

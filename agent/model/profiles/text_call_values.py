@@ -7,6 +7,7 @@ are; this only reads them.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from typing import Any
@@ -75,7 +76,7 @@ def python_calls(body: str) -> list[Candidate] | None:
     """`name(a=1, b="x")`, `name({"a": 1})` or a list of them, as Python literals."""
     try:
         node = ast.parse(body.strip(), mode="eval").body
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, MemoryError, RecursionError):  # the last two: too deep
         return None
     calls = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
     found: list[Candidate] = []
@@ -91,7 +92,7 @@ def python_calls(body: str) -> list[Candidate] | None:
                 arguments = {kw.arg: _literal(kw.value) for kw in call.keywords if kw.arg}
                 if len(arguments) != len(call.keywords):
                     return None
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         found.append((call.func.id, arguments))
     return found or None
@@ -142,14 +143,45 @@ def read_json(text: str) -> Any:
         raise json.JSONDecodeError("nested too deep to read", text, 0) from None
 
 
-def decode_at(text: str, pos: int) -> tuple[Any, int] | None:
+# A value opening MAX_CALL_DEPTH brackets in a row (strings and keys between them, no closing
+# one) is no call: a model stuck on "[" or "{". Found in a few steps; the decoder would go
+# a thousand levels down at every one of those brackets.
+MAX_CALL_DEPTH = 64
+_TOO_DEEP = re.compile(
+    r'[\[{](?:(?:"(?:[^"\\]|\\.)*"|[^\[\]{}"])*[\[{]){' + str(MAX_CALL_DEPTH) + "}", re.S
+)
+# How a JSON object or array goes on after its bracket. A start that does not is no value,
+# and is not handed to the decoder, whose error counts the lines of the whole text before it.
+_OPENS_VALUE = re.compile(r'\{\s*["}]|\[\s*[-"\d\[\]{tfn]')
+
+
+class Reads:
+    """What the failed starts of one search through a reply may read, in characters: a few
+    times the reply. Every bracket of a reply may start a call, and a reply of nested
+    brackets (a small model stuck) read from each one is minutes of a blocked event loop."""
+
+    def __init__(self, text: str) -> None:
+        self.left = 8 * len(text) + 4096
+
+    def spent(self, characters: int) -> None:
+        self.left -= characters
+
+
+def decode_at(text: str, pos: int, reads: Reads | None = None) -> tuple[Any, int] | None:
     """The JSON value starting at `pos` and where it ends; `{{...}}` read as `{...}`. None
-    when there is none, also when it is nested too deep to read (then it is text)."""
+    when there is none, also when it is nested too deep to read (then it is text). `reads`:
+    what a failure read is charged to."""
+    reads = reads or Reads(text)
+    if deep := _TOO_DEEP.match(text, pos):
+        reads.spent(deep.end() - pos)
+        return None
     try:
-        return _DECODER.raw_decode(text, pos)
-    except json.JSONDecodeError:
-        pass
+        if text[pos : pos + 1] not in ("{", "[") or _OPENS_VALUE.match(text, pos):
+            return _DECODER.raw_decode(text, pos)
+    except json.JSONDecodeError as exc:
+        reads.spent(exc.pos - pos + 1)
     except RecursionError:
+        reads.spent(len(text) - pos)
         return None
     if not text.startswith("{{", pos):
         return None
@@ -162,8 +194,22 @@ def decode_at(text: str, pos: int) -> tuple[Any, int] | None:
         return None
 
 
+@functools.lru_cache(maxsize=4)
+def _closing_ends(text: str) -> dict[int, int | None]:
+    """Of a text's `{`s, where each one's `}` ends, as far as scans of it found: the
+    search for calls tries every `{` of a reply, and one scan answers for all it passed."""
+    return {}
+
+
 def _balanced_end(text: str, pos: int) -> int | None:
-    depth, in_string, escaped = 0, False, False
+    """Where the `{` at `pos` is closed (one past its `}`), None when it never is. Read to
+    the end: every `{` passed outside a string is noted in `_closing_ends` (a scan from one
+    of them would see the same strings), so a reply of thousands of `{` is read once."""
+    ends = _closing_ends(text)
+    if pos in ends:
+        return ends[pos]
+    opened: list[int] = []
+    in_string, escaped = False, False
     for index in range(pos, len(text)):
         char = text[index]
         if in_string:
@@ -172,9 +218,8 @@ def _balanced_end(text: str, pos: int) -> int | None:
         elif char == '"':
             in_string = True
         elif char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return index + 1
-    return None
+            opened.append(index)
+        elif char == "}" and opened:
+            ends[opened.pop()] = index + 1
+    ends.update(dict.fromkeys(opened))
+    return ends[pos]
