@@ -238,35 +238,45 @@ async def test_new_while_the_turn_summarises_the_history_starts_a_really_fresh_c
     assert "plum" not in seen.lower(), seen  # nor anything of the old conversation
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a group's queue runs one turn at a time, and a turn parked on a question "
-    "still holds it (ChatQueues._answer_all awaits each turn)",
-)
-async def test_in_a_group_another_persons_message_is_answered_while_a_question_waits(
-    model: ScriptedModel,
-    home: Path,
-    daemon: Callable[[], Daemon],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Bob asks the bot in the group to delete a file; the question waits for the owner's
-    press. Alice, in the same group, asks something else: her message waits behind Bob's
-    question for its whole timeout (120 s by default; here 600), answered by nobody — the
-    group's queue runs one turn at a time and the parked turn still holds it."""
+def _deletes_keep(request: Request) -> Any:
+    """Bob's "delete keep.txt" is a shell call, which asks a person first; the rest echo."""
+    asked = str(last_user_content(request))
+    if request["messages"][-1]["role"] == "tool":
+        return "deleted"
+    if asked.endswith("delete keep.txt"):
+        return tool_calls(("shell", {"command": "rm keep.txt"}))
+    return "echo: " + asked.splitlines()[-1]
+
+
+@pytest.fixture
+def keep(home: Path, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A file Bob will ask the bot to delete; the question may wait 600 s for a press."""
     monkeypatch.setenv("PINCLAW_SECURITY__APPROVAL_TIMEOUT_S", "600")
     keep = home / "workspace" / "keep.txt"
     keep.parent.mkdir(parents=True, exist_ok=True)
     keep.write_text("old\n")
+    model.responder = _deletes_keep
+    return keep
 
-    def respond(request: Request) -> Any:
-        asked = str(last_user_content(request))
-        if tool_results(request):
-            return "deleted"
-        if asked.endswith("delete keep.txt"):
-            return tool_calls(("shell", {"command": "rm keep.txt"}))
-        return "echo: " + asked.splitlines()[-1]
 
-    model.responder = respond
+def still_there(path: Path) -> bool:
+    return path.exists()
+
+
+@pytest.mark.parametrize("busy", ["queue", "steer", "interrupt", "collect"])
+async def test_in_a_group_another_persons_message_is_answered_while_a_question_waits(
+    model: ScriptedModel,
+    keep: Path,
+    daemon: Callable[[], Daemon],
+    monkeypatch: pytest.MonkeyPatch,
+    busy: str,
+) -> None:
+    """Bob asks the bot in the group to delete a file; the question waits for the owner's
+    press. Alice asks something else in the same group meanwhile, and is answered at once,
+    in a turn of her own, whatever the chat's busy mode (before, she waited behind Bob's
+    question for its whole timeout). Then the owner approves: Bob's turn goes on, the file
+    is deleted and Bob told; the next request's history holds both exchanges."""
+    monkeypatch.setenv("PINCLAW_CHANNELS__BUSY", busy)
     async with daemon():
         toy = the_toy()
         assert await toy.say(GROUP, FRIEND, "@toy_bot delete keep.txt")
@@ -277,4 +287,33 @@ async def test_in_a_group_another_persons_message_is_answered_while_a_question_w
             WAIT_S,
             "alice's answer while bob's question waits",
         )
-        assert keep.exists()
+        assert still_there(keep)
+        toy.press("approve", by=OWNER)
+        await eventually(lambda: "deleted" in toy.said_in(GROUP), WAIT_S, "bob's answer")
+        assert not still_there(keep)
+        assert await toy.say(GROUP, OWNER, "@toy_bot and now?")
+        await eventually(lambda: "echo: and now?" in toy.said_in(GROUP), WAIT_S, "the next")
+    (alice,) = [r for r in model.requests if "what should I plant?" in str(last_user_content(r))]
+    assert "delete keep.txt" not in str(alice["messages"][-1])  # not folded into Bob's turn
+    (later,) = [r for r in model.requests if str(last_user_content(r)).endswith("and now?")]
+    history = "\n".join(str(m.get("content")) for m in later["messages"][1:-1])
+    for said in ("delete keep.txt", "deleted", "what should I plant?", "echo: what should I"):
+        assert said in history, (said, history)
+
+
+async def test_stop_in_a_group_also_stops_a_turn_waiting_for_a_press(
+    model: ScriptedModel, keep: Path, daemon: Callable[[], Daemon]
+) -> None:
+    """Bob's turn waits for a press, set aside so that the group goes on. /stop there still
+    reaches it: it ends, and the file stays."""
+    async with daemon():
+        toy = the_toy()
+        assert await toy.say(GROUP, FRIEND, "@toy_bot delete keep.txt")
+        await eventually(lambda: any(s.buttons for s in toy.shown), WAIT_S, "bob's question")
+        assert await toy.say(GROUP, OWNER, "@toy_bot /stop")
+        await eventually(lambda: "Stopped." in toy.said_in(GROUP), WAIT_S, "bob's turn stopped")
+        assert "Stopping." in toy.said_in(GROUP)
+        toy.press("approve", by=OWNER)  # too late: nobody waits for it
+        assert await toy.say(GROUP, OWNER, "@toy_bot still there?")
+        await eventually(lambda: "echo: still there?" in toy.said_in(GROUP), WAIT_S, "answer")
+    assert still_there(keep)

@@ -2,7 +2,9 @@
 cancels (and a newer message interrupts) and /status reports, kept apart so commands need
 not reach into turn answering. When processes share the store, a /stop or an interrupting
 message taken by one process reaches the turn running in another as an announcement
-(`heard`: STOP, FORGET, INTERRUPT)."""
+(`heard`: STOP, FORGET, INTERRUPT). A group's turn waiting for a person's answer is set aside
+(queues/busy.py's Answering): no longer the chat's running turn, which a newer message may
+interrupt, but still stopped by /stop and /new."""
 
 from __future__ import annotations
 
@@ -20,13 +22,17 @@ FORGET = "forget"  # announced by /new: stop it, and store nothing of it
 INTERRUPT = "interrupt"  # announced: a newer message interrupts it
 
 
+Turn = asyncio.Task[TurnOutcome]
+
+
 class RunningTurns:
     def __init__(self) -> None:
-        self.running: dict[str, asyncio.Task[TurnOutcome]] = {}
+        self.running: dict[str, Turn] = {}  # by chat key: the turn that holds its queue
+        self.aside: dict[str, set[Turn]] = {}  # by chat key: turns set aside, waiting
         self.last: dict[str, TurnRecord] = {}  # by chat key
-        self.interrupted: set[str] = set()  # stopped by a newer message: run again with it
-        self.typed: set[str] = set()  # chats whose running turn answers a person (no trigger)
-        self.forgotten: set[str] = set()  # stopped by /new: nothing of the turn is stored
+        self._interrupted: set[Turn] = set()  # stopped by a newer message: run again with it
+        self._typed: set[Turn] = set()  # turns that answer a person (no trigger)
+        self._forgotten: set[Turn] = set()  # stopped by /new: nothing of the turn is stored
 
     async def run(
         self,
@@ -35,30 +41,45 @@ class RunningTurns:
         *,
         typed: bool,
         asked: Message,
+        waiting: asyncio.Event | None = None,
     ) -> TurnOutcome:
         """The chat's turn run as the task /stop, /new and a newer message cancel — from its
         start, the history it reads (and may summarise, a model call) included. A shutdown
         cancels it too, and escapes: nothing is stored. Stopped, it keeps `asked` (the
-        person's message), or nothing after /new; interrupted, nothing: it runs again."""
+        person's message), or nothing after /new; interrupted, nothing: it runs again.
+        `waiting` set: it is set aside."""
         task = asyncio.create_task(turn)
         self.running[chat_key] = task
         if typed:
-            self.typed.add(chat_key)
+            self._typed.add(task)
+        watch = asyncio.create_task(self._set_aside(chat_key, task, waiting)) if waiting else None
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
             if not task.cancelled():
                 task.cancel()  # we were cancelled (shutdown): stop the turn too
                 raise
-            if chat_key in self.interrupted:  # a newer message: nothing of it is kept
+            if task in self._interrupted:  # a newer message: nothing of it is kept
                 return TurnOutcome("interrupted", "", [], TurnRecord("cancelled"))
-            kept = [] if chat_key in self.forgotten else [asked]
+            kept = [] if task in self._forgotten else [asked]
             return TurnOutcome("done", "Stopped.", kept, TurnRecord("cancelled"))
         finally:
-            self.running.pop(chat_key, None)
-            self.interrupted.discard(chat_key)
-            self.typed.discard(chat_key)
-            self.forgotten.discard(chat_key)
+            if watch is not None:
+                watch.cancel()
+            if self.running.get(chat_key) is task:
+                del self.running[chat_key]
+            if task in (aside := self.aside.get(chat_key, set())):
+                aside.discard(task)
+                if not aside:
+                    del self.aside[chat_key]
+            for marks in (self._interrupted, self._typed, self._forgotten):
+                marks.discard(task)
+
+    async def _set_aside(self, chat_key: str, task: Turn, waiting: asyncio.Event) -> None:
+        await waiting.wait()
+        if self.running.get(chat_key) is task:
+            del self.running[chat_key]
+        self.aside.setdefault(chat_key, set()).add(task)
 
     def heard(self, kind: str, chat_key: str) -> None:
         """Another process's announcement about a chat whose turn may run here."""
@@ -70,24 +91,28 @@ class RunningTurns:
             self.interrupt(chat_key)
 
     def cancel(self, chat_key: str) -> bool:
-        """Stop the chat's running turn; False when none runs."""
-        task = self.running.get(chat_key)
-        if task is None or task.done():
-            return False
-        task.cancel()
-        return True
+        """Stop the chat's turns, the running one and those set aside; False when none runs."""
+        turns = [t for t in self._of(chat_key) if not t.done()]
+        for task in turns:
+            task.cancel()
+        return bool(turns)
 
     def forget(self, chat_key: str) -> bool:
-        """Stop the chat's running turn so that nothing of it is stored (/new: it would open
-        the fresh conversation); False when none runs."""
-        if chat_key in self.running:  # its own `finally` clears the mark
-            self.forgotten.add(chat_key)
+        """Stop the chat's turns so that nothing of them is stored (/new: it would open the
+        fresh conversation); False when none runs."""
+        self._forgotten.update(self._of(chat_key))  # each one's own `finally` clears its mark
         return self.cancel(chat_key)
 
     def interrupt(self, chat_key: str) -> bool:
         """Stop the chat's running turn so that its messages run again with a newer one (a
         schedule's or the heartbeat's turn is left to finish: it would only run again)."""
-        if chat_key in self.typed and self.cancel(chat_key):
-            self.interrupted.add(chat_key)
-            return True
-        return False
+        task = self.running.get(chat_key)
+        if task is None or task not in self._typed or task.done():
+            return False
+        task.cancel()
+        self._interrupted.add(task)
+        return True
+
+    def _of(self, chat_key: str) -> list[Turn]:
+        running = self.running.get(chat_key)
+        return [*([running] if running else []), *self.aside.get(chat_key, ())]

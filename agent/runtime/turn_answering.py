@@ -9,6 +9,7 @@ and carried to the budget, the inputs and the reply's files.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
@@ -17,7 +18,6 @@ from agent.conversation.compaction import model_summariser
 from agent.conversation.scopes import Audience, audience_of
 from agent.durable.always_allowed import AlwaysAllowed
 from agent.durable.file.state_db import Transaction
-from agent.durable.inbox import Pending
 from agent.durable.store import Store
 from agent.durable.tool_journal import ToolJournal
 from agent.durable.triggers import Trigger
@@ -29,7 +29,7 @@ from agent.runtime.media import reply_files, resolve_reply
 from agent.runtime.owner.doorkeeper import Doorkeeper
 from agent.runtime.owner.memory_vetting import MemoryVetting
 from agent.runtime.owner.metering import OwnerControls, Refused
-from agent.runtime.queues.busy import BusyModes, merged
+from agent.runtime.queues.busy import Answering, BusyModes, merged
 from agent.runtime.queues.chat_queues import Finished
 from agent.runtime.queues.outage import OutageNotice, StillThinking, retry_later
 from agent.runtime.queues.reactions import Reactions
@@ -87,10 +87,12 @@ class TurnAnswerer:
         self._memory = memory
         self._vetting = vetting
 
-    async def answer_pending(self, pending: Pending) -> Finished | None:
+    async def answer_pending(self, answering: Answering) -> Finished | None:
         """The turn of an inbox message (and the rows folded into it: busy.py), as one
         transaction for the chat queues to commit; None when it waits to run again (no model
-        answered, or a newer message interrupted it)."""
+        answered, or a newer message interrupted it). In a group, a wait for a person's
+        answer sets it aside (`answering.waiting`): the chat goes on meanwhile."""
+        pending, taken = answering.pending, answering.taken  # taken: rows steered in
         trigger = pending.trigger  # nobody typed, nobody waits
         channel, settings = self._channel, self._setup.settings
         msg = merged(pending, settings.channels.max_message_chars)
@@ -103,11 +105,12 @@ class TurnAnswerer:
         queue, agent = self._replies.queue, settings.agent
         notice = OutageNotice(pending, queue, after_s=agent.outage_notice_after_s)
         audience = self._audience(msg)
-        taken: list[Pending] = []  # rows steered in while it runs
-        steer = self._busy.steer(pending, taken, self._setup.runner.envelope)
+        steer = self._busy.steer(answering, self._setup.runner.envelope)
+        waiting = answering.waiting if msg.is_group else None
         if trigger is None:
             self._reactions.mark(pending.messages, "working")
         async with self._slots.hold() as slot, typing:
+            slot.on_asking = waiting.set if waiting else None
             after_s = agent.still_thinking_after_s if fresh else 0.0  # once a message
             slow = StillThinking(msg.chat, queue, after_s, on_text, asked=lambda: slot.asked)
             try:
@@ -121,6 +124,7 @@ class TurnAnswerer:
                     on_retry=notice,
                     trigger=trigger,
                     steer=None if trigger else steer,
+                    waiting=waiting,
                 )
             finally:
                 await slow.call_off()
@@ -205,6 +209,7 @@ class TurnAnswerer:
         on_retry: OnRetry = None,
         trigger: Trigger | None = None,
         steer: Steer | None = None,
+        waiting: asyncio.Event | None = None,
     ) -> tuple[TurnOutcome, int | None]:
         """The turn's outcome and the session it read (None: none yet), its commit's place.
         It runs, from reading its inputs on, as a task /stop and /new can cancel
@@ -259,7 +264,8 @@ class TurnAnswerer:
             )
 
         asked = {"role": "user", "content": runner.envelope(msg, trigger=trigger)}
-        outcome = await self.turns.run(key, prepared_and_run(), typed=not trigger, asked=asked)
+        run = prepared_and_run()
+        outcome = await self.turns.run(key, run, typed=not trigger, asked=asked, waiting=waiting)
         # The owner's button for each memory kept unvetted, in the background: however the
         # run ended (stopped, interrupted, to be retried), as a run again gets memory_store's
         # result back from the journal without storing, or offering, it again.

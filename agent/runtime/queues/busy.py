@@ -14,13 +14,19 @@ The modes (`[channels] busy`, a channel's own `busy`, one chat's `/busy MODE`):
 Nothing here drops a message: a row stays pending in the inbox until the turn that took it
 commits, and then says which turn that was (`taken_by`). A kill -9 at any point runs the rows
 again. A message nobody typed (a schedule, the heartbeat) is never folded with others.
+
+In a group, a turn that waits for a person's answer to its question is set aside
+(`Answering.waiting`): the chat's next messages are answered meanwhile, in turns of their own,
+whatever the mode, and the turn set aside takes no newer message in (steer).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from agent.durable.inbox import Inbox, Pending
 from agent.durable.owner.chat_busy import ChatBusy
@@ -33,6 +39,20 @@ from channels.base import IncomingMessage
 from channels.config import BUSY_MODES
 
 MAX_FOLDED = 20  # rows one turn answers at most; the rest are the next turn's
+
+
+@dataclass
+class Answering:
+    """One turn of a chat's queue: its rows, the rows steered into it as it runs, and
+    whether it waits for a person's answer set aside (a group's, so the chat goes on)."""
+
+    pending: Pending
+    taken: list[Pending] = field(default_factory=list)
+    waiting: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def rows(self) -> set[int]:
+        return {*self.pending.ids, *(row.id for row in self.taken)}
 
 
 class BusyModes:
@@ -62,10 +82,14 @@ class BusyModes:
     def debounce_s(self, mode: str) -> float:
         return self._setup.settings.channels.debounce_of(self._channel, mode) / 1000
 
-    async def next_turn(self, chat_key: str) -> tuple[Pending | None, float]:
+    async def next_turn(
+        self, chat_key: str, skip: frozenset[int] = frozenset()
+    ) -> tuple[Pending | None, float]:
         """The rows the chat's next turn answers (the first with the rest folded in), and
-        how long to wait first for a burst to end (0: go)."""
-        rows = await self._inbox.pending(chat_key, limit=MAX_FOLDED)
+        how long to wait first for a burst to end (0: go). `skip`: the rows of turns set
+        aside, which still answer them."""
+        rows = await self._inbox.pending(chat_key, limit=MAX_FOLDED + len(skip))
+        rows = [row for row in rows if row.id not in skip][:MAX_FOLDED]
         if not rows:
             return None, 0.0
         lead = rows[0]
@@ -113,16 +137,15 @@ class BusyModes:
                 await claims.announce(INTERRUPT, chat_key)
         return mode
 
-    def steer(
-        self, lead: Pending, taken: list[Pending], envelope: Callable[[IncomingMessage], str]
-    ) -> Steer:
-        """What the running turn of `lead` is steered with: the chat's newer text messages
-        (none forwarded), when its mode is "steer" then; their rows go to `taken`
-        (committed with the turn)."""
+    def steer(self, turn: Answering, envelope: Callable[[IncomingMessage], str]) -> Steer:
+        """What the running turn is steered with: the chat's newer text messages (none
+        forwarded), when its mode is "steer" then and the turn was not set aside; their rows
+        go to `turn.taken` (committed with the turn)."""
+        lead, taken = turn.pending, turn.taken
         key = lead.message.chat.key
 
         async def newer() -> list[Message]:
-            if await self.mode(key) != "steer":
+            if turn.waiting.is_set() or await self.mode(key) != "steer":
                 return []
             after = max((*lead.ids, *(row.id for row in taken)))
             joined: list[Message] = []

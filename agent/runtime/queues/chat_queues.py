@@ -14,6 +14,10 @@ free turn slot, so the chats spread over the processes with room; a stored messa
 announced to all of them; and the sweep runs every second, so a chat let go just as a message
 came is taken up within one. A commit that finds its message answered already (its claim was
 lost with the claims connection) is dropped whole (AnsweredElsewhere).
+
+In a group, a turn that waits for a person's answer is set aside (busy.py's Answering): the
+worker goes on with the chat's next rows while it waits, and commits it when it ends. The
+worker ends (and gives back its claim) only once every turn it set aside has ended.
 """
 
 from __future__ import annotations
@@ -25,9 +29,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from agent.durable.file.state_db import StateDB, Transaction
-from agent.durable.inbox import AnsweredElsewhere, Inbox, Pending
+from agent.durable.inbox import AnsweredElsewhere, Inbox
 from agent.durable.store import Claims, OneProcess
-from agent.runtime.queues.busy import BusyModes
+from agent.runtime.queues.busy import Answering, BusyModes
 from agent.runtime.queues.courier import Courier
 from agent.runtime.queues.keyed_worker import KeyedWorker
 from agent.runtime.queues.turn_slots import TurnSlots
@@ -38,6 +42,7 @@ log = logging.getLogger(__name__)
 
 SWEEP_EVERY_S = 30.0  # every chat with pending work is woken at least this often
 SHARED_SWEEP_EVERY_S = 1.0  # the same, when other processes share the store
+ASIDE_LOOK_EVERY_S = 1.0  # while turns wait set aside: how often the chat's rows are read
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,7 @@ class ChatQueues:
         inbox: Inbox,
         busy: BusyModes,
         courier: Courier,
-        answer: Callable[[Pending], Awaitable[Finished | None]],
+        answer: Callable[[Answering], Awaitable[Finished | None]],
         *,
         claims: Claims | None = None,
         slots: TurnSlots | None = None,
@@ -156,21 +161,56 @@ class ChatQueues:
         unsaved = self._unsaved.get(chat_key)
         if unsaved is not None:
             await self.commit(unsaved)
+        aside: dict[asyncio.Task[None], Answering] = {}  # turns waiting for a person
+        try:
+            await self._answer_rows(chat_key, aside)
+            await asyncio.gather(*aside)  # their failure is the worker's, tried again
+        except BaseException:
+            for task in aside:
+                task.cancel()  # a shutdown, or the worker failing: they run again later
+            await asyncio.gather(*aside, return_exceptions=True)
+            raise
+
+    async def _answer_rows(self, chat_key: str, aside: dict[asyncio.Task[None], Answering]) -> None:
+        """The chat's rows, a turn at a time; a turn set aside goes on in `aside`."""
         while not self.closing:
             self._workers.settle(chat_key)
-            pending, burst_s = await self._busy.next_turn(chat_key)
+            for task in [task for task in aside if task.done()]:
+                del aside[task]
+                task.result()  # raised: the worker tries again
+            skip = frozenset(row for turn in aside.values() for row in turn.rows)
+            pending, burst_s = await self._busy.next_turn(chat_key, skip)
             if pending is None:
-                return
-            wait = max(burst_s, pending.next_attempt_at - time.time())
-            if wait > 0 and self._claims.shared:  # not due: let go (a chat that waits for
-                asyncio.get_running_loop().call_later(wait, self._workers.wake, chat_key)
-                return  # its model holds no room here) and look again when it is
-            if wait > 0:
-                await asyncio.sleep(wait)
+                if not aside:
+                    return
+                await asyncio.wait(aside, timeout=ASIDE_LOOK_EVERY_S)
                 continue
-            finished = await self._answer(pending)
-            if finished is not None:
-                await self.commit(finished)
+            wait = max(burst_s, pending.next_attempt_at - time.time())
+            if wait > 0 and self._claims.shared and not aside:  # not due: let go (a chat
+                asyncio.get_running_loop().call_later(wait, self._workers.wake, chat_key)
+                return  # that waits for its model holds no room here) and look when it is
+            if wait > 0:
+                await asyncio.sleep(min(wait, ASIDE_LOOK_EVERY_S) if aside else wait)
+                continue
+            turn = Answering(pending)
+            task = asyncio.create_task(self._answered(turn), name=f"turn {chat_key}")
+            set_aside = asyncio.create_task(turn.waiting.wait())
+            try:
+                await asyncio.wait({task, set_aside}, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                task.cancel()
+                raise
+            finally:
+                set_aside.cancel()
+            if task.done():
+                task.result()
+            else:
+                aside[task] = turn
+
+    async def _answered(self, turn: Answering) -> None:
+        finished = await self._answer(turn)
+        if finished is not None:
+            await self.commit(finished)
 
     async def _wake_waiting(self) -> None:
         for chat_key in await self._inbox.chats_waiting(self._channel):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 
 class Slot:
@@ -27,6 +27,7 @@ class Slot:
         self.held = False
         self._parked = 0  # questions of this turn waiting at once (parallel tool calls)
         self.asked = False  # it asked a person something (their answer is no model's delay)
+        self.on_asking: Callable[[], None] | None = None  # told as each wait begins
 
     @contextlib.asynccontextmanager
     async def asking(self) -> AsyncIterator[None]:
@@ -37,6 +38,8 @@ class Slot:
         self._parked += 1
         self.asked = True
         slots.asking += 1
+        if self.on_asking is not None:
+            self.on_asking()
         if self.held and self._parked == 1:
             self.held = False
             slots.semaphore.release()
