@@ -188,3 +188,23 @@ async def test_a_reply_stopped_at_its_length_limit_says_so(
     on_text = (lambda _: None) if streamed else None
     reply = await client(fake_llm).complete(HELLO, on_text=on_text)
     assert reply.cut and reply.content == "The steps are: first, open the" + CUT_NOTE
+
+
+async def test_a_server_that_refuses_the_default_cap_as_too_long_is_asked_again_without_it(
+    fake_llm: FakeLLM,
+) -> None:
+    """vLLM and TGI refuse a request whose prompt and reply cap pass the model's window
+    (llama-server and Ollama stop at its end): a local model's long chat would fail at
+    every message. Refused so, the request goes again without the default cap."""
+    too_long = (
+        "This model's maximum context length is 4096 tokens. However, you requested 5200 "
+        "tokens (1104 in the messages, 4096 in the completion)."
+    )
+    fake_llm.script(error(400, too_long), text("answered"))
+    if VIA["way"] == "openai":  # a hosted model: no cap was sent, the refusal stands
+        with pytest.raises(LLMError, match="maximum context length"):
+            await client(fake_llm, num_retries=0).complete(HELLO)
+        return
+    reply = await client(fake_llm, num_retries=0).complete(HELLO)
+    assert reply.content == "answered"
+    assert [r.get("max_tokens") for r in fake_llm.requests] == [4096, None]

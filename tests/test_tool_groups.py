@@ -84,6 +84,24 @@ async def test_a_group_call_written_as_text_runs_its_member(tmp_path: Path) -> N
     assert "tools" not in model.requests[0]  # the calls came as text, not through tools=
 
 
+async def test_forget_by_its_number_alone_written_as_text_deletes_the_memory(
+    tmp_path: Path,
+) -> None:
+    """Forget takes the memory's number without words: the group requires no `text` (store
+    and recall need it: `Action.needs`), so a call a small model writes as text in a fence
+    (Qwen2.5-Coder's way) is not refused for it, as it was ("missing text")."""
+    tools = memory_tools(tmp_path)
+    forget = '{"name": "memory", "arguments": {"action": "forget", "id": 1}}'
+    model = ScriptedModel(
+        tool_calls(("memory", {"action": "store", "text": "Miso is the cat."})),
+        text(f"```json\n{forget}\n```"),
+        text("Forgotten."),
+    )
+    result = await turn(tools, model, ToolCallContext(tmp_path))
+    assert [e.name for e in result.events] == ["memory_store", "memory_forget"]
+    assert memories(tmp_path) == [] and result.text == "Forgotten."
+
+
 async def test_recall_and_forget_by_the_group_find_and_delete_the_memory(tmp_path: Path) -> None:
     model = ScriptedModel(
         tool_calls(("memory", {"action": "store", "text": "The user's cat is called Miso."})),

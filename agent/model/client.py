@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from agent.config import LLMSettings
-from agent.model.failures import failure_line, is_rejection, is_transient, short
+from agent.model.failures import failure_line, is_rejection, is_too_long, is_transient, short
 from agent.model.openai_wire_call import OpenAIWireCall
 from agent.model.profiles.routes import Road, road_of
 from agent.model.responses import (
@@ -51,7 +51,7 @@ class Transport(Protocol):
     agent/model/litellm_call.py."""
 
     async def send(
-        self, model: str, messages: list[Message], tools: Tools, *, stream: bool
+        self, model: str, messages: list[Message], tools: Tools, *, stream: bool, capped: bool
     ) -> Any: ...
 
     def response(self, reply: Any, model: str) -> LLMResponse: ...
@@ -132,7 +132,7 @@ class LLMClient:
         wire = self._transport(model)
         assert isinstance(wire, OpenAIWireCall)  # the own-server road's transport
         async with asyncio.timeout(self.settings.first_token_limit_s(model)):
-            await wire.send(model, messages, tools, stream=False, max_tokens=1)
+            await wire.send(model, messages, tools, stream=False, capped=True, max_tokens=1)
         return True
 
     def chain(self, first: str | None = None) -> list[str]:
@@ -211,11 +211,34 @@ class LLMClient:
         tools: Tools,
         on_text: OnText,
     ) -> LLMResponse:
+        """One request; refused as too long under the default reply cap (`reply_cap`: vLLM
+        and TGI refuse a prompt and a cap that together pass the window, where llama-server
+        and Ollama stop at its end), sent once more without it."""
+        try:
+            return await self._sent(transport, model, messages, tools, on_text, capped=True)
+        except Exception as exc:
+            default_cap = not self.settings.max_tokens and self.settings.reply_cap(model)
+            if not (default_cap and is_too_long(exc)):
+                raise
+        return await self._sent(transport, model, messages, tools, on_text, capped=False)
+
+    async def _sent(
+        self,
+        transport: Transport,
+        model: str,
+        messages: list[Message],
+        tools: Tools,
+        on_text: OnText,
+        *,
+        capped: bool,
+    ) -> LLMResponse:
         if on_text is None:
             async with asyncio.timeout(self.settings.call_limit_s(model)):
-                reply = await transport.send(model, messages, tools, stream=False)
+                reply = await transport.send(model, messages, tools, stream=False, capped=capped)
                 return transport.response(reply, model)
-        chunks, first_token_s = await self._stream(transport, model, messages, tools, on_text)
+        chunks, first_token_s = await self._stream(
+            transport, model, messages, tools, on_text, capped=capped
+        )
         response = transport.assembled(chunks, model, messages)
         return replace(response, first_token_s=first_token_s)
 
@@ -226,6 +249,8 @@ class LLMClient:
         messages: list[Message],
         tools: Tools,
         on_text: Callable[[str], None],
+        *,
+        capped: bool,
     ) -> tuple[list[Any], float | None]:
         """The first token within the model's first-token limit, then no pause between chunks
         over llm.timeout_s: a reply that keeps coming is never cut for its length."""
@@ -233,7 +258,7 @@ class LLMClient:
         started, first_token_s = loop.time(), None
         chunks = []
         async with asyncio.timeout(self.settings.first_token_limit_s(model)) as limit:
-            stream = await transport.send(model, messages, tools, stream=True)
+            stream = await transport.send(model, messages, tools, stream=True, capped=capped)
             async for chunk in stream:
                 chunks.append(chunk)
                 delta = chunk.choices[0].delta if chunk.choices else None

@@ -69,11 +69,16 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, transient) or (isinstance(status, int) and status >= 500)
 
 
+def is_too_long(exc: BaseException) -> bool:
+    """The provider refused the request as longer than the model's window."""
+    return _TOO_LONG.search(str(exc)) is not None
+
+
 def is_rejection(exc: BaseException) -> bool:
     """The provider refused the request itself (HTTP 400), not for its length."""
     import openai
 
-    return isinstance(exc, openai.BadRequestError) and not _TOO_LONG.search(str(exc))
+    return isinstance(exc, openai.BadRequestError) and not is_too_long(exc)
 
 
 def short(exc: BaseException) -> str:

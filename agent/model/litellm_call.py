@@ -23,9 +23,12 @@ def request(
     model: str,
     messages: list[Message],
     tools: Tools = None,
+    *,
+    capped: bool = True,
 ) -> dict[str, Any]:
     """The keyword arguments of one `litellm.acompletion` call: what every call sends, and
-    what the warm-up (agent/daemon/warmup.py) primes LiteLLM's code path with."""
+    what the warm-up (agent/daemon/warmup.py) primes LiteLLM's code path with; not
+    `capped`: without the default reply cap (a server refused it as too long)."""
     kwargs: dict[str, Any] = {
         "model": model,
         "messages": messages,
@@ -44,7 +47,7 @@ def request(
     if explicit_cache_control(litellm, model):
         # The byte-stable system prompt is billed as cached from the second turn on.
         kwargs["cache_control_injection_points"] = [{"location": "message", "role": "system"}]
-    if cap := settings.reply_cap(model):
+    if cap := settings.reply_cap(model) if capped else settings.max_tokens:
         kwargs["max_tokens"] = cap
     if settings.api_base:
         kwargs["api_base"] = settings.api_base
@@ -60,8 +63,10 @@ class LiteLLMCall:
         self._settings = settings
         self._litellm = load_litellm()
 
-    async def send(self, model: str, messages: list[Message], tools: Tools, *, stream: bool) -> Any:
-        kwargs = request(self._litellm, self._settings, model, messages, tools)
+    async def send(
+        self, model: str, messages: list[Message], tools: Tools, *, stream: bool, capped: bool
+    ) -> Any:
+        kwargs = request(self._litellm, self._settings, model, messages, tools, capped=capped)
         if stream:
             kwargs.update(stream=True, stream_options={"include_usage": True})
         return await self._litellm.acompletion(**kwargs)

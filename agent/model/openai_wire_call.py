@@ -139,9 +139,11 @@ class OpenAIWireCall:
         tools: Tools,
         *,
         stream: bool,
+        capped: bool,
         max_tokens: int | None = None,
     ) -> Any:
-        """The request; `max_tokens` instead of llm.max_tokens (a read-ahead asks for one)."""
+        """The request; `max_tokens` instead of the reply cap (a read-ahead asks for one);
+        not `capped`: without the default cap (a server refused it as too long)."""
         import httpx
 
         settings = self._settings
@@ -152,7 +154,7 @@ class OpenAIWireCall:
         }
         if tools:
             body["tools"] = tools
-        if cap := max_tokens or settings.reply_cap(model):
+        if cap := max_tokens or (settings.reply_cap(model) if capped else settings.max_tokens):
             body["max_tokens"] = cap
         if stream:
             body.update(stream=True, stream_options={"include_usage": True})

@@ -96,7 +96,6 @@ class MemoryTools:
                     },
                     "id": {"type": "integer", "description": "forget: the memory's number"},
                 },
-                required=("text",),
             ),
             # Storing the same fact again updates its memory (the store's twin check).
             FunctionTool(self.memory_store, name="memory_store", writes=True, repeat_safe=True),
