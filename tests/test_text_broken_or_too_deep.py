@@ -149,30 +149,12 @@ async def test_an_api_body_nested_too_deep_is_a_400_not_a_500(
     assert model.requests == []
 
 
-async def test_a_degenerate_reply_of_open_brackets_is_not_an_internal_error(
-    tmp_path: Path,
-) -> None:
-    """A small model stuck repeating "[" writes a reply of 1,500 of them (no tool call). The
-    loop's search for calls written as text reads it as text, not as JSON too deep to decode:
-    an answer or a correction, never a RecursionError ending the turn with "an internal
-    error"."""
-    tools = ToolRegistry(MemoryTools(tmp_path / "state.db", MemorySettings()).tools())
-    model = ScriptedModel(text("[" * 1500), text("Sorry, here is the answer."))
-    result = await run_tool_call_loop(
-        [{"role": "user", "content": "List my plants."}],
-        tools,
-        model,
-        context=ToolCallContext(tmp_path),
-        options=LoopOptions(max_iterations=5, tool_timeout_s=5),
-        scrub=Scrubber(),
-    )
-    assert result.stop_reason == "done" and result.text
-
-
-# Replies a model stuck on brackets writes, about 120,000 characters each. Searched for calls
-# written as text, each took 20 to 50 s (each bracket read as a start, to the end) while the
-# event loop, and every chat, waited; "<tool_call>[0,[0,…" raised MemoryError out of the turn.
+# Replies a model stuck on brackets writes. Searched for calls written as text, 1,500 "["
+# raised RecursionError out of the turn ("an internal error"); the others, about 120,000
+# characters each, took 20 to 50 s each (every bracket read as a start, to the end) while
+# the event loop, and every chat, waited; "<tool_call>[0,[0,…" raised MemoryError.
 DEGENERATE = {
+    "1,500 open brackets": "[" * 1_500,
     "open braces": "{" * 120_000,
     "doubled braces": "{{ " * 40_000,
     "nested keys": '{"a":' * 24_000,
@@ -189,6 +171,7 @@ DEGENERATE = {
 async def test_a_reply_of_thousands_of_brackets_is_read_as_text_at_once(
     tmp_path: Path, reply: str
 ) -> None:
+    """Read as text, not JSON: the model is asked again, and its next reply is the answer."""
     tools = ToolRegistry(MemoryTools(tmp_path / "state.db", MemorySettings()).tools())
     model = ScriptedModel(text(reply), text("Sorry, here is the answer."))
     result = await run_tool_call_loop(
