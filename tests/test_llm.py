@@ -15,7 +15,7 @@ from model_ways import VIA, client_over, each_way  # noqa: F401  (each_way: ever
 from agent.model.client import LLMClient
 from agent.model.profiles.litellm_facts import price_of
 from agent.model.profiles.litellm_import import load_litellm
-from agent.model.responses import CUT_NOTE, LLMError, LLMRequestRejected
+from agent.model.responses import CUT_NOTE, CUT_REASONING, LLMError, LLMRequestRejected
 
 HELLO = [{"role": "user", "content": "hello"}]
 
@@ -170,12 +170,12 @@ async def test_a_local_models_reply_is_capped_and_a_hosted_ones_left_to_its_prov
     fake_llm: FakeLLM,
 ) -> None:
     """A small local model stuck on a phrase would write until its context is full (minutes
-    on a CPU, the chat waiting): at a server of one's own a reply may be 4,096 tokens unless
+    on a CPU, the chat waiting): at a server of one's own a reply may be 8,192 tokens unless
     llm.max_tokens says otherwise; at OpenAI (no api_base) the provider's limit stands."""
     await client(fake_llm).complete(HELLO)
     await client(fake_llm, max_tokens=500).complete(HELLO, on_text=lambda _: None)
     local = VIA["way"] != "openai"
-    assert [r.get("max_tokens") for r in fake_llm.requests] == [4096 if local else None, 500]
+    assert [r.get("max_tokens") for r in fake_llm.requests] == [8192 if local else None, 500]
 
 
 @pytest.mark.parametrize("streamed", [False, True])
@@ -184,10 +184,15 @@ async def test_a_reply_stopped_at_its_length_limit_says_so(
 ) -> None:
     """The person reads that the answer is not whole, instead of a sentence that ends in the
     middle as if that were all."""
-    fake_llm.script(Reply("The steps are: first, open the", shape="length"))
+    fake_llm.script(
+        Reply("The steps are: first, open the", shape="length"),
+        Reply("<think>The user wants the steps. First I should", shape="length"),
+    )
     on_text = (lambda _: None) if streamed else None
     reply = await client(fake_llm).complete(HELLO, on_text=on_text)
     assert reply.cut and reply.content == "The steps are: first, open the" + CUT_NOTE
+    thinking = await client(fake_llm).complete(HELLO, on_text=on_text)  # no answer written
+    assert thinking.cut and thinking.content == CUT_REASONING
 
 
 async def test_a_server_that_refuses_the_default_cap_as_too_long_is_asked_again_without_it(
@@ -197,8 +202,8 @@ async def test_a_server_that_refuses_the_default_cap_as_too_long_is_asked_again_
     (llama-server and Ollama stop at its end): a local model's long chat would fail at
     every message. Refused so, the request goes again without the default cap."""
     too_long = (
-        "This model's maximum context length is 4096 tokens. However, you requested 5200 "
-        "tokens (1104 in the messages, 4096 in the completion)."
+        "This model's maximum context length is 8192 tokens. However, you requested 9296 "
+        "tokens (1104 in the messages, 8192 in the completion)."
     )
     fake_llm.script(error(400, too_long), text("answered"))
     if VIA["way"] == "openai":  # a hosted model: no cap was sent, the refusal stands
@@ -207,4 +212,4 @@ async def test_a_server_that_refuses_the_default_cap_as_too_long_is_asked_again_
         return
     reply = await client(fake_llm, num_retries=0).complete(HELLO)
     assert reply.content == "answered"
-    assert [r.get("max_tokens") for r in fake_llm.requests] == [4096, None]
+    assert [r.get("max_tokens") for r in fake_llm.requests] == [8192, None]

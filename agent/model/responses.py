@@ -63,6 +63,12 @@ _REASONING = re.compile(
 
 # Said after a reply the model could not finish: the person knows it is not the whole answer.
 CUT_NOTE = "\n\n[This reply reached its length limit and stops here (llm.max_tokens).]"
+# Said instead of a reply cut while the model was still reasoning (no answer was written).
+CUT_REASONING = (
+    "[I was still thinking when my reply reached its length limit (llm.max_tokens), so there "
+    "is no answer yet: ask again, perhaps in smaller steps.]"
+)
+_REASONING_OPENS = re.compile(r"<(?:think|thinking|budget:thinking)>")
 
 
 def without_reasoning(content: str) -> str:
@@ -98,7 +104,8 @@ def response_of(
     """LLMResponse from a reply's text, its calls and its usage block (OpenAI's shape); `cut`:
     it stopped at its length limit, which its text then says (CUT_NOTE)."""
     if cut and not calls:
-        content = content.rstrip() + CUT_NOTE
+        unclosed = _REASONING_OPENS.match(content) and not _REASONING.match(content)
+        content = CUT_REASONING if unclosed else content.rstrip() + CUT_NOTE
     details = getattr(usage, "prompt_tokens_details", None)  # cached: OpenAI's and Anthropic's
     return LLMResponse(
         content=without_reasoning(content),

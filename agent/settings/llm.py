@@ -19,7 +19,8 @@ LOCAL_FIRST_TOKEN_S = 600.0
 HOSTED_FIRST_TOKEN_S = 60.0
 # A local model's reply cap when llm.max_tokens is 0: a small one stuck on a phrase would
 # otherwise write until its context is full, minutes on a CPU, the chat waiting meanwhile.
-LOCAL_REPLY_TOKENS = 4096
+# Room for a reasoning model's thinking and its answer (nanobot and OpenClaw default to it).
+LOCAL_REPLY_TOKENS = 8192
 _LOCAL_SUFFIXES = (".localhost", ".local", ".lan", ".internal", ".home.arpa")
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")  # Tailscale and other overlay networks
 
@@ -63,7 +64,7 @@ class LLMSettings(_Section):
     temperature: float = Field(default=0.2, ge=0, le=2)
     """sampling temperature, 0 to 2 (low keeps tool calls steady)"""
     max_tokens: int = Field(default=0, ge=0)
-    """cap on reply tokens; 0: 4096 for a local model (Ollama, or an api_base on this machine or
+    """cap on reply tokens; 0: 8192 for a local model (Ollama, or an api_base on this machine or
     the LAN), the provider's default for a hosted one"""
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
     """seconds a reply may take once the model answers: a streamed reply may pause this long between
