@@ -98,12 +98,16 @@ def test_kill_9_mid_turns_then_a_restart_answers_every_message_once_in_order(
     db = state_db(home)
     assert rows(db, "SELECT status, COUNT(*) FROM inbox GROUP BY status") == [("done", 60)]
     assert rows(db, "SELECT status, COUNT(*) FROM outbox GROUP BY status") == [("sent", 60)]
-    # each part's outcome is kept, with the id Telegram gave it (test_delivery_faults.py
-    # kills the daemon in the middle of sends)
-    assert rows(
+    # each part's outcome is kept, with the id Telegram gave it; under load a send can still
+    # be under way at the kill: that part is "unknown" (it arrived, as the answers above show,
+    # but Telegram cannot say so) and is not sent twice (test_delivery_faults.py kills the
+    # daemon in the middle of sends on purpose)
+    parts = rows(
         db, "SELECT status, COUNT(*), MIN(CASE WHEN message_id != '' THEN 1 ELSE 0 END)"
         " FROM outbox_parts GROUP BY status"
-    ) == [("sent", 60, 1)]
+    )
+    unknown = sum(count for status, count, _ in parts if status == "unknown")
+    assert [row for row in parts if row[0] != "unknown"] == [("sent", 60 - unknown, 1)]
 
 
 def test_sigterm_during_a_turn_longer_than_the_grace_keeps_the_message_for_the_next_start(
