@@ -317,3 +317,37 @@ async def test_stop_in_a_group_also_stops_a_turn_waiting_for_a_press(
         assert await toy.say(GROUP, OWNER, "@toy_bot still there?")
         await eventually(lambda: "echo: still there?" in toy.said_in(GROUP), WAIT_S, "answer")
     assert still_there(keep)
+
+
+async def test_a_friends_chat_goes_on_while_the_owner_is_asked_privately_for_it(
+    model: ScriptedModel, home: Path, daemon: Callable[[], Daemon]
+) -> None:
+    """Bob, in his own chat, asks for a change only the owner may allow (SOUL.md shapes
+    every prompt): the question goes to Alice's chat. Bob's next message is answered at
+    once, not after Alice's press or the question's timeout; then Alice denies, and Bob's
+    first turn ends with the file unchanged."""
+    soul = home / "workspace" / "SOUL.md"
+
+    def respond(request: Request) -> Any:
+        asked = str(last_user_content(request))
+        if request["messages"][-1]["role"] == "tool":
+            return "I could not change it."
+        if asked.endswith("change the soul file"):
+            return tool_calls(("file_write", {"path": "SOUL.md", "content": "be rude"}))
+        return "echo: " + asked.splitlines()[-1]
+
+    model.responder = respond
+    async with daemon():
+        toy = the_toy()
+        before = soul.read_text()
+        assert await toy.say(FRIEND, FRIEND, "change the soul file")
+        (question,) = await shown_in(toy, OWNER, 1)  # asked of the owner, privately
+        assert "SOUL.md" in question
+        assert await toy.say(FRIEND, FRIEND, "hello?")
+        await eventually(lambda: "echo: hello?" in toy.said_in(FRIEND), WAIT_S, "bob's answer")
+        toy.press("deny", by=OWNER)
+        await eventually(
+            lambda: "I could not change it." in toy.said_in(FRIEND), WAIT_S, "bob's first turn"
+        )
+        assert soul.read_text() == before
+    assert toy.said_in(FRIEND) == ["echo: hello?", "I could not change it."]

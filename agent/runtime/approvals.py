@@ -25,7 +25,13 @@ log = logging.getLogger(__name__)
 MAX_ACTION_CHARS = 1_200
 
 # Around the wait for a person's answer: the turn's slot given back meanwhile (Slot.asking).
-Parking = Callable[[], AbstractAsyncContextManager[None]]
+# True: the person asked is not the chat's own (in a group, or the owner asked privately for
+# someone else's chat), so the chat's next messages need not wait (busy.py's Answering).
+Parking = Callable[[bool], AbstractAsyncContextManager[None]]
+
+
+def _not_parked(aside: bool) -> AbstractAsyncContextManager[None]:
+    return contextlib.nullcontext()
 
 
 _SCHEME = re.compile(r"\b([a-z][a-z0-9+.-]*)://([^\s/?#<>\"'`]*)", re.I)
@@ -78,11 +84,12 @@ def chat_approver(
     *,
     always: AlwaysAllowed,
     timeout_s: float,
-    parked: Parking = contextlib.nullcontext,
+    parked: Parking = _not_parked,
+    aside: bool = False,
 ) -> Approver:
     """An Approver that asks in `chat`: a remembered rule passes at once; no answer within
     `timeout_s` is a denial; only people `may_answer` allows can answer. The wait runs
-    inside `parked` (the turn holds no slot meanwhile)."""
+    inside `parked(aside)` (the turn holds no slot meanwhile)."""
 
     async def approve(request: ApprovalRequest) -> bool:
         remembered = await always.rules()
@@ -92,7 +99,10 @@ def chat_approver(
         question = ApprovalQuestion(uuid.uuid4().hex[:16], question_text(request))
         answer: ApprovalAnswer
         try:
-            async with parked(), asyncio.timeout(timeout_s):  # not wait_for: it can lose a /stop
+            async with (
+                parked(aside),
+                asyncio.timeout(timeout_s),
+            ):  # not wait_for: it can lose a /stop
                 answer = await channel.ask_approval(chat, question, may_answer)
         except TimeoutError:
             log.info("%s: no answer to %r within %g s: denied", chat.key, request.action, timeout_s)
@@ -117,7 +127,7 @@ def owner_approver(
     for_chat: ChatRef,
     always: AlwaysAllowed,
     timeout_s: float,
-    parked: Parking = contextlib.nullcontext,
+    parked: Parking = _not_parked,
 ) -> Approver:
     """An Approver for a question only the owner may answer (ApprovalRequest.owner_only: it
     comes after words the owner did not write) in someone else's turn: asked in the owner's
@@ -136,8 +146,15 @@ def owner_approver(
             )
             return False
         asked = dataclasses.replace(request, action=f"{request.action} (in {for_chat.key})")
+        elsewhere = chat.key != for_chat.key  # the chat waits on someone who is not in it
         ask = chat_approver(
-            channel, chat, is_owner, always=always, timeout_s=timeout_s, parked=parked
+            channel,
+            chat,
+            is_owner,
+            always=always,
+            timeout_s=timeout_s,
+            parked=parked,
+            aside=elsewhere,
         )
         return await ask(asked)
 
@@ -152,13 +169,21 @@ def turn_approvers(
     *,
     always: AlwaysAllowed,
     timeout_s: float,
-    parked: Parking = contextlib.nullcontext,
+    parked: Parking = _not_parked,
+    group: bool = False,
 ) -> tuple[Approver, Approver | None]:
     """A turn's two ways to ask: in its chat, and the owner privately (`owner`: how to find
     the owner's private chat, and who the owner is; None: no owner is named in [people] on
-    this channel, so there is nobody to ask privately and the chat's people answer)."""
+    this channel, so there is nobody to ask privately and the chat's people answer). In a
+    `group` the question asked there sets the turn aside too: others wait on the button."""
     in_chat = chat_approver(
-        channel, chat, may_answer, always=always, timeout_s=timeout_s, parked=parked
+        channel,
+        chat,
+        may_answer,
+        always=always,
+        timeout_s=timeout_s,
+        parked=parked,
+        aside=group,
     )
     if owner is None:
         return in_chat, None

@@ -2,7 +2,7 @@
 cancels (and a newer message interrupts) and /status reports, kept apart so commands need
 not reach into turn answering. When processes share the store, a /stop or an interrupting
 message taken by one process reaches the turn running in another as an announcement
-(`heard`: STOP, FORGET, INTERRUPT). A group's turn waiting for a person's answer is set aside
+(`heard`: STOP, FORGET, INTERRUPT). A turn whose question waits on someone else is set aside
 (queues/busy.py's Answering): no longer the chat's running turn, which a newer message may
 interrupt, but still stopped by /stop and /new."""
 

@@ -90,8 +90,9 @@ class TurnAnswerer:
     async def answer_pending(self, answering: Answering) -> Finished | None:
         """The turn of an inbox message (and the rows folded into it: busy.py), as one
         transaction for the chat queues to commit; None when it waits to run again (no model
-        answered, or a newer message interrupted it). In a group, a wait for a person's
-        answer sets it aside (`answering.waiting`): the chat goes on meanwhile."""
+        answered, or a newer message interrupted it). A wait for someone else's answer (in
+        a group, or the owner's for this chat) sets it aside (`answering.waiting`): the
+        chat goes on meanwhile."""
         pending, taken = answering.pending, answering.taken  # taken: rows steered in
         trigger = pending.trigger  # nobody typed, nobody waits
         channel, settings = self._channel, self._setup.settings
@@ -106,11 +107,11 @@ class TurnAnswerer:
         notice = OutageNotice(pending, queue, after_s=agent.outage_notice_after_s)
         audience = self._audience(msg)
         steer = self._busy.steer(answering, self._setup.runner.envelope)
-        waiting = answering.waiting if msg.is_group else None
+        waiting = answering.waiting  # set when its question waits on someone else
         if trigger is None:
             self._reactions.mark(pending.messages, "working")
         async with self._slots.hold() as slot, typing:
-            slot.on_asking = waiting.set if waiting else None
+            slot.on_asking = waiting.set
             after_s = agent.still_thinking_after_s if fresh else 0.0  # once a message
             slow = StillThinking(msg.chat, queue, after_s, on_text, asked=lambda: slot.asked)
             try:
@@ -245,6 +246,7 @@ class TurnAnswerer:
                     always=self._always,
                     timeout_s=settings.security.approval_timeout_s,
                     parked=slot.asking,
+                    group=msg.is_group,
                 ),
             )
             prepared.append(inputs)

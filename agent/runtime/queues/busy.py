@@ -15,9 +15,10 @@ Nothing here drops a message: a row stays pending in the inbox until the turn th
 commits, and then says which turn that was (`taken_by`). A kill -9 at any point runs the rows
 again. A message nobody typed (a schedule, the heartbeat) is never folded with others.
 
-In a group, a turn that waits for a person's answer to its question is set aside
-(`Answering.waiting`): the chat's next messages are answered meanwhile, in turns of their own,
-whatever the mode, and the turn set aside takes no newer message in (steer).
+A turn whose question waits on someone else (any in a group; the owner's, asked privately for
+another person's chat) is set aside (`Answering.waiting`): the chat's next messages are
+answered meanwhile, in turns of their own, whatever the mode, and the turn set aside takes no
+newer message in (steer).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ MAX_FOLDED = 20  # rows one turn answers at most; the rest are the next turn's
 @dataclass
 class Answering:
     """One turn of a chat's queue: its rows, the rows steered into it as it runs, and
-    whether it waits for a person's answer set aside (a group's, so the chat goes on)."""
+    whether it waits set aside for someone else's answer (so the chat goes on)."""
 
     pending: Pending
     taken: list[Pending] = field(default_factory=list)

@@ -15,8 +15,8 @@ announced to all of them; and the sweep runs every second, so a chat let go just
 came is taken up within one. A commit that finds its message answered already (its claim was
 lost with the claims connection) is dropped whole (AnsweredElsewhere).
 
-In a group, a turn that waits for a person's answer is set aside (busy.py's Answering): the
-worker goes on with the chat's next rows while it waits, and commits it when it ends. The
+A turn whose question waits on someone else is set aside (busy.py's Answering): the worker
+goes on with the chat's next rows while it waits, and commits it when it ends. The
 worker ends (and gives back its claim) only once every turn it set aside has ended.
 """
 

@@ -27,18 +27,19 @@ class Slot:
         self.held = False
         self._parked = 0  # questions of this turn waiting at once (parallel tool calls)
         self.asked = False  # it asked a person something (their answer is no model's delay)
-        self.on_asking: Callable[[], None] | None = None  # told as each wait begins
+        self.on_asking: Callable[[], None] | None = None  # told as a wait `aside` begins
 
     @contextlib.asynccontextmanager
-    async def asking(self) -> AsyncIterator[None]:
+    async def asking(self, aside: bool = False) -> AsyncIterator[None]:
         """Wait for a person without the slot; take one again before going on. A turn
         stopped meanwhile (/stop, a newer message, shutdown) goes on to nothing: it ends
-        without waiting for a slot, which could take as long as the other turns' work."""
+        without waiting for a slot, which could take as long as the other turns' work.
+        `aside`: the person is not the chat's own, and `on_asking` is told."""
         slots = self._slots
         self._parked += 1
         self.asked = True
         slots.asking += 1
-        if self.on_asking is not None:
+        if aside and self.on_asking is not None:
             self.on_asking()
         if self.held and self._parked == 1:
             self.held = False
