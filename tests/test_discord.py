@@ -57,10 +57,12 @@ def answered(fake: FakeDiscord, interaction_id: str) -> bool:
     return any(r["interaction_id"] == interaction_id for r in fake.interaction_responses)
 
 
-async def replies(fake: FakeDiscord, channel_id: str, count: int = 1) -> list[SentMessage]:
+async def replies(
+    fake: FakeDiscord, channel_id: str, count: int = 1, within_s: float = 10.0
+) -> list[SentMessage]:
     """The first `count` messages the bot sent in `channel_id`, waiting for them."""
     found = await fake.await_for(
-        lambda: len(sent_in(fake, channel_id)) >= count and sent_in(fake, channel_id), 10.0
+        lambda: len(sent_in(fake, channel_id)) >= count and sent_in(fake, channel_id), within_s
     )
     return found[:count]
 
@@ -684,7 +686,8 @@ async def test_a_discord_recording_is_transcribed_like_a_telegram_voice_note(
     fake_llm.transcript = "switch the fan off"
     async with serving():
         fake_discord.inject_dm(OWNER, "", attachments=[("memo.ogg", b"OggS fake audio")])
-        await replies(fake_discord, fake_discord.dm_channel_id(OWNER))
+        # its first transcription imports LiteLLM: seconds on a loaded machine
+        await replies(fake_discord, fake_discord.dm_channel_id(OWNER), within_s=30.0)
     [(model, audio)] = fake_llm.transcriptions
     assert model == "whisper-1" and audio == b"OggS fake audio"
     assert "(recording transcript: switch the fan off)" in last_user_content(fake_llm.requests[0])

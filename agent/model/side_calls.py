@@ -1,20 +1,26 @@
 """Calls beside the chat: speech to text for voice notes, text to speech for voice replies,
 and embeddings for the memory store's search by meaning. All through LiteLLM, none retried
-here (see each)."""
+here (see each). LiteLLM is imported in a thread: the first call's import is seconds the
+event loop, and every chat, would stand still."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+from types import ModuleType
 from typing import Any
 
 from agent.model.profiles.litellm_import import load_litellm
 
 
+async def _litellm() -> ModuleType:
+    return await asyncio.to_thread(load_litellm)
+
+
 async def transcribe(name: str, data: bytes, model: str, *, api_base: str = "") -> str:
     """Speech to text through LiteLLM (e.g. model "openai/whisper-1"), from the bytes the
     channel fetched (the file saved in the workspace is not read again)."""
-    litellm = load_litellm()
+    litellm = await _litellm()
     kwargs: dict[str, Any] = {"model": model, "file": (name, data)}
     if api_base:
         kwargs["api_base"] = api_base
@@ -34,7 +40,7 @@ async def embed(
     in the order of `texts`: what the memory store compares by meaning. No retries of our
     own (the provider's client may retry a 5xx twice): the store's timeout bounds the wait,
     it then searches by words and embeds what it missed on a later search."""
-    litellm = load_litellm()
+    litellm = await _litellm()
     kwargs: dict[str, Any] = {"model": model, "input": texts, "timeout": timeout_s}
     if api_base:
         kwargs["api_base"] = api_base
@@ -51,10 +57,9 @@ async def speak(
 ) -> bytes:
     """Text to speech through LiteLLM's speech API (e.g. model "openai/gpt-4o-mini-tts"; with
     `api_base`, an OpenAI-compatible speech server of one's own), as OGG/Opus: what a voice
-    note is on Telegram and Discord. Not retried: a failure falls back to the text. LiteLLM
-    is imported in a thread (the first call's import is seconds the loop would stand still),
-    and `timeout_s` bounds the call itself."""
-    litellm = await asyncio.to_thread(load_litellm)
+    note is on Telegram and Discord. Not retried: a failure falls back to the text;
+    `timeout_s` bounds the call itself."""
+    litellm = await _litellm()
     kwargs: dict[str, Any] = {
         "model": model,
         "input": text,

@@ -42,7 +42,6 @@ log = logging.getLogger(__name__)
 
 SWEEP_EVERY_S = 30.0  # every chat with pending work is woken at least this often
 SHARED_SWEEP_EVERY_S = 1.0  # the same, when other processes share the store
-ASIDE_LOOK_EVERY_S = 1.0  # while turns wait set aside: how often the chat's rows are read
 
 
 @dataclass(frozen=True)
@@ -183,14 +182,17 @@ class ChatQueues:
             if pending is None:
                 if not aside:
                     return
-                await asyncio.wait(aside, timeout=ASIDE_LOOK_EVERY_S)
+                await self._woken_or_done(chat_key, aside, SWEEP_EVERY_S)
                 continue
             wait = max(burst_s, pending.next_attempt_at - time.time())
             if wait > 0 and self._claims.shared and not aside:  # not due: let go (a chat
                 asyncio.get_running_loop().call_later(wait, self._workers.wake, chat_key)
                 return  # that waits for its model holds no room here) and look when it is
+            if wait > 0 and aside:
+                await self._woken_or_done(chat_key, aside, wait)
+                continue
             if wait > 0:
-                await asyncio.sleep(min(wait, ASIDE_LOOK_EVERY_S) if aside else wait)
+                await asyncio.sleep(wait)
                 continue
             turn = Answering(pending)
             task = asyncio.create_task(self._answered(turn), name=f"turn {chat_key}")
@@ -206,6 +208,18 @@ class ChatQueues:
                 task.result()
             else:
                 aside[task] = turn
+
+    async def _woken_or_done(
+        self, chat_key: str, aside: dict[asyncio.Task[None], Answering], timeout_s: float
+    ) -> None:
+        """Until the chat's next wake (a message), a turn set aside ends, or `timeout_s`."""
+        woken = asyncio.create_task(self._workers.woken(chat_key).wait())
+        try:
+            await asyncio.wait(
+                {woken, *aside}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            woken.cancel()
 
     async def _answered(self, turn: Answering) -> None:
         finished = await self._answer(turn)

@@ -3,7 +3,8 @@
 `wake(key)` says there is work for that key; one task per key runs `work(key)`, which does
 everything pending and returns. A wake that comes while it runs is not lost: the task runs
 `work(key)` again (the "again" flag; `settle(key)` clears it just before the work reads what
-is pending, so a wake from then on is seen by that read and costs no extra round).
+is pending, so a wake from then on is seen by that read and costs no extra round). Work that
+waits on something else meanwhile can wait for the key's next wake too (`woken`).
 
 An error never stops a key for good: the task waits (backoff doubling to a cap) and runs
 `work(key)` again, until it returns normally. The state is in state.db, so running the work
@@ -46,17 +47,28 @@ class KeyedWorker:
         self._max_backoff_s = max_backoff_s
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
+        self._woken: dict[str, asyncio.Event] = {}
         self.closing = False
 
     def wake(self, key: str) -> None:
         """There is (maybe) something to do for `key`; start its task unless it runs."""
         self._again.add(key)
+        if (woken := self._woken.get(key)) is not None:
+            woken.set()
         if key not in self._tasks and not self.closing:
             self._tasks[key] = asyncio.create_task(self._run(key), name=f"{self._what} {key}")
 
     def settle(self, key: str) -> None:
         """The work is about to read what is pending: a wake from here on is seen by it."""
         self._again.discard(key)
+        self._woken.pop(key, None)
+
+    def woken(self, key: str) -> asyncio.Event:
+        """Set by the first wake of `key` since its work last settled (already, if one came)."""
+        event = self._woken.setdefault(key, asyncio.Event())
+        if key in self._again:
+            event.set()
+        return event
 
     @property
     def busy(self) -> bool:
