@@ -98,11 +98,8 @@ def chat_approver(
             return True
         question = ApprovalQuestion(uuid.uuid4().hex[:16], question_text(request))
         answer: ApprovalAnswer
-        try:
-            async with (
-                parked(aside),
-                asyncio.timeout(timeout_s),
-            ):  # not wait_for: it can lose a /stop
+        try:  # asyncio.timeout, not wait_for: wait_for can lose a /stop
+            async with parked(aside), asyncio.timeout(timeout_s):
                 answer = await channel.ask_approval(chat, question, may_answer)
         except TimeoutError:
             log.info("%s: no answer to %r within %g s: denied", chat.key, request.action, timeout_s)
