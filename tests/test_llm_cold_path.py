@@ -190,6 +190,33 @@ def test_a_one_shot_to_anthropic_still_goes_through_litellm(
     assert len([name for name in imported(done.stderr) if name.startswith("litellm.")]) > 100
 
 
+def test_a_dot_env_above_litellm_cannot_send_the_key_elsewhere(
+    llm_env: dict[str, str], fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """README's install puts the venv inside the clone, and LiteLLM in its default mode loads
+    the first .env above its own folder. Here LiteLLM sits in a folder whose parent holds a
+    .env, as a model that can write there would leave it: it names another Anthropic base
+    URL, which LiteLLM prefers to the one the user set (ANTHROPIC_BASE_URL). The one-shot still
+    goes to the user's, and the stranger's server sees nothing."""
+    spec = importlib.util.find_spec("litellm")
+    assert spec is not None and spec.submodule_search_locations
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "litellm").symlink_to(spec.submodule_search_locations[0])
+    with FakeLLM() as stranger:
+        (tmp_path / ".env").write_text(f"ANTHROPIC_API_BASE={stranger.base_url[:-3]}\n")
+        env = {
+            **llm_env,
+            "PINCLAW_LLM__MODEL": "anthropic/claude-sonnet-4-5",
+            "PINCLAW_LLM__API_BASE": "",
+            "ANTHROPIC_BASE_URL": fake_llm.base_url.removesuffix("/v1"),
+            "ANTHROPIC_API_KEY": "sk-ant-test-not-real",
+            "PYTHONPATH": str(tmp_path / "site"),
+        }
+        done = agent("run", "-m", "hi", "--no-daemon", env=env)
+        assert (done.returncode, done.stdout) == (0, "echo: anthropic\n"), done.stderr[-2000:]
+        assert stranger.requests == [] and len(fake_llm.requests) == 1
+
+
 FALLBACK = """
 import asyncio, json, sys
 from agent.config import LLMSettings

@@ -25,9 +25,10 @@ if TYPE_CHECKING:
 _START_PREFIXES = ("PYTHON", "LC_", "LITELLM_")
 _START_NAMES = ("LANG", "TMPDIR")
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
-# Set by pinclaw itself wherever LiteLLM is imported (agent/model/profiles/litellm_import.py):
+# Set by pinclaw itself wherever LiteLLM is imported (IMPORT_ENV in
+# agent/model/profiles/litellm_import.py):
 # a one-shot that imported it must find the warm start its shell's variables name.
-_OURS = ("LITELLM_LOCAL_MODEL_COST_MAP",)
+_OURS = ("LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_MODE")
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # agent/
 OFF = "PINCLAW_AGENT__WARM_START_S"  # "0": no warm start is used or started
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from agent.daemon.local_server import peer_uid
 from agent.home import create_private_file
+from agent.model.profiles.litellm_import import prepare_litellm_import
 from agent.warm.place import PACKAGE_DIR, paths, start_env
 
 MAX_REQUEST_BYTES = 4 << 20  # a command line and an environment; a message may be long
@@ -91,9 +92,9 @@ def _listed(modules_file: str | None) -> list[str]:
 def _preload(names: list[str]) -> None:
     """What the cold one-shot had imported (a module that fails is skipped: its one-shot
     imports it again), and at least the one-shot's own path."""
-    # As agent/model/profiles/litellm_import.py has it: LiteLLM's import never goes online
-    # for its price map (nor leaves a thread retrying, which a fork would not have).
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    # LiteLLM's import as load_litellm has it: never online for its price map (nor leaving a
+    # thread retrying, which a fork would not have), no stray .env read.
+    prepare_litellm_import()
     for name in ["agent.cli.main", "agent.cli.one_shot", *names]:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
