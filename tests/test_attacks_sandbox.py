@@ -17,6 +17,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -148,13 +149,25 @@ asyncio.run(main())
 """
 
 
+def private_tmps(folder: Path) -> list[str]:
+    """The sandboxed commands' temporary folders in `folder`, after a sweep of those whose
+    runtime is gone, as the next runtime's choice of sandbox makes it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tempfile, "tempdir", str(folder))
+        choose_sandbox("off")
+    return [path.name for path in folder.iterdir() if path.name.startswith("pinclaw-sandbox-")]
+
+
 @pytest.mark.parametrize(("sandbox", "keeper_mode"), KEPT, indirect=["keeper_mode"])
 async def test_nothing_outlives_a_daemon_that_was_killed(
     world: dict[str, Path], sandbox: str, keeper_mode: str
 ) -> None:
     """The runtime is SIGKILLed while a command runs: no cleanup of its own runs, and
-    still nothing of the command's is left a moment later."""
+    still nothing of the command's is left a moment later; its temporary folder (Landlock's)
+    is removed by the next runtime, and only once this one is gone."""
     mark = marker()
+    tmp = world["out"].parent / "tmp"
+    os.mkdir(tmp)
     runtime = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
@@ -164,12 +177,13 @@ async def test_nothing_outlives_a_daemon_that_was_killed(
         str(world["workspace"]),
         mark,
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp)},
         stdout=asyncio.subprocess.PIPE,
     )
     assert runtime.stdout is not None
     assert await asyncio.wait_for(runtime.stdout.readline(), 30) == b"started\n"
     assert processes_with(mark)
+    assert len(private_tmps(tmp)) == (1 if sandbox == "landlock" else 0)
     runtime.kill()
     await runtime.wait()
     for _ in range(40):
@@ -177,6 +191,7 @@ async def test_nothing_outlives_a_daemon_that_was_killed(
             break
         await asyncio.sleep(0.05)
     assert processes_with(mark) == []
+    assert private_tmps(tmp) == []
 
 
 @pytest.mark.parametrize(("sandbox", "keeper_mode"), KEPT, indirect=["keeper_mode"])

@@ -55,6 +55,7 @@ from tools.sandbox import parent_death, reaper
 from tools.sandbox.bwrap import bwrap_args
 from tools.sandbox.limits import Limits as Limits  # re-exported: SandboxSpec's limits
 from tools.sandbox.limits import RlimitPlan, child_steps, prlimit_argv, rlimit_plan
+from tools.sandbox.private_tmp import make_private_tmp, sweep_dead_runtimes_tmp
 from tools.sandbox.reaper import Keeper
 from tools.sandbox.subreaper import Subreaper
 from tools.sandbox.view import view
@@ -233,7 +234,7 @@ class Landlock(Sandbox):
         read = ll.EXECUTE | ll.READ_FILE | ll.READ_DIR
         write = ll.fs_rights(self.abi) & ~(ll.MAKE_CHAR | ll.MAKE_BLOCK | ll.IOCTL_DEV)
         device = ll.READ_FILE | ll.WRITE_FILE | ll.TRUNCATE
-        tmpdir = Path(tempfile.mkdtemp(prefix="pinclaw-sandbox-"))
+        tmpdir = make_private_tmp()
         ruleset: Ruleset | None = None
         keeper: Keeper | None = None
         try:
@@ -273,9 +274,11 @@ def choose_sandbox(setting: SandboxSetting) -> Sandbox:
     """The sandbox for `setting`, probed on each call: "auto" takes bubblewrap if a probe
     run works, else Landlock, else none; an explicit kind that cannot run raises
     SandboxUnavailable. The probe runs a process, so the caller keeps what it gets
-    (agent/app.py's App.sandbox, chosen once at start-up), nothing here does."""
+    (agent/app.py's App.sandbox, chosen once at start-up), nothing here does. Also removes
+    the temporary folders killed runtimes left (tools/sandbox/private_tmp.py)."""
     chosen = _choose(setting)
     reaper.cgroup_base()  # probed now, not on the first command
+    sweep_dead_runtimes_tmp()
     return chosen
 
 
