@@ -480,7 +480,9 @@ def test_the_service_file_starts_agent_run_with_the_env_file_and_restarts_on_fai
 ) -> None:
     home, user = tmp_path / "pinclaw home", tmp_path / "user"
     argv = command_line(sys.executable, Path("/etc/pin claw/config.toml"))
-    assert argv == [sys.executable, "-m", "agent", "--config", "/etc/pin claw/config.toml", "run"]
+    assert argv == [
+        *(sys.executable, "-P", "-m", "agent", "--config", "/etc/pin claw/config.toml", "run")
+    ]
     found = service_file(platform, argv=argv, home=home, user_home=user, environ={})
     home.mkdir()
     (home / "agent.env").write_text("# a comment\nFROM_ENV_FILE=read\n")
@@ -510,12 +512,27 @@ def test_the_service_file_starts_agent_run_with_the_env_file_and_restarts_on_fai
     assert ran.stdout == "read ['-c', 'x y']\n", ran.stderr
 
 
+def test_the_service_runs_this_installation_whatever_its_folder_holds(tmp_path: Path) -> None:
+    """systemd starts a user's unit in their home folder. A script of one's own named agent.py
+    there, or a package a model wrote into a workspace that is that folder, must not be what
+    runs (nor a module of that name shadow one pinclaw imports)."""
+    unit = service_file("linux", argv=command_line(sys.executable, None), home=tmp_path / "h",
+                        user_home=tmp_path, environ={}).text  # fmt: skip
+    (exec_start,) = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
+    argv = shlex.split(exec_start.removeprefix("ExecStart="))
+    planted = tmp_path / "planted-code-ran"
+    for name in ("agent.py", "click.py"):
+        (tmp_path / name).write_text(f"open({str(planted)!r}, 'w').close()\n")
+    ran = subprocess.run([*argv[:-1], "--version"], cwd=tmp_path, capture_output=True, text=True)
+    assert ran.stdout.startswith("pinclaw, version") and not planted.exists(), ran.stderr
+
+
 def test_service_install_writes_the_unit_and_a_private_env_file(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PINCLAW_", "XDG_"))}
     env |= {"HOME": str(tmp_path), "PINCLAW_HOME": str(tmp_path / "home")}
     shown, loaded = agent(env, "service", "install", "--print")
     assert shown.returncode == 0, shown.stderr
-    assert f"ExecStart={sys.executable} -m agent run" in shown.stdout
+    assert f"ExecStart={sys.executable} -P -m agent run" in shown.stdout
     assert not (tmp_path / ".config").exists() and not (tmp_path / "home").exists()
     assert [name for name in loaded if name not in ("typing", "json", "socket")] == ["click"]
     result, _ = agent(env, "service", "install")

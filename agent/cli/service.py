@@ -39,9 +39,11 @@ class ServiceFile:
 
 
 def command_line(python: str, config: Path | None) -> list[str]:
-    """`agent run` as the service starts it: this Python, so this installation."""
+    """`agent run` as the service starts it: this Python, so this installation. `-P`: systemd
+    starts a user's unit in their home folder, and `-m` would put that folder first on the
+    import path, where an agent.py, a discord.py or a planted package would run instead."""
     options = ["--config", str(config.expanduser().resolve())] if config else []
-    return [python, "-m", "agent", *options, "run"]
+    return [python, "-P", "-m", "agent", *options, "run"]
 
 
 def service_file(
