@@ -108,6 +108,18 @@ def without_pyserial(folder: Path) -> str:
     return str(shadow.parent)
 
 
+def without_system_programs(folder: Path) -> str:
+    """A PYTHONPATH entry under `folder` where pinclaw finds none of the programs it takes from
+    the system's folders (bwrap, setpriv, flock, prlimit): a machine without bubblewrap, as
+    its user meets it (tools/sandbox/system_programs.py)."""
+    shadow = folder / "no-system-programs"
+    shadow.mkdir(parents=True)
+    (shadow / "sitecustomize.py").write_text(
+        f"import tools.sandbox.system_programs as found\nfound.SYSTEM_PATH = {str(shadow)!r}\n"
+    )
+    return str(shadow)
+
+
 def env_of(**extra: str) -> dict[str, str]:
     return {**os.environ, **extra}
 

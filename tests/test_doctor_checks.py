@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from daemon_process import agent, without_pyserial
+from daemon_process import agent, without_pyserial, without_system_programs
 from fakes.firmata_board import FirmataBoard
 from fakes.llm_server import FakeLLM
 
@@ -177,10 +177,11 @@ def test_private_files_of_another_user_are_named_with_the_fix(
 def test_a_sandbox_required_but_missing_says_how_to_get_one(
     llm_env: dict[str, str], tmp_path: Path
 ) -> None:
-    env = {**llm_env, "PINCLAW_SECURITY__SANDBOX": "bubblewrap", "PATH": str(tmp_path)}
+    no_bwrap = {"PYTHONPATH": without_system_programs(tmp_path)}
+    env = {**llm_env, "PINCLAW_SECURITY__SANDBOX": "bubblewrap", **no_bwrap}
     assert (
-        'FAIL sandbox: sandbox is "bubblewrap" but bwrap is not on PATH (install bubblewrap), '
-        'or set sandbox = "auto" under [security]'
+        'FAIL sandbox: sandbox is "bubblewrap" but no bwrap in the system folders '
+        '(install bubblewrap), or set sandbox = "auto" under [security]'
     ) in lines(doctor(env))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +211,29 @@ def test_a_leading_tilde_in_args_is_the_home_as_a_shell_reads_it(
         "files", settings, own_folder=tmp_path / "own", policy=policy, sandbox=NoSandbox("test")
     )
     assert launch.argv[-3:] == [f"{tmp_path}/notes", "a~/b", "~"]
+
+
+def test_a_program_found_on_the_path_inside_the_workspace_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the home as the workspace, ~/.local/bin on the PATH is a folder a model can write:
+    a server named by a bare command must not start what it put there (with the server's
+    variables); named by its full path, it is the owner's choice."""
+    from tools.mcp.stdio import ServerError, server_launch
+
+    workspace = tmp_path / "user"
+    planted = workspace / ".local" / "bin" / "npx"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("#!/bin/sh\nexit 0\n")
+    planted.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{planted.parent}:{os.environ['PATH']}")
+    policy = SecurityPolicy.from_settings(SecuritySettings(), workspace)
+    settings = McpServerSettings(command="npx", sandbox=False)
+    with pytest.raises(ServerError, match=r"'npx' is found in the workspace .*full path"):
+        server_launch("gh", settings, own_folder=tmp_path / "own", policy=policy,
+                      sandbox=NoSandbox("test"))  # fmt: skip
+    by_path = McpServerSettings(command=str(planted), sandbox=False)
+    launch = server_launch(
+        "gh", by_path, own_folder=tmp_path / "own", policy=policy, sandbox=NoSandbox("test")
+    )
+    assert str(planted) in launch.argv

@@ -17,7 +17,7 @@ import pytest
 from attack_world import processes_with
 
 import tools.sandbox.limits as limits_module
-from tools.sandbox import reaper
+from tools.sandbox import reaper, system_programs
 from tools.sandbox.sandboxes import (
     Landlock,
     Limits,
@@ -512,11 +512,11 @@ def test_off_means_no_sandbox() -> None:
     assert (sandbox.kind, sandbox.reason) == ("none", "off in config")
 
 
-def test_bubblewrap_without_bwrap_on_path_is_refused(
+def test_bubblewrap_without_bwrap_in_the_system_folders_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(SandboxUnavailable, match=r"bubblewrap.*bwrap is not on PATH"):
+    monkeypatch.setattr(system_programs, "SYSTEM_PATH", str(tmp_path))
+    with pytest.raises(SandboxUnavailable, match=r"bubblewrap.*no bwrap in the system folders"):
         choose_sandbox("bubblewrap")
 
 
@@ -527,7 +527,7 @@ def test_a_bwrap_that_cannot_run_is_refused_and_auto_falls_back(
     fake = tmp_path / "bwrap"
     fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
     fake.chmod(0o755)
-    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(system_programs, "SYSTEM_PATH", str(tmp_path))
     with pytest.raises(SandboxUnavailable, match=r"failed a probe run.*uid map: Permission denied"):
         choose_sandbox("bubblewrap")
     chosen = choose_sandbox("auto")
@@ -541,7 +541,7 @@ def test_a_bwrap_too_old_for_the_masks_is_refused(
     fake = tmp_path / "bwrap"
     fake.write_text("#!/bin/sh\necho 'bwrap: Unknown option --bind-fd' >&2\nexit 1\n")
     fake.chmod(0o755)
-    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(system_programs, "SYSTEM_PATH", str(tmp_path))
     with pytest.raises(SandboxUnavailable, match=r"too old .*0\.5 or later"):
         choose_sandbox("bubblewrap")
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from daemon_process import DaemonProcess, agent, without_pyserial
+from daemon_process import DaemonProcess, agent, without_pyserial, without_system_programs
 from fakes.firmata_board import FirmataBoard
 from fakes.llm_server import FakeLLM, error
 
@@ -256,12 +256,13 @@ def test_a_daemon_already_serving_the_home_is_one_line(llm_env: dict[str, str], 
 def test_a_sandbox_required_but_missing_is_one_line(
     llm_env: dict[str, str], tmp_path: Path
 ) -> None:
-    env = {**llm_env, "PINCLAW_SECURITY__SANDBOX": "bubblewrap", "PATH": str(tmp_path)}
+    no_bwrap = {"PYTHONPATH": without_system_programs(tmp_path)}
+    env = {**llm_env, "PINCLAW_SECURITY__SANDBOX": "bubblewrap", **no_bwrap}
     one_line(
         agent("run", "-m", "hello?", env=env),
         2,
-        'error: sandbox is "bubblewrap" but bwrap is not on PATH (install bubblewrap), or set '
-        'sandbox = "auto" under [security] in config.toml',
+        'error: sandbox is "bubblewrap" but no bwrap in the system folders (install bubblewrap), '
+        'or set sandbox = "auto" under [security] in config.toml',
     )
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import site
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +73,7 @@ class SecurityPolicy:
         if home is not None:
             forbidden += [home / name for name in RUNTIME_FILES]
         workspace = workspace.expanduser().resolve()
+        forbidden += [path for path in installation() if workspace in path.parents]
         return cls(
             workspace=workspace,
             autonomy=settings.autonomy,
@@ -134,6 +137,20 @@ class SecurityPolicy:
         if inside:  # the others are outside the workspace: already out of reach
             lines.append("- Forbidden inside it: " + ", ".join(f"`{p}`" for p in inside))
         return "\n".join(lines)
+
+
+def installation() -> set[Path]:
+    """Where the code that runs pinclaw lies: its Python's prefixes (a venv's site-packages,
+    where a `.pth` file runs at every start), the folders imports are read from, and pinclaw's
+    own packages. A workspace that holds one (the home folder, with uv's or pipx's venv under
+    ~/.local) must not let a model write there: what it wrote would run, unconfined, at the
+    next start."""
+    here = Path(__file__).resolve().parent.parent  # beside tools/: agent/ and channels/
+    found = {Path(sys.prefix), Path(sys.base_prefix), *(here / p for p in ("agent", "tools"))}
+    found |= {here / "channels", *(Path(entry) for entry in sys.path if entry)}
+    if site.ENABLE_USER_SITE:
+        found.add(Path(site.getusersitepackages()))
+    return {path.resolve() for path in found if path.is_absolute()}
 
 
 def _inside(workspace: Path, name: str) -> tuple[str, ...]:

@@ -73,6 +73,13 @@ def server_launch(
     program = shutil.which(settings.command, path=env.get("PATH"))
     if program is None:
         raise ServerError(f"{settings.command!r} is not found on PATH")
+    if "/" not in settings.command and policy.workspace in Path(program).resolve().parents:
+        # A folder of the PATH in the workspace (~/.local/bin, the workspace the home): the
+        # model could have put that program there, to be given this server's variables.
+        raise ServerError(
+            f"{settings.command!r} is found in the workspace ({program}), where a model can "
+            "write; name the program you mean by its full path"
+        )
     own_folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     # A leading ~/ is the owner's home, as a shell would read it (no shell runs the server).
     argv = [program, *(os.path.expanduser(a) if a.startswith("~/") else a for a in settings.args)]

@@ -16,9 +16,10 @@ from __future__ import annotations
 import functools
 import os
 import resource
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from tools.sandbox.system_programs import system_program
 
 _MIB = 1024 * 1024
 
@@ -69,7 +70,7 @@ def rlimit_plan(limits: Limits) -> RlimitPlan:
 
 @functools.cache
 def prlimit() -> str | None:
-    return shutil.which("prlimit", path="/usr/bin:/bin")  # util-linux; trusted places only
+    return system_program("prlimit")  # util-linux
 
 
 def prlimit_argv(argv: list[str], plan: RlimitPlan) -> list[str] | None:

@@ -24,10 +24,11 @@ import ctypes
 import fcntl
 import functools
 import os
-import shutil
 import signal
 import subprocess
 from collections.abc import Callable
+
+from tools.sandbox.system_programs import SYSTEM_PATH, system_program
 
 _PR_SET_PDEATHSIG = 1
 # Run between setpriv and the command: goes on only while the daemon ($0) is the parent.
@@ -77,7 +78,7 @@ def while_daemon_lives(argv: list[str]) -> tuple[list[str], int] | None:
 
 @functools.cache
 def _flock() -> str | None:
-    found = shutil.which("flock")
+    found = system_program("flock")
     return found if found is not None and os.path.exists("/bin/sh") else None
 
 
@@ -92,11 +93,13 @@ def _daemon_lock() -> int:
 
 @functools.cache
 def _setpriv() -> str | None:
-    found = shutil.which("setpriv")
+    found = system_program("setpriv")
     if found is None or not os.path.exists("/bin/sh"):
         return None
     try:
-        usage = subprocess.run([found, "--help"], capture_output=True, text=True, timeout=5)
+        usage = subprocess.run(
+            [found, "--help"], capture_output=True, text=True, timeout=5, env={"PATH": SYSTEM_PATH}
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return found if "--pdeathsig" in usage.stdout else None

@@ -58,6 +58,7 @@ from tools.sandbox.limits import RlimitPlan, child_steps, prlimit_argv, rlimit_p
 from tools.sandbox.private_tmp import make_private_tmp, sweep_dead_runtimes_tmp
 from tools.sandbox.reaper import Keeper
 from tools.sandbox.subreaper import Subreaper
+from tools.sandbox.system_programs import system_program
 from tools.sandbox.view import view
 
 if TYPE_CHECKING:  # imported lazily at run time: tools.sandbox.landlock needs Linux's libc
@@ -310,9 +311,9 @@ def _find_bwrap() -> tuple[str | None, str]:
     """bwrap's path, or None and why not. A probe run catches disabled user namespaces
     (e.g. Ubuntu's AppArmor restriction), which a PATH lookup cannot see, and a bwrap
     older than 0.5 (no --bind-fd, which a masked path that does not exist needs)."""
-    bwrap = shutil.which("bwrap")
+    bwrap = system_program("bwrap")
     if bwrap is None:
-        return None, "bwrap is not on PATH (install bubblewrap)"
+        return None, "no bwrap in the system folders (install bubblewrap)"
     with tempfile.TemporaryDirectory(prefix="pinclaw-probe-") as folder:
         (Path(folder) / "present").touch()
         spec = SandboxSpec(Path(folder), network=False, masked=(Path(folder) / "absent",))
