@@ -164,7 +164,10 @@ def voice_transcriber(settings: Settings, channel: str) -> Transcriber | None:
         return None
 
     async def transcribe_voice(name: str, data: bytes) -> str:
-        return await transcribe(name, data, model, api_base=settings.llm.api_base)
+        limit_s = settings.channels.download_timeout_s  # as the file's download
+        return await transcribe(
+            name, data, model, api_base=settings.llm.api_base, timeout_s=limit_s
+        )
 
     return transcribe_voice
 

@@ -274,7 +274,8 @@ class Channel(Protocol):
     # One attempt; the platform's id of the message (None: it has none). Raises SendFailed.
     async def send_part(self, chat: ChatRef, part: OutgoingPart) -> str | None: ...
 
-    async def fetch_file(self, file: RemoteFile) -> bytes: ...  # the bytes; OSError if not
+    # The bytes, at most `max_bytes` (OSError errno EFBIG past them); OSError if not had.
+    async def fetch_file(self, file: RemoteFile, max_bytes: int | None = None) -> bytes: ...
 
     def typing(self, chat: ChatRef) -> AbstractAsyncContextManager[None]: ...
 

@@ -52,7 +52,7 @@ class TerminalChannel:
         line = f"[{part.media.kind}: {part.media.source}]" if part.media else part.text
         print(line, file=self._out, flush=True)
 
-    async def fetch_file(self, file: RemoteFile) -> bytes:
+    async def fetch_file(self, file: RemoteFile, max_bytes: int | None = None) -> bytes:
         raise OSError("the terminal has no files to fetch")
 
     def typing(self, chat: ChatRef) -> AbstractAsyncContextManager[None]:

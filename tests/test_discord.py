@@ -7,18 +7,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from aiohttp import web
 from conftest import Daemon
 from fakes.discord_server import FakeDiscord, SentMessage
 from fakes.llm_server import FakeLLM, last_user_content
 from fakes.model_double import ScriptedModel, text
 from fakes.telegram_server import FakeTelegram
+
+from channels.discord.cdn import fetch_from_cdn
+from channels.discord.interactions import KEPT_S, PendingInteractions
 
 OWNER = "111"
 STRANGER = "777"
@@ -733,3 +739,46 @@ async def test_a_fact_told_on_telegram_follows_the_person_but_not_into_groups_or
     )  # fmt: skip
     assert one_shot.returncode == 0, one_shot.stderr
     assert "Wavecrest" in last_user_content(fake_llm.requests[-1])  # the terminal is the owner
+
+
+async def test_an_attachment_download_stops_at_the_limit_whatever_its_announced_size() -> None:
+    """The CDN's body is read only up to the limit (channels/discord/cdn.py), even when it
+    announces no length: never whole into memory, whatever the message said its size was."""
+    sent = 0
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        nonlocal sent
+        response = web.StreamResponse()  # chunked: no Content-Length
+        await response.prepare(request)
+        with contextlib.suppress(ConnectionError):
+            while sent < 64 * 2**20:
+                await response.write(bytes(2**16))
+                sent += 2**16
+        return response
+
+    app = web.Application()
+    app.router.add_get("/attachments/1/2/big.bin", endless)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    http = SimpleNamespace(proxy=None, proxy_auth=None)
+    try:
+        with pytest.raises(OSError) as refused:
+            url = f"http://127.0.0.1:{port}/attachments/1/2/big.bin"
+            await fetch_from_cdn(http, url, 2**20)  # type: ignore[arg-type]
+    finally:
+        await runner.cleanup()
+    assert refused.value.errno == errno.EFBIG
+    assert sent < 32 * 2**20
+
+
+def test_a_slash_commands_interaction_is_kept_only_while_discord_takes_its_followup() -> None:
+    now = [0.0]
+    waiting = PendingInteractions(max_kept=3, clock=lambda: now[0])
+    for n in range(5):
+        waiting.put(f"interaction-{n}", SimpleNamespace(id=n))  # type: ignore[arg-type]
+    assert len(waiting) == 3 and waiting.pop("interaction-0") is None  # the oldest went first
+    now[0] = KEPT_S
+    assert waiting.pop("interaction-4") is None and len(waiting) == 0

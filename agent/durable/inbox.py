@@ -201,6 +201,16 @@ class Inbox:
         )
         return [(str(sender), str(username or "")) for sender, username in rows]
 
+    async def keep_fetched(self, inbox_id: int, msg: IncomingMessage) -> None:
+        """A pending row's message as its files were fetched (saved attachments and notes, no
+        `files` left): a turn run again reuses them (agent/runtime/attachments.py)."""
+        await self._db.write(
+            lambda conn: conn.execute(
+                "UPDATE inbox SET message = ? WHERE id = ? AND status = 'pending'",
+                (encode(msg), inbox_id),
+            )
+        )
+
     def finish(
         self, conn: sqlite3.Connection, inbox_id: int, status: str, *, taken_by: int | None = None
     ) -> None:

@@ -50,7 +50,7 @@ class _Headless:
     def parts(self, reply: Reply) -> list[OutgoingPart]:
         return reply_parts(reply, 0, lambda text, _limit: [text])
 
-    async def fetch_file(self, file: RemoteFile) -> bytes:
+    async def fetch_file(self, file: RemoteFile, max_bytes: int | None = None) -> bytes:
         raise OSError(f"a chat of {self.name!r} carries no files")
 
     def typing(self, chat: ChatRef) -> AbstractAsyncContextManager[None]:

@@ -17,14 +17,19 @@ async def _litellm() -> ModuleType:
     return await asyncio.to_thread(load_litellm)
 
 
-async def transcribe(name: str, data: bytes, model: str, *, api_base: str = "") -> str:
+async def transcribe(
+    name: str, data: bytes, model: str, *, api_base: str = "", timeout_s: float
+) -> str:
     """Speech to text through LiteLLM (e.g. model "openai/whisper-1"), from the bytes the
-    channel fetched (the file saved in the workspace is not read again)."""
+    channel fetched (the file saved in the workspace is not read again). `timeout_s` bounds
+    the call, not LiteLLM's first import: a stuck provider (LiteLLM's own limit is minutes,
+    retried) must not hold up the chat."""
     litellm = await _litellm()
     kwargs: dict[str, Any] = {"model": model, "file": (name, data)}
     if api_base:
         kwargs["api_base"] = api_base
-    response = await litellm.atranscription(**kwargs)
+    async with asyncio.timeout(timeout_s):
+        response = await litellm.atranscription(**kwargs)
     return str(response.text).strip()
 
 

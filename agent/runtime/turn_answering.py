@@ -18,13 +18,14 @@ from agent.conversation.compaction import model_summariser
 from agent.conversation.scopes import Audience, audience_of
 from agent.durable.always_allowed import AlwaysAllowed
 from agent.durable.file.state_db import Transaction
+from agent.durable.file_sources import FileSources
 from agent.durable.store import Store
 from agent.durable.tool_journal import ToolJournal
 from agent.durable.triggers import Trigger
 from agent.model.responses import OnRetry
 from agent.prompt.context import SILENT_REPLY
 from agent.runtime.approvals import turn_approvers
-from agent.runtime.attachments import Downloads
+from agent.runtime.attachments import Downloads, forwarded_words
 from agent.runtime.media import reply_files, resolve_reply
 from agent.runtime.owner.doorkeeper import Doorkeeper
 from agent.runtime.owner.memory_vetting import MemoryVetting
@@ -82,6 +83,7 @@ class TurnAnswerer:
         self._controls = controls
         self._always = always
         self._downloads = downloads
+        self._sources = FileSources(store.db, policy.workspace)  # a forwarded file's words
         self._policy = policy
         self._scrub = scrub
         self._memory = memory
@@ -96,6 +98,11 @@ class TurnAnswerer:
         pending, taken = answering.pending, answering.taken  # taken: rows steered in
         trigger = pending.trigger  # nobody typed, nobody waits
         channel, settings = self._channel, self._setup.settings
+        if trigger is None:
+            self._reactions.mark(pending.messages, "working")
+        # Its files fetched before it takes one of the turn slots all chats share.
+        limit = settings.channels.max_attachment_mb
+        pending = await self._downloads.fetch_rows(pending, self._store.inbox, limit, self._sources)
         msg = merged(pending, settings.channels.max_message_chars)
         fresh = not pending.attempts and trigger is None
         stream = channel.open_stream(msg.chat, msg.message_id) if fresh else None
@@ -108,14 +115,11 @@ class TurnAnswerer:
         audience = self._audience(msg)
         steer = self._busy.steer(answering, self._setup.runner.envelope)
         waiting = answering.waiting  # set when its question waits on someone else
-        if trigger is None:
-            self._reactions.mark(pending.messages, "working")
         async with self._slots.hold() as slot, typing:
             slot.on_asking = waiting.set
             after_s = agent.still_thinking_after_s if fresh else 0.0  # once a message
             slow = StillThinking(msg.chat, queue, after_s, on_text, asked=lambda: slot.asked)
             try:
-                msg = await self._downloads.fetch(msg)
                 on_text = slow.shown if on_text is not None else None
                 outcome, session = await self._turn(
                     msg,
@@ -182,8 +186,9 @@ class TurnAnswerer:
         chat, where the person waits for the answer (`on_text`: as it streams) and nothing
         needs redelivering."""
         audience = self._audience(msg)
+        limit = self._setup.settings.channels.max_attachment_mb
+        fetched = await self._downloads.fetch(msg, limit, self._sources)  # before its slot
         async with self._slots.hold() as slot:
-            fetched = await self._downloads.fetch(msg)
             outcome, session = await self._turn(
                 fetched, audience, slot, on_event=on_event, on_text=on_text
             )
@@ -274,21 +279,15 @@ class TurnAnswerer:
         left = tuple(prepared[0].context.taint.left_unvetted) if prepared else ()
         unvetted = outcome.unvetted or left
         if outcome.messages and not outcome.tainted_by:  # stopped, or failed: words kept
-            outcome.tainted_by = _taint_of(msg, prepared)
+            # What it had read that its speaker did not write (its loop's outcome is lost).
+            outcome.tainted_by = (
+                prepared[0].context.taint.why() if prepared else forwarded_words(msg)
+            )
         if unvetted and self._vetting:
             self._vetting.offer(unvetted, msg.chat)
         if outcome.status != "interrupted":
             last[key] = outcome.record
         return outcome, prepared[0].session if prepared else None
-
-
-def _taint_of(msg: IncomingMessage, prepared: list[TurnInputs]) -> str:
-    """What a turn that ended without its loop's outcome had read that its speaker did not
-    write, for the words it keeps (a forwarded message stays someone else's)."""
-    if prepared:
-        return prepared[0].context.taint.why()
-    forwarded = msg.forwarded_from
-    return f"after reading a message forwarded from {forwarded}" if forwarded else ""
 
 
 async def _discarded(stream: ReplyStream) -> None:

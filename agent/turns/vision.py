@@ -11,13 +11,28 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+# Decoded, an image takes 3-4 bytes a pixel: this cap keeps one at about 100 MB at most, what
+# a Raspberry Pi can spare, and still takes a 24 MP camera's photo. The model sees at most
+# `max_px` on the long side (1568 px by default, 2.4 MP) anyway. Pillow's own limit (a
+# warning at 89 MP, an error only at 179 MP) would let a 3 MB PNG take gigabytes.
+MAX_PIXELS = 24_000_000
+
 
 def image_part(data: bytes, name: str, max_px: int) -> dict[str, Any] | None:
     """The image as a message part, or None (logged) when it cannot be read as one."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
 
     try:
         with Image.open(io.BytesIO(data)) as opened:
+            # A JPEG is decoded at 1/2, 1/4 or 1/8 of its size when that still covers
+            # max_px (DCT scaling: far less memory); other formats ignore this.
+            shrink = max_px / max(opened.size)
+            if shrink < 1:
+                width, height = opened.size
+                opened.draft(None, (max(1, int(width * shrink)), max(1, int(height * shrink))))
+            width, height = opened.size  # from the header: nothing decoded yet
+            if width * height > MAX_PIXELS:
+                raise ValueError(f"{width} x {height} pixels is over {MAX_PIXELS:,}")
             opened.load()
             kind = "PNG" if opened.mode in ("RGBA", "LA", "P") else "JPEG"
             image: Image.Image = opened
@@ -27,7 +42,7 @@ def image_part(data: bytes, name: str, max_px: int) -> dict[str, Any] | None:
                 image = image.convert("RGB")
             buffer = io.BytesIO()
             image.save(buffer, kind, **({"quality": 85} if kind == "JPEG" else {}))
-    except (OSError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
+    except Exception as exc:  # a decoder's any error (SyntaxError, ValueError, OSError, ...)
         log.warning("%s is not shown to the model: %s", name, exc)
         return None
     encoded = base64.b64encode(buffer.getvalue()).decode("ascii")

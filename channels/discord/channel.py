@@ -43,6 +43,8 @@ from channels.capabilities import CHAT_COMMANDS, MediaKind
 from channels.config import DiscordSettings
 from channels.discord import reactions
 from channels.discord.approvals import DiscordApprovals
+from channels.discord.cdn import fetch_from_cdn
+from channels.discord.interactions import PendingInteractions
 from channels.discord.kind import DISCORD
 from channels.discord.send_errors import send_failed
 from channels.discord.stream import DiscordStream, reference_to
@@ -103,7 +105,7 @@ class DiscordChannel:
         self._client = _Client(self, intents=intents, guild_ready_timeout=0.5)
         self._connection: asyncio.Task[None] | None = None
         self._saved_urls: tuple[str, yarl.URL] | None = None
-        self._interactions: dict[str, discord.Interaction] = {}
+        self._interactions = PendingInteractions()  # by the message id a reply names
         self.approvals = DiscordApprovals()  # answers the buttons of ask_approval
         if settings.register_slash_commands:
             for name, text in CHAT_COMMANDS:
@@ -175,14 +177,18 @@ class DiscordChannel:
             return
         if message.guild is not None and not self._guild_message_wanted(message, me.id):
             return
-        text = re.sub(rf"<@!?{me.id}>", "", message.content).strip()
-        if not text and not message.attachments:
+        # A forward leaves its own content and attachments empty: the forwarded message's
+        # are in its snapshot (the turn is marked someone else's words: forwarded_from).
+        snapshots = message.message_snapshots
+        own = re.sub(rf"<@!?{me.id}>", "", message.content).strip()
+        text = "\n\n".join(t for t in (own, *(s.content.strip() for s in snapshots)) if t)
+        attachments = [*message.attachments, *(a for s in snapshots for a in s.attachments)]
+        if not text and not attachments:
             log.info("discord: a message with nothing pinclaw reads (a sticker, an embed…)")
             return
         allowed = self._allowed(str(message.author.id), message.author.name)
         files = tuple(
-            RemoteFile(media_kind(item), item.url, item.filename, item.size)
-            for item in message.attachments
+            RemoteFile(media_kind(item), item.url, item.filename, item.size) for item in attachments
         )
         # Stored before this handler returns; a stranger's files are not even listed.
         await self._submit(
@@ -195,7 +201,7 @@ class DiscordChannel:
                 is_group=message.guild is not None,
                 message_id=str(message.id),
                 files=files if allowed else (),
-                forwarded_from="someone" if message.message_snapshots else "",
+                forwarded_from="someone" if snapshots else "",
             )
         )
 
@@ -222,9 +228,10 @@ class DiscordChannel:
         replied = message.reference.resolved if message.reference else None
         return isinstance(replied, discord.Message) and replied.author.id == bot_id
 
-    async def fetch_file(self, file: RemoteFile) -> bytes:
-        """The file's bytes: the runtime saves them itself, through the workspace's resolver."""
-        return bytes(await self._client.http.get_from_cdn(file.ref))
+    async def fetch_file(self, file: RemoteFile, max_bytes: int | None = None) -> bytes:
+        """The file's bytes, at most `max_bytes` (OSError past them, whatever size the message
+        announced): the runtime saves them itself, through the workspace's resolver."""
+        return await fetch_from_cdn(self._client.http, file.ref, max_bytes)
 
     def _slash(self, name: str, description: str) -> app_commands.Command[Any, Any, Any]:
         async def command(interaction: discord.Interaction) -> None:
@@ -242,7 +249,7 @@ class DiscordChannel:
             await interaction.response.defer(thinking=True)
             # The reply finds its interaction by this id (Reply.reply_to), not by chat.
             message_id = f"interaction-{interaction.id}"
-            self._interactions[message_id] = interaction
+            self._interactions.put(message_id, interaction)
             await self._submit(
                 IncomingMessage(
                     chat=ChatRef("discord", str(interaction.channel_id)),
@@ -298,7 +305,7 @@ class DiscordChannel:
             channel = await self.target(chat)
             if part.media is not None:
                 return _id(await self._send_media(channel, part.media, nonce, suppress))
-            interaction = self._interactions.pop(part.reply_to, None)
+            interaction = self._interactions.pop(part.reply_to)
             if interaction is not None:  # a webhook: no nonce; tried once, then as a message
                 followup = interaction.followup
                 sent = await followup.send(part.text, wait=True, suppress_embeds=suppress)

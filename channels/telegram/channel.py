@@ -39,6 +39,7 @@ from channels.capabilities import CHAT_COMMANDS
 from channels.config import TelegramSettings
 from channels.stream import PacedStream
 from channels.telegram.approvals import NO_PREVIEWS, TelegramApprovals
+from channels.telegram.download import download
 from channels.telegram.incoming import addressed_to_bot, remote_files, to_incoming
 from channels.telegram.kind import TELEGRAM
 from channels.telegram.polling import UpdatePoller, retry_seconds
@@ -186,10 +187,10 @@ class TelegramChannel:
         allowed = self._allowed(str(user.id), user.username or "")
         await self._submit(to_incoming(message, self.bot.username, files if allowed else ()))
 
-    async def fetch_file(self, file: RemoteFile) -> bytes:
-        """The file's bytes: the runtime saves them itself, through the workspace's resolver."""
-        telegram_file = await self.bot.get_file(file.ref)
-        return bytes(await telegram_file.download_as_bytearray())
+    async def fetch_file(self, file: RemoteFile, max_bytes: int | None = None) -> bytes:
+        """The file's bytes, at most `max_bytes` (OSError past them, however much Telegram
+        announced): the runtime saves them itself, through the workspace's resolver."""
+        return await download(self.bot, file.ref, max_bytes)
 
     # -- out -----------------------------------------------------------------------------
 

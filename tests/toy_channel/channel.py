@@ -113,7 +113,7 @@ class ToyChannel:
         self.shown.append(Shown(chat, part.text))
         return str(next(self._ids))
 
-    async def fetch_file(self, file: RemoteFile) -> bytes:
+    async def fetch_file(self, file: RemoteFile, max_bytes: int | None = None) -> bytes:
         raise OSError("the toy platform keeps no files")
 
     @contextlib.asynccontextmanager
