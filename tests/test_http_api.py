@@ -302,6 +302,7 @@ async def test_a_streamed_turn_whose_client_left_holds_its_session_until_it_ends
     assert "What did I plant?" in said and "A: basil." in said, "the turns ran side by side"
 
 
+@pytest.mark.both_stores
 async def test_a_stateless_call_keeps_no_secret_of_its_history_tool_calls(
     model_env: dict[str, str],
     model: ScriptedModel,
@@ -311,7 +312,8 @@ async def test_a_stateless_call_keeps_no_secret_of_its_history_tool_calls(
 ) -> None:
     """A client's history (an earlier model of the conversation called one of the client's
     tools with a key the person pasted) is stored as the turn before and sent to the model:
-    scrubbed whole, its texts and its tool calls' arguments."""
+    scrubbed whole, its texts and its tool calls' arguments. What is stored is read while
+    the turn runs: once it has ended, the call's chat is removed."""
     secret = model_env["OPENAI_API_KEY"]  # a secret pinclaw knows
     arguments = json.dumps({"provider": "openai", "api_key": secret})
     call = {
@@ -326,10 +328,18 @@ async def test_a_stateless_call_keeps_no_secret_of_its_history_tool_calls(
         {"role": "assistant", "content": "It is valid."},
         {"role": "user", "content": "Thanks. What did we just do?"},
     ]
+    query = "SELECT message FROM messages WHERE chat_key LIKE 'api:%'"
+    stored: list[tuple[Any, ...]] = []
+
+    def answer(request: dict[str, Any]) -> str:
+        stored.extend(rows(home / "state.db", query))  # what the turn reads, as it runs
+        return "We checked your key."
+
+    model.responder = answer
     async with daemon():
         await client.chat.completions.create(model="any", messages=history)  # type: ignore[arg-type]
-    stored = rows(home / "state.db", "SELECT message FROM messages WHERE chat_key LIKE 'api:%'")
-    assert stored, "the stateless call's history is stored"
+    assert stored, "the stateless call's history is stored for its turn"
+    assert rows(home / "state.db", query) == [], "and removed once the call is answered"
     assert "[REDACTED]" in stored[0][0]  # the person's text was scrubbed
     assert not any(secret in message for (message,) in stored)  # the store
     assert secret not in json.dumps(model.requests[0]["messages"])  # the model

@@ -9,6 +9,8 @@ Each part's fate is in `outbox_parts`: before a part is sent its attempt is comm
 when pinclaw stopped or timed out, and the platform cannot tell: possibly lost). An attempt
 the platform answered with a plain failure is removed: that part was not delivered. So after
 a crash, a part still "sending" is one that may have gone out, and is never resent blindly.
+A voice note's audio and a document's text are kept only until the reply is done (or
+expired): they are there for a restart to send, and emptied then, not kept for good.
 """
 
 from __future__ import annotations
@@ -100,6 +102,8 @@ class PartOutcome:
                 " WHERE id = ?",
                 (self.reason[:500], "expired" if self.expired else "pending", self.outgoing_id),
             )
+            if self.expired:
+                _let_go_of_payloads(conn, self.outgoing_id)
             return
         if self.part >= 0:  # -1: a reply with no parts, done
             self._keep(conn)
@@ -115,6 +119,8 @@ class PartOutcome:
             " last_error = CASE WHEN ? = '' THEN last_error ELSE ? END WHERE id = ?",
             (self.part + 1, done, self.reason, self.reason[:500], self.outgoing_id),
         )
+        if self.last:
+            _let_go_of_payloads(conn, self.outgoing_id)
 
     def _keep(self, conn: sqlite3.Connection) -> None:
         """The part's outcome, over its attempt (or in its place: a part never attempted)."""
@@ -124,6 +130,25 @@ class PartOutcome:
             " status = excluded.status, message_id = excluded.message_id,"
             " reason = excluded.reason",
             (*self._key, self.status, self.message_id, self.reason[:500], time.time()),
+        )
+
+
+def _let_go_of_payloads(conn: sqlite3.Connection, outgoing_id: int) -> None:
+    """A done reply's voice notes and documents (`spoken`, `inline`) emptied: they were kept
+    only for a restart to send them, and would otherwise stay in state.db (and its backups)
+    for good. The rest of each part stays, for what reads a reply's record."""
+    row = conn.execute("SELECT parts FROM outbox WHERE id = ?", (outgoing_id,)).fetchone()
+    if row is None:
+        return
+    parts, emptied = json.loads(row[0]), False
+    for media in (part.get("media") for part in parts):
+        if media and (media.get("spoken") or media.get("inline")):
+            media["spoken"] = media["inline"] = ""
+            emptied = True
+    if emptied:
+        conn.execute(
+            "UPDATE outbox SET parts = ? WHERE id = ?",
+            (json.dumps(parts, ensure_ascii=False), outgoing_id),
         )
 
 

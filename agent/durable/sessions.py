@@ -226,6 +226,16 @@ class SessionStore:
 
         await self._db.write(start)
 
+    async def forget(self, chat_key: str) -> None:
+        """Remove the chat's history, summaries and session number: for a chat nobody can
+        open again (a stateless API call's), whose rows would otherwise stay for good."""
+
+        def remove(conn: sqlite3.Connection) -> None:
+            for table in ("messages", "summaries", "chats"):
+                conn.execute(f"DELETE FROM {table} WHERE chat_key = ?", (chat_key,))
+
+        await self._db.write(remove)
+
     async def count(self, chat_key: str) -> int:
         row = await self._db.fetchone(
             "SELECT COUNT(*) FROM messages WHERE chat_key = ? AND session = "

@@ -7,8 +7,9 @@ audience, as in their private chat (the owner's key: the owner's). A conversatio
 pinclaw session when the request names one (`X-Session-Id`, else the `user` field): pinclaw
 keeps its history, so only the last user message is read. Without one it is stateless: the
 client's earlier user and assistant messages are the history, as sent (its system messages
-are not: pinclaw's prompt is the system prompt). pinclaw's own tools run inside the turn;
-the answer is its final reply, with the turn's usage.
+are not: pinclaw's prompt is the system prompt), stored for the turn and removed after it.
+pinclaw's own tools run inside the turn; the answer is its final reply, with the turn's
+usage.
 """
 
 from __future__ import annotations
@@ -123,12 +124,16 @@ class ChatApi:
         token = CLIENT_TOOLS.set(theirs)  # the turn's task, made inside, inherits it
         try:
             async with lock:  # one turn at a time in a session, as in a chat
-                history = earlier(messages, self._scrub)
-                if not named and history:
-                    await self._runtime.store.sessions.append_turn(chat.key, history)
-                if asked.get("stream"):
-                    return await self._streamed(request, msg, asked)
-                reply, record = await self._answer(msg)
+                try:
+                    history = earlier(messages, self._scrub)
+                    if not named and history:
+                        await self._runtime.store.sessions.append_turn(chat.key, history)
+                    if asked.get("stream"):
+                        return await self._streamed(request, msg, asked)
+                    reply, record = await self._answer(msg)
+                finally:
+                    if not named:
+                        await self._forget(chat.key)
         finally:
             CLIENT_TOOLS.reset(token)
         if record is not None and record.stop_reason in ("error", "budget"):
@@ -136,6 +141,15 @@ class ChatApi:
             return _error(status, record.error or reply)
         body = completion(self._model(), reply, record)
         return web.json_response(body)
+
+    async def _forget(self, chat_key: str) -> None:
+        """A stateless call's chat, once its turn has ended: nobody can name it again (the
+        client sends the whole history each time), so its rows are removed, or a
+        conversation of N calls would leave N*(N+1) of them in state.db."""
+        try:
+            await self._runtime.store.sessions.forget(chat_key)
+        except Exception as exc:  # state.db busy, full or closing: the answer stands
+            log.warning("http: %s: its history could not be removed: %s", chat_key, exc)
 
     async def _asked(self, request: web.Request) -> dict[str, Any]:
         if request.content_type != "application/json":

@@ -8,6 +8,7 @@ config.toml is never rewritten.
   may talk to the bot.
 - `pairing_locks`: a sender's wrong codes (WRONG_LIMIT within an hour lock their pairing for
   an hour) and the lock a denial leaves (a day: no new code, no new line to the owner).
+  Ended codes and locks long over are forgotten after KEPT_S (30 days).
 
 The daemon uses them through StateDB; `agent pairing` opens state.db itself, as `agent
 schedules` does (the daemon reads `paired` again on a stranger's message and every 30 s, and
@@ -162,9 +163,7 @@ class Pairings:
         now, channel, sender = self.now(), msg.chat.channel, msg.sender_id
 
         def step(conn: sqlite3.Connection) -> Outcome:
-            conn.execute(
-                "DELETE FROM pairing_codes WHERE expires_at < ?", (now - KEPT_S,)
-            )  # long over: forgotten
+            _forget_old(conn, now)
             if _locked_until(conn, channel, sender) > now:
                 return Outcome("locked")
             row = conn.execute(
@@ -189,6 +188,7 @@ class Pairings:
         now, channel, sender = self.now(), msg.chat.channel, msg.sender_id
 
         def step(conn: sqlite3.Connection) -> Outcome:
+            _forget_old(conn, now)
             if _locked_until(conn, channel, sender) > now:
                 return Outcome("locked")
             found = _code(conn, typed)
@@ -336,6 +336,18 @@ def _admit(conn: sqlite3.Connection, member: Member) -> None:
     )
     conn.execute(
         "DELETE FROM pairing_locks WHERE channel = ? AND sender_id = ?", (member.channel, member.id)
+    )
+
+
+def _forget_old(conn: sqlite3.Connection, now: float) -> None:
+    """Codes ended, and strangers' wrong-code counts and locks over, KEPT_S ago: forgotten,
+    or each stranger who ever wrote would keep a row for good. Run on both a request and a
+    code, so that strangers who only guess codes are forgotten too."""
+    long_ago = now - KEPT_S
+    conn.execute("DELETE FROM pairing_codes WHERE expires_at < ?", (long_ago,))
+    conn.execute(
+        "DELETE FROM pairing_locks WHERE locked_until < ? AND first_wrong_at < ?",
+        (long_ago, long_ago),
     )
 
 

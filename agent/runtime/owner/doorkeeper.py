@@ -8,21 +8,23 @@ buttons; a stranger who sends an invite code the owner made is in at once; any o
 counts as wrong, and WRONG_LIMIT of them lock that sender's pairing for an hour. A stranger in
 a group gets silence; the owner adds a group with `/pair here`
 (agent/runtime/owner/pair_command.py).
-Without pairing: the allow-list alone and one polite reply per stranger (silence in groups),
-as before pairing existed.
+Without pairing: the allow-list alone and one polite reply per stranger an hour (silence in
+groups), as before pairing existed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
 from agent.conversation import private_chats
 from agent.durable.file.state_db import StateDB
 from agent.durable.inbox import Inbox
 from agent.durable.owner.pairing_codes import shown, typed_code
-from agent.durable.owner.pairings import Code, Outcome, Pairings
+from agent.durable.owner.pairings import CODE_LIFE_S, Code, Outcome, Pairings
 from agent.runtime.owner.pairing_texts import code_text, decision_text, owner_text, stranger_text
 from agent.runtime.turn_setup import TurnSetup
 from agent.security import Scrubber
@@ -35,6 +37,7 @@ log = logging.getLogger(__name__)
 QueueReply = Callable[[ChatRef, Reply], Awaitable[int]]
 RELOAD_S = 30.0  # `agent pairing` may change state.db under a running daemon
 CLOSED = "⌛ No longer waiting here: /pair list shows what was decided."
+TOLD_KEPT = 1_000  # strangers remembered as told at most (the oldest forgotten first)
 
 
 class Doorkeeper:
@@ -58,7 +61,9 @@ class Doorkeeper:
         self._scrub = scrub
         self._people: set[str] = set()  # let in, as state.db said when last read
         self._groups: set[str] = set()
-        self._told: set[str] = set()  # strangers given the polite reply (pairing off)
+        # Strangers given the polite reply, oldest first, with when: each is told at most
+        # once per CODE_LIFE_S (as a code is given), and a spam wave cannot grow it for ever.
+        self._told: OrderedDict[str, float] = OrderedDict()
         self._asking: dict[str, asyncio.Task[None]] = {}  # the owner's open questions, by code
         self._reloading: asyncio.Task[None] | None = None
 
@@ -176,12 +181,24 @@ class Doorkeeper:
     # -- strangers ------------------------------------------------------------------------
 
     async def _polite(self, msg: IncomingMessage) -> None:
-        """Pairing off: one polite answer per stranger, silence in groups."""
-        if msg.is_group or msg.sender_id in self._told:
+        """Pairing off: one polite answer per stranger an hour, silence in groups."""
+        if msg.is_group or not self._first_told(msg.sender_id):
             return
-        self._told.add(msg.sender_id)
         text = stranger_text(self.channel.name, msg.sender_id)
         await self._queue(msg.chat, Reply(text, reply_to=msg.message_id))
+
+    def _first_told(self, sender_id: str) -> bool:
+        """True (and remembered) unless the sender was told within CODE_LIFE_S: the told
+        are forgotten once that long ago, or when TOLD_KEPT newer strangers came since."""
+        now, told = time.monotonic(), self._told
+        while told and next(iter(told.values())) <= now - CODE_LIFE_S:
+            told.popitem(last=False)
+        if sender_id in told:
+            return False
+        while len(told) >= TOLD_KEPT:
+            told.popitem(last=False)
+        told[sender_id] = now
+        return True
 
     async def _request(self, msg: IncomingMessage) -> None:
         outcome = await self.pairings.ask(msg)

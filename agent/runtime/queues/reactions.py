@@ -5,6 +5,8 @@ Reacting) a message that comes while its chat is busy gets a short line instead.
 
 Best effort and off the turn's path: each message's reactions go out in order from a task
 of their own; a platform that refuses one (an old message, no permission) costs a log line.
+What stands on a message is forgotten once its last reaction was tried, and only the latest
+SHOWN_KEPT messages' are kept: with several processes, the one that put 👀 never sees the end.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections import OrderedDict
 from collections.abc import Iterable
 
 from agent.runtime.turn_setup import TurnSetup
@@ -21,6 +24,7 @@ from channels.registry import kind_named
 log = logging.getLogger(__name__)
 
 STAGES = ("taken", "working", "done", "failed")  # the order of [channels] reactions
+SHOWN_KEPT = 1_000  # messages whose emoji is remembered, the least recently changed dropped
 BUSY_LINES = {  # what a message says on a channel without reactions, by busy mode
     "queue": "Got it: I'll answer this once I've finished the answer I'm on.",
     "steer": "Got it: I'm taking this into the answer I'm working on.",
@@ -33,7 +37,8 @@ class Reactions:
     def __init__(self, channel: Channel, setup: TurnSetup) -> None:
         self._channel = channel
         self._setup = setup
-        self._shown: dict[tuple[str, str], str] = {}  # the emoji on each message now
+        # The emoji on each message now, the least recently changed first.
+        self._shown: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._last: dict[tuple[str, str], asyncio.Task[None]] = {}  # its latest change
 
     @property
@@ -63,7 +68,8 @@ class Reactions:
             before = self._last.get(key)
             task = asyncio.create_task(self._react(self._channel, msg.chat, key, shown, before))
             self._last[key] = task
-            task.add_done_callback(functools.partial(self._forget, key))
+            final = STAGES.index(stage) >= STAGES.index("done")
+            task.add_done_callback(functools.partial(self._forget, key, final))
 
     async def _react(
         self,
@@ -84,9 +90,14 @@ class Reactions:
             log.info("%s: no %s reaction on message %s: %s", chat.key, emoji, key[1], exc)
             return
         self._shown[key] = emoji
+        self._shown.move_to_end(key)
+        while len(self._shown) > SHOWN_KEPT:
+            self._shown.popitem(last=False)
 
-    def _forget(self, key: tuple[str, str], done: asyncio.Task[None]) -> None:
+    def _forget(self, key: tuple[str, str], final: bool, done: asyncio.Task[None]) -> None:
+        """After the last change asked for: a final one (✅ or ❌), shown or refused, ends
+        the message's story here, so what stands on it is forgotten."""
         if self._last.get(key) is done:
             del self._last[key]
-            if self._shown.get(key) in self._setup.settings.channels.reactions[2:]:
-                del self._shown[key]  # answered or failed: nothing more comes
+            if final:
+                self._shown.pop(key, None)
