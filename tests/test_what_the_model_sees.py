@@ -210,3 +210,16 @@ async def test_workspace_files_and_skills_edited_between_turns_reach_the_next_tu
     assert ["haiku" in p for p in prompts] == [False, True, True, True]
     assert ["greenhouse is wired" in p for p in prompts] == [False, False, True, False]
     assert ["fan is on pin 9" in p for p in prompts] == [False, False, False, True]
+
+
+@pytest.mark.parametrize(("kind", "shown"), [("PNG", True), ("WEBP", True), ("TIFF", False)])
+def test_only_the_formats_photos_come_in_are_decoded(kind: str, shown: bool) -> None:
+    """A photo's formats are read; another that Pillow could open (TIFF here; EPS would run
+    Ghostscript) is left out with its note, its decoder never reached."""
+    from PIL import Image
+
+    from agent.turns.vision import image_part
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (40, 30), "red").save(buffer, kind)
+    assert (image_part(buffer.getvalue(), f"a.{kind.lower()}", 1568) is not None) is shown

@@ -16,6 +16,9 @@ log = logging.getLogger(__name__)
 # `max_px` on the long side (1568 px by default, 2.4 MP) anyway. Pillow's own limit (a
 # warning at 89 MP, an error only at 179 MP) would let a 3 MB PNG take gigabytes.
 MAX_PIXELS = 24_000_000
+# What phones and chats send. Pillow opens some 40 formats; each is a decoder an attacker's
+# file can reach, and EPS would run Ghostscript where it is installed.
+PHOTO_FORMATS = ("JPEG", "PNG", "GIF", "WEBP", "BMP")  # JPEG takes MPO (two-lens) too
 
 
 def image_part(data: bytes, name: str, max_px: int) -> dict[str, Any] | None:
@@ -23,7 +26,7 @@ def image_part(data: bytes, name: str, max_px: int) -> dict[str, Any] | None:
     from PIL import Image
 
     try:
-        with Image.open(io.BytesIO(data)) as opened:
+        with Image.open(io.BytesIO(data), formats=PHOTO_FORMATS) as opened:
             # A JPEG is decoded at 1/2, 1/4 or 1/8 of its size when that still covers
             # max_px (DCT scaling: far less memory); other formats ignore this.
             shrink = max_px / max(opened.size)
