@@ -64,12 +64,10 @@ def api_client(model_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> It
 async def test_stateless_api_calls_do_not_keep_every_requests_copy_of_the_history(
     model: ScriptedModel, daemon: Callable[[], Daemon], api_client: Any, home: Path
 ) -> None:
-    """A chat front end that names no session (Open WebUI, a script) sends the whole
-    conversation with every request. Each such call is stored as a fresh chat
-    `api:<person>:once-<uuid>` holding the client's history, and nothing ever removes it:
-    nobody can read that chat again (its key is a random uuid), yet a conversation of N
-    requests leaves N*(N+1) rows — quadratic in its length, for as long as state.db lives
-    (and in each daily backup). Bounded: at most one conversation's worth of rows."""
+    """A stateless API call's chat (`api:<person>:once-<uuid>`) must be removed when its turn ends
+    (`SessionStore.forget`): nobody can name it again. Front ends like Open WebUI send the whole
+    history with each request; when these chats were kept, a conversation of N requests left
+    N*(N+1) rows in state.db and in every backup. Bounded: one conversation's worth of rows."""
     requests = 30
     conversation: list[dict[str, str]] = []
     async with daemon():
@@ -95,12 +93,10 @@ async def test_stateless_api_calls_do_not_keep_every_requests_copy_of_the_histor
 
 
 async def test_delivered_voice_notes_do_not_stay_in_the_outbox(tmp_path: Path) -> None:
-    """A reply read aloud ([voice] reply) carries its OGG/Opus note in the outbox as base64
-    (`OutgoingMedia.spoken`), so that a restart before the send sends it once. Once the
-    platform has the note, nothing reads those bytes again — but the outbox row keeps them
-    forever: with `reply = "always"` every answer adds its note (tens of KB) to state.db,
-    and to each of the `backups_kept` daily copies, on a Pi's SD card. Bounded: the
-    delivered notes' bytes are let go (a couple of notes' worth may remain)."""
+    """A voice note rides in the outbox as base64 (`OutgoingMedia.spoken`) only so that a restart
+    before the send still sends it. Once delivered, its bytes must go: `_let_go_of_payloads`
+    empties `spoken` and `inline`. When they were kept, `reply = "always"` added tens of KB per
+    answer to state.db and each daily backup, on a Pi's SD card. Bounded: a couple of notes."""
     store = await open_store(tmp_path / "state.db", url=None)
     chat = ChatRef("telegram", "42")
     note_bytes, notes = 48_000, 100  # a 12 s note at 32 kbit/s
@@ -147,12 +143,10 @@ async def test_discord_keeps_no_interaction_per_unanswered_slash_command(
     daemon: Callable[[], Daemon],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A slash command's `discord.Interaction` is kept in `DiscordChannel._interactions`
-    until a reply to it is sent. A stranger's command is answered once (the polite line, or
-    a pairing code) and then with silence, so each further /status a stranger runs in the
-    bot's DMs leaves its interaction there for good: memory that grows with every command a
-    hostile stranger sends (Discord drops an interaction's token after 15 minutes anyway).
-    Bounded: not one kept per command."""
+    """A slash command's interaction waits for its reply in `PendingInteractions`
+    (channels/discord/interactions.py), dropped after KEPT_S or past MAX_KEPT. A stranger's
+    commands get one answer, then silence; when every interaction was kept, each /status a
+    hostile stranger ran grew the daemon's memory for good. Bounded: not one per command."""
     from channels.discord import channel as discord_channel
 
     monkeypatch.setenv("PINCLAW_CHANNELS__DISCORD__REGISTER_SLASH_COMMANDS", "true")
@@ -187,11 +181,10 @@ async def test_discord_keeps_no_interaction_per_unanswered_slash_command(
 
 
 async def test_the_doorkeeper_does_not_remember_every_stranger_for_ever(tmp_path: Path) -> None:
-    """`Doorkeeper._told` holds the id of every stranger given the polite reply, for the
-    life of the daemon, with no cap: with pairing off, every stranger; with pairing on
-    (the default), every stranger who writes while MAX_PENDING requests are open. A public
-    bot found by a spam wave grows by one entry per distinct sender, without end.
-    Bounded: the set does not keep one entry per stranger."""
+    """The doorkeeper remembers whom it gave the polite reply (`Doorkeeper._told`, through
+    `_first_told`) for CODE_LIFE_S and at most TOLD_KEPT strangers. A public bot hit by a spam
+    wave meets a new sender with each message; the set once kept every one for the life of the
+    daemon. Bounded: not one entry per stranger."""
     store = await open_store(tmp_path / "state.db", url=None)
 
     class Telegram(TerminalChannel):
@@ -245,13 +238,10 @@ def _setup() -> Any:
 
 
 async def test_reactions_keep_no_record_of_messages_already_answered() -> None:
-    """`Reactions._shown` (the emoji standing on each message) is forgotten only when this
-    instance itself succeeded in putting ✅ or ❌ on the message. Two common ways it never
-    does, each leaving one entry per message for the life of the daemon:
-    - the final reaction fails (the message was deleted meanwhile, a network error, a 429);
-    - several processes share the store: the intake's process puts 👀, and the process that
-      takes the turn puts ✍️ and ✅ with its own Reactions — the intake's entry stays.
-    Bounded: not one entry per message answered."""
+    """`Reactions._shown` (the emoji standing on each message) keeps at most the latest SHOWN_KEPT
+    messages. An instance often never sees a message's end: its ✅ fails (the message deleted, a
+    429), or another process sharing the store runs the turn. Such entries once stayed for the
+    life of the daemon, one per message. Bounded: not one entry per message answered."""
     messages = 5_000
     chat = ChatRef("discord", "5001")
 
@@ -283,11 +273,10 @@ async def test_reactions_keep_no_record_of_messages_already_answered() -> None:
 async def test_pairing_locks_of_strangers_are_forgotten_like_their_codes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every stranger who sends something that reads as a code ("/start ABCD-EFGH", a
-    Telegram deep link's payload, a guess) gets a `pairing_locks` row counting their wrong
-    codes. Ended codes are forgotten after KEPT_S (30 days), but these rows never are, long
-    after their window and lock have passed: one row per stranger, for ever. Bounded:
-    after KEPT_S, the rows of strangers with no live window or lock are gone."""
+    """A stranger's `pairing_locks` row (their wrong codes) must be forgotten like an ended code:
+    pairings' `_forget_old` removes both once over for KEPT_S (30 days). Anyone who sends what
+    reads as a code gets such a row; they were once kept for ever, one per stranger. Bounded:
+    after KEPT_S, strangers with no live window or lock leave no row."""
     now = [1_700_000_000.0]
     monkeypatch.setattr(pairings, "wall_clock", lambda: now[0])
     store = await open_store(tmp_path / "state.db", url=None)
@@ -308,7 +297,7 @@ async def test_pairing_locks_of_strangers_are_forgotten_like_their_codes(
         [(codes,)] = await store.db.fetchall("SELECT COUNT(*) FROM pairing_codes")
     finally:
         await store.close()
-    assert codes <= 3  # the codes are forgotten after KEPT_S: the rule the locks should follow
+    assert codes <= 3  # codes are forgotten after KEPT_S, as the locks are
     assert locks <= 10, (
         f"{locks} pairing_locks rows kept for strangers {KEPT_S / 86_400:.0f}+ days on"
     )

@@ -77,9 +77,10 @@ async def test_a_voice_note_whose_transcription_hangs_does_not_stall_its_chat(
     daemon: Callable[[], Daemon],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """`download_timeout_s` is "per attachment; a slow one becomes a note, not a stuck chat".
-    The transcription of a voice note runs with no deadline at all (LiteLLM's own is ten
-    minutes, retried), outside the task /stop cancels: the chat answers nothing meanwhile."""
+    """A voice note's transcription must end within `download_timeout_s`, as its download does
+    (`transcribe` in agent/model/side_calls.py takes the deadline). A stuck speech provider must
+    cost the chat a note, not its turn: with no deadline the chat once answered nothing, not even
+    /stop, for LiteLLM's ten minutes and its retries."""
     monkeypatch.setenv("PINCLAW_LLM__API_BASE", hanging_speech.url)
     monkeypatch.setenv("PINCLAW_CHANNELS__TELEGRAM__TRANSCRIPTION_MODEL", "openai/whisper-1")
     monkeypatch.setenv("PINCLAW_CHANNELS__DOWNLOAD_TIMEOUT_S", "2")
@@ -101,10 +102,10 @@ async def test_a_slow_download_does_not_hold_a_turn_slot_other_chats_need(
     daemon: Callable[[], Daemon],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The files are fetched inside `TurnSlots.hold()`: a download trickling for its whole
-    `download_timeout_s` keeps one of the `max_concurrent_turns` slots every chat shares
-    (docs/architecture.md: "a slow download holds up only its own chat"). With two slots,
-    one person's uploads in two chats stall every other chat; here one slot, one upload."""
+    """A message's files are fetched before its turn takes one of the `max_concurrent_turns` slots
+    every chat shares (`TurnSlots.hold()`), so a slow download holds up only its own chat. When
+    the fetch ran inside the slot, one person's uploads in two chats could stall every other
+    chat for the whole `download_timeout_s`. Here: one slot, one upload trickling for 20 s."""
     monkeypatch.setenv("PINCLAW_AGENT__MAX_CONCURRENT_TURNS", "1")
     async with daemon():
         fake_telegram.slow_downloads(20_000)  # 400 kB: 20 s
@@ -149,11 +150,10 @@ async def test_a_png_decompression_bomb_does_not_take_a_gigabyte_of_the_daemons_
     daemon: Callable[[], Daemon],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """agent/turns/vision.py's `image_part` catches DecompressionBombError but opens and
-    load()s anything below it: a 3 MB PNG of 12,800 x 12,800 pixels, which Pillow itself
-    warns "could be decompression bomb DOS attack", is decoded whole (655 MB of RGBA, then a
-    copy to downsize it) in the daemon's process. On a Raspberry Pi that is the OOM killer,
-    and every chat with it; two such photos at once, twice as much."""
+    """`image_part` (agent/turns/vision.py) must refuse an image over `MAX_PIXELS` before decoding
+    it: Pillow itself only warns. A 3 MB PNG of 12,800 x 12,800 pixels once took about 1.3 GB of
+    the daemon's memory; on a Raspberry Pi that is the OOM killer, and every chat with it. The
+    photo's turn must still run, without the image."""
     monkeypatch.setenv("PINCLAW_LLM__VISION", "on")
     bomb = png_bomb(12_800)
     assert len(bomb) < 4 * 1024 * 1024  # far under max_attachment_mb
@@ -179,10 +179,9 @@ async def test_a_file_named_in_another_script_keeps_its_extension(
     daemon: Callable[[], Daemon],
     name: str,
 ) -> None:
-    """`saved_name` promises "extension kept", but replaces every non-ASCII letter with "_"
-    and then strips leading "_" and ".": "报告.pdf" becomes "pdf" with no dot, saved as
-    "<id>-pdf". The model is told of `[DOCUMENT:inbox/telegram-42/5-pdf]`, and what knows a
-    file by its extension (a tool, a reply's marker sent back) no longer knows it."""
+    """`saved_name` must keep a file's extension whatever script its name is in, so that what knows
+    a file by its extension (a tool, a reply's marker sent back) still knows it. It splits the
+    extension off first; cleaning the whole name once turned "报告.pdf" into "<id>-pdf"."""
     async with daemon():
         pdf = "application/pdf"
         fake_telegram.inject_document(OWNER, OWNER, b"%PDF-1.4\n", name, mime_type=pdf)
@@ -201,10 +200,10 @@ async def test_a_file_whose_size_is_not_announced_is_still_held_to_the_limit(
     daemon: Callable[[], Daemon],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """`max_attachment_mb` is checked only against the size the update announces
-    (`RemoteFile.size`, 0 when Telegram leaves the optional `file_size` out); the download
-    itself (`download_as_bytearray`, Discord's `get_from_cdn`) reads whatever comes, into
-    memory, and `_save` writes all of it. The owner's 1 MB limit lets a 6 MB file in."""
+    """`max_attachment_mb` must hold for the bytes that come, not only for the size the message
+    announces (Telegram may leave `file_size` out: 0). Each channel's `fetch_file` stops past
+    `max_bytes`, and `Downloads.fetch` refuses what is over. Otherwise a sender can push a file
+    of any size into the daemon's memory and disk: a 1 MB limit once let a 6 MB file in."""
     monkeypatch.setenv("PINCLAW_CHANNELS__MAX_ATTACHMENT_MB", "1")
     data = b"%PDF-1.4\n" + bytes(6 * 1024 * 1024)
     async with daemon():
@@ -263,12 +262,10 @@ async def test_a_forwarded_document_stays_someone_elses_words_after_its_turn(
     daemon: Callable[[], Daemon],
     attacker: Attacker,
 ) -> None:
-    """The owner forwards Eve's document into their own chat: that turn is tainted
-    (`forwarded_from`), but the file is saved in the owner's own inbox folder with no
-    record of whose words it holds (`_save` records nothing in file_sources), and FileTools
-    counts the owner's own folder as the owner's words. After /new, "what did that plan
-    say?" reads Eve's instructions in an untainted turn, and the fetch they ask for (the
-    alarm code in its URL) goes out without a question."""
+    """A file the owner forwards from someone else must stay someone else's words after its turn:
+    `Downloads._kept` records it in file_sources, so a later turn that reads it is tainted. When
+    nothing was recorded, after /new "what did that plan say?" read Eve's instructions in an
+    untainted turn, and the fetch they asked for sent the alarm code out without a question."""
     workspace = home / "workspace"
     workspace.mkdir(parents=True, exist_ok=True)
     (workspace / "MEMORY.md").write_text(f"- The alarm code is {SECRET}.\n")
@@ -299,7 +296,7 @@ async def test_a_forwarded_document_stays_someone_elses_words_after_its_turn(
 def broken_png() -> bytes:
     """A 64 x 64 PNG whose image data is split in two IDAT chunks, the second one's type
     bytes garbled (a bit flipped in transit, or made so): Pillow opens it, and load() raises
-    SyntaxError("broken PNG file"), which `image_part` does not catch."""
+    SyntaxError("broken PNG file"), which `image_part` must catch."""
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         crc = zlib.crc32(kind + data) & 0xFFFFFFFF
@@ -326,9 +323,9 @@ async def test_a_corrupt_photo_is_left_out_with_a_note_and_the_chat_goes_on(
     daemon: Callable[[], Daemon],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """image_part catches OSError, UnidentifiedImageError and DecompressionBombError; a PNG
-    Pillow reads as broken raises SyntaxError (a garbled chunk) or ValueError ("tile cannot
-    extend outside image"), which escape it and fail the turn."""
+    """A photo Pillow cannot decode must be left out with a note, and the turn must still run:
+    `image_part` catches any decoder error. It once let SyntaxError (a garbled chunk) and
+    ValueError escape, which failed the turn: the person's question went unanswered."""
     monkeypatch.setenv("PINCLAW_LLM__VISION", "on")
     async with daemon():
         fake_telegram.inject_document(
@@ -370,10 +367,10 @@ async def test_a_message_forwarded_on_discord_is_read_not_dropped_in_silence(
     fake_discord: FakeDiscord,
     daemon: Callable[[], Daemon],
 ) -> None:
-    """channels/discord/channel.py marks a forward (`forwarded_from="someone"` when
-    `message_snapshots` is set) but reads only the message's own content and attachments,
-    which Discord leaves empty in a forward: "a message with nothing pinclaw reads" is
-    logged, and the person who forwarded an article to the bot hears nothing at all."""
+    """A message forwarded to the bot on Discord must be read. Discord leaves a forward's own
+    content and attachments empty; channels/discord/channel.py takes them from
+    `message_snapshots`. It once read only the empty message, logged "a message with nothing
+    pinclaw reads", and the person who forwarded an article heard nothing at all."""
     owner = "111"
     async with daemon():
         forward_on_discord(fake_discord, owner, "Meeting moved to Thursday 10:00, room 4.")
@@ -395,10 +392,10 @@ async def test_a_turn_run_again_after_a_model_outage_does_not_save_its_files_aga
     daemon: Callable[[], Daemon],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The inbox row keeps its `files` (RemoteFile, not yet fetched) however often its turn
-    runs: each attempt while no model answers downloads every file again and saves it
-    under a fresh random name beside the last copy (and transcribes a voice note again, a
-    paid call). A provider down for an afternoon leaves dozens of copies of each upload."""
+    """A turn run again (here, after a model outage) must not fetch, save or transcribe its files
+    again: `Downloads.fetch_rows` keeps what was fetched on the inbox row (`Inbox.keep_fetched`).
+    Each retry once saved a fresh copy of every upload (and paid again for a voice note's
+    transcript): a provider down for an afternoon left dozens of copies."""
     monkeypatch.setenv("PINCLAW_AGENT__TURN_RETRY_BACKOFF_S", "0.05")
     model.script(*[error(503, "overloaded")] * 4, text("Got the plan."))
     async with daemon():
