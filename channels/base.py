@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -48,6 +49,12 @@ class RemoteFile:
     ref: str  # what the channel needs to fetch it: a Telegram file_id, a Discord CDN URL
     name: str
     size: int = 0  # bytes as the platform announced them; 0: unknown
+
+
+def too_big(max_bytes: int) -> OSError:
+    """What a file past a download's limit raises (errno EFBIG): the runtime's note for the
+    model says it, as its own refusal of an announced size does."""
+    return OSError(errno.EFBIG, f"files over {max_bytes / 2**20:g} MB are not accepted")
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from aiohttp import web
 from conftest import Daemon
 from fakes.discord_server import FakeDiscord, SentMessage
+from fakes.endless_file import endless_file
 from fakes.llm_server import FakeLLM, last_user_content
 from fakes.model_double import ScriptedModel, text
 from fakes.telegram_server import FakeTelegram
@@ -744,34 +744,12 @@ async def test_a_fact_told_on_telegram_follows_the_person_but_not_into_groups_or
 async def test_an_attachment_download_stops_at_the_limit_whatever_its_announced_size() -> None:
     """The CDN's body is read only up to the limit (channels/discord/cdn.py), even when it
     announces no length: never whole into memory, whatever the message said its size was."""
-    sent = 0
-
-    async def endless(request: web.Request) -> web.StreamResponse:
-        nonlocal sent
-        response = web.StreamResponse()  # chunked: no Content-Length
-        await response.prepare(request)
-        with contextlib.suppress(ConnectionError):
-            while sent < 64 * 2**20:
-                await response.write(bytes(2**16))
-                sent += 2**16
-        return response
-
-    app = web.Application()
-    app.router.add_get("/attachments/1/2/big.bin", endless)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     http = SimpleNamespace(proxy=None, proxy_auth=None)
-    try:
+    async with endless_file("/attachments/1/2/big.bin") as served:
         with pytest.raises(OSError) as refused:
-            url = f"http://127.0.0.1:{port}/attachments/1/2/big.bin"
-            await fetch_from_cdn(http, url, 2**20)  # type: ignore[arg-type]
-    finally:
-        await runner.cleanup()
+            await fetch_from_cdn(http, served.url, 2**20)  # type: ignore[arg-type]
     assert refused.value.errno == errno.EFBIG
-    assert sent < 32 * 2**20
+    assert served.sent < 32 * 2**20
 
 
 def test_a_slash_commands_interaction_is_kept_only_while_discord_takes_its_followup() -> None:

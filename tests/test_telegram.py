@@ -5,7 +5,6 @@ and `agent run` as a process go through LiteLLM to the fake provider, end to end
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 from collections.abc import Callable
 from pathlib import Path
@@ -13,8 +12,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from aiohttp import web
 from conftest import Daemon, eventually
+from fakes.endless_file import endless_file
 from fakes.llm_server import FakeLLM, Reply, last_user_content
 from fakes.model_double import ScriptedModel, text
 from fakes.telegram_server import BOT_USERNAME, FakeTelegram, SentMessage
@@ -482,34 +481,13 @@ async def test_a_strangers_photo_is_not_downloaded(
 async def test_a_download_stops_at_the_limit_when_no_size_is_announced() -> None:
     """getFile and the file server may both leave the size out: the body is read only up to
     the limit (channels/telegram/download.py), not whole into memory."""
-    sent = 0
+    async with endless_file("/file/x.pdf") as served:
 
-    async def endless(request: web.Request) -> web.StreamResponse:
-        nonlocal sent
-        response = web.StreamResponse()  # chunked: no Content-Length
-        await response.prepare(request)
-        with contextlib.suppress(ConnectionError):
-            while sent < 64 * 2**20:
-                await response.write(bytes(2**16))
-                sent += 2**16
-        return response
+        async def get_file(file_id: str) -> Any:
+            return SimpleNamespace(file_size=None, file_path=served.url)
 
-    app = web.Application()
-    app.router.add_get("/file/x.pdf", endless)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-    async def get_file(file_id: str) -> Any:
-        return SimpleNamespace(file_size=None, file_path=f"http://127.0.0.1:{port}/file/x.pdf")
-
-    try:
         with pytest.raises(OSError) as refused:
             await download(SimpleNamespace(get_file=get_file), "f1", 2**20)  # type: ignore[arg-type]
-    finally:
-        await runner.cleanup()
     assert refused.value.errno == errno.EFBIG
     assert "files over 1 MB are not accepted" in str(refused.value)
-    assert sent < 32 * 2**20
+    assert served.sent < 32 * 2**20

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.durable.inbox import Inbox, Pending
-from channels.base import Attachment, Channel, IncomingMessage, RemoteFile
+from channels.base import Attachment, Channel, IncomingMessage, RemoteFile, too_big
 from tools.background import despite_a_cut
 from tools.boundaries import inbox_folder
 from tools.paths import PathRules, PolicyError
@@ -84,7 +84,7 @@ class Downloads:
                 async with asyncio.timeout(self.timeout_s):  # the channel stops past the limit
                     data = await self.channel.fetch_file(item, int(max_mb * MB))
                 if len(data) > max_mb * MB:  # a channel that could not stop sooner
-                    raise OSError(errno.EFBIG, f"files over {max_mb:g} MB are not accepted")
+                    raise too_big(int(max_mb * MB))
                 dest = await despite_a_cut(self._kept(msg, item, data, sources))
             except Exception as exc:  # a timeout, a refused download, a planted link, a full disk
                 why = exc.short if isinstance(exc, PolicyError) else type(exc).__name__

@@ -7,19 +7,13 @@ it, never read whole into memory first (discord.py's `get_from_cdn` reads whatev
 
 from __future__ import annotations
 
-import errno
-
 import aiohttp
 from discord.http import HTTPClient
 
-MB = 1024 * 1024
+from channels.base import too_big
+
 PIECE = 64 * 1024
 READ_TIMEOUT_S = 30.0  # between two pieces of the body; the runtime bounds the whole download
-
-
-def too_big(max_bytes: int) -> OSError:
-    """What a file over the cap raises: the runtime's note says it, like its own refusal."""
-    return OSError(errno.EFBIG, f"files over {max_bytes / MB:g} MB are not accepted")
 
 
 async def fetch_from_cdn(http: HTTPClient, url: str, max_bytes: int | None = None) -> bytes:

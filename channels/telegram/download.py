@@ -8,18 +8,12 @@ passes the cap, never read whole into memory first (python-telegram-bot's
 
 from __future__ import annotations
 
-import errno
-
 import httpx
 from telegram import Bot
 
-MB = 1024 * 1024
+from channels.base import too_big
+
 READ_TIMEOUT_S = 30.0  # between two pieces of the body; the runtime bounds the whole download
-
-
-def too_big(max_bytes: int) -> OSError:
-    """What a file over the cap raises: the runtime's note says it, like its own refusal."""
-    return OSError(errno.EFBIG, f"files over {max_bytes / MB:g} MB are not accepted")
 
 
 async def download(bot: Bot, file_id: str, max_bytes: int | None = None) -> bytes:
