@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import json
 import os
 import shutil
 import tempfile
@@ -25,6 +26,7 @@ from fakes.telegram_server import FakeTelegram
 from postgres_cluster import PostgresCluster, start_or_skip
 
 if TYPE_CHECKING:
+    from injection_world import Attacker
     from simavr.sim_board import SimBoard
 
 # LiteLLM reads its bundled price map instead of fetching one at import.
@@ -335,3 +337,17 @@ def simboard() -> Iterator[SimBoard]:
         yield sim
     finally:
         sim.stop()
+
+
+@pytest.fixture
+def attacker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Attacker]:
+    """The attacker's HTTP server on 127.0.0.1, keeping every path asked of it, which web_fetch
+    may reach: what a steered turn would send out shows there."""
+    from injection_world import Attacker  # here: it imports this file
+
+    server = Attacker()
+    hosts = [f"127.0.0.1:{server.port}", f"localhost:{server.port}"]
+    monkeypatch.setenv("PINCLAW_WEB__ALLOW_HOSTS", json.dumps(hosts))
+    monkeypatch.setenv("PINCLAW_SECURITY__APPROVAL_TIMEOUT_S", "5")
+    yield server
+    server.close()

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import resource
 import struct
 import time
 import zlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -224,17 +223,6 @@ async def test_a_file_whose_size_is_not_announced_is_still_held_to_the_limit(
 
 
 SECRET = "alarm-code-4711-Qx7"
-
-
-@pytest.fixture
-def attacker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Attacker]:
-    """An HTTP server on 127.0.0.1 that keeps every path asked of it; web_fetch may reach it."""
-    server = Attacker()
-    hosts = [f"127.0.0.1:{server.port}", f"localhost:{server.port}"]
-    monkeypatch.setenv("PINCLAW_WEB__ALLOW_HOSTS", json.dumps(hosts))
-    monkeypatch.setenv("PINCLAW_SECURITY__APPROVAL_TIMEOUT_S", "5")
-    yield server
-    server.close()
 
 
 async def answered_denying(fake: FakeTelegram, reply: str, within: float = 20.0) -> None:

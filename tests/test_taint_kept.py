@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,17 +35,6 @@ SECRET = "alarm-code-4711-Qx7"
 PLAN = "inbox/telegram-43/1-plan.txt"
 
 pytestmark = pytest.mark.usefixtures("owner_is_42")
-
-
-@pytest.fixture
-def attacker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Attacker]:
-    """The attacker's server, which web_fetch may reach (the audit tests taint, not SSRF)."""
-    server = Attacker()
-    hosts = [f"127.0.0.1:{server.port}", f"localhost:{server.port}"]
-    monkeypatch.setenv("PINCLAW_WEB__ALLOW_HOSTS", json.dumps(hosts))
-    monkeypatch.setenv("PINCLAW_SECURITY__APPROVAL_TIMEOUT_S", "5")
-    yield server
-    server.close()
 
 
 def exfiltrate(attacker: Attacker) -> tuple[str, dict[str, Any]]:
