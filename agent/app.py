@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agent.config import Settings, secret_values
+from agent.config import Settings, make_scrubber
 from agent.conversation.scopes import LegacyScope
 from agent.durable.file.state_db import StateDB
 from agent.durable.file_sources import FileSources
@@ -196,10 +196,6 @@ def memory_store(settings: Settings, state: StateDB | None = None) -> MemoryStor
         return MemoryStore(state, text=POSTGRES, embed=memory_embedder(settings))
     legacy = LegacyScope(settings.people)
     return MemoryStore(settings.state_db, embed=memory_embedder(settings), legacy_scope=legacy)
-
-
-def make_scrubber(settings: Settings) -> Scrubber:
-    return Scrubber.from_environment(extra=secret_values(settings))
 
 
 def build_tools(

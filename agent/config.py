@@ -35,6 +35,7 @@ from pydantic_settings import (
 
 from agent.home import ENV_PREFIX, default_home, find_config_file, load_env_file
 from agent.http.config import HttpSettings
+from agent.security import Scrubber
 from agent.settings.llm import LLMSettings as LLMSettings
 from agent.settings.llm import served_locally as served_locally
 from agent.settings.sections import (
@@ -327,3 +328,9 @@ def secret_values(settings: Settings) -> list[str]:
     if password:
         values.append(unquote(password))
     return values + settings.mcp.secret_values()  # the variables its env and headers name
+
+
+def make_scrubber(settings: Settings) -> Scrubber:
+    """What takes this configuration's secrets, and the environment's, out of any text:
+    here, beside the settings, so a command that only reads them never imports the app."""
+    return Scrubber.from_environment(extra=secret_values(settings))

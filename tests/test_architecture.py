@@ -80,6 +80,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "agent.config": (
         "agent.home",
         "agent.http.config",
+        "agent.security",  # make_scrubber: the settings' secrets taken out of any text
         "agent.settings",
         "channels.config",
         "tools.config",

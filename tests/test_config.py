@@ -124,7 +124,7 @@ def test_cli_reports_every_problem_and_exits_2(home: Path, tmp_path: Path) -> No
 def test_the_state_urls_password_is_scrubbed_and_a_url_of_another_kind_refused(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent.app import make_scrubber
+    from agent.config import make_scrubber
 
     monkeypatch.setenv("PINCLAW_STATE__URL", "postgresql://pinclaw:s%40fe-p4ss@db.lan/pinclaw")
     scrub = make_scrubber(load_settings(None))

@@ -16,8 +16,7 @@ from daemon_process import agent
 from mcp_types import Tool, ToolAnnotations
 from mcp_world import TOY
 
-from agent.app import make_scrubber
-from agent.config import ConfigError, load_settings
+from agent.config import ConfigError, load_settings, make_scrubber
 from tools.base import ToolRegistry
 from tools.config import SecuritySettings
 from tools.mcp.config import McpServerSettings

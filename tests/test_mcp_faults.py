@@ -19,7 +19,8 @@ from conftest import eventually
 from fakes.model_double import ScriptedModel
 from mcp_world import TEST_MODEL, TOY, settings, started, toy, turn
 
-from agent.app import App, make_scrubber
+from agent.app import App
+from agent.config import make_scrubber
 from agent.security import ScrubbingFilter
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

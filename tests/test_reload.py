@@ -22,8 +22,7 @@ from fakes.llm_server import text as llm_text
 from fakes.model_double import ScriptedModel, text
 from fakes.telegram_server import FakeTelegram
 
-from agent.app import make_scrubber
-from agent.config import load_settings
+from agent.config import load_settings, make_scrubber
 from agent.daemon.setting_changes import SettingChanges
 from agent.security import ScrubbingFilter
 

@@ -182,7 +182,7 @@ def test_keys_come_from_the_environment_only(
     assert settings.web.brave_api_key is not None
     assert settings.web.brave_api_key.get_secret_value() == BRAVE_KEY
     assert BRAVE_KEY not in repr(settings.web)
-    from agent.app import make_scrubber
+    from agent.config import make_scrubber
 
     assert BRAVE_KEY not in make_scrubber(settings)(f"the key is {BRAVE_KEY}")
 

@@ -33,7 +33,7 @@ def _load(ctx: click.Context) -> Settings:
         for line in exc.problems:
             click.echo(f"config error: {line}", err=True)
         sys.exit(2)
-    from agent.app import make_scrubber
+    from agent.config import make_scrubber
     from agent.home import secure_home
 
     _setup_logging(

@@ -91,7 +91,7 @@ def call_tool(ctx: click.Context, name: str, tool: str, arguments: str) -> None:
         raise click.UsageError('ARGUMENTS must be a JSON object, e.g. \'{"path": "notes.md"}\'')
 
     async def call(manager: McpManager) -> int:
-        from agent.app import make_scrubber
+        from agent.config import make_scrubber
         from tools.base import ToolCallContext
         from tools.mcp.schemas import offered_name
 

@@ -24,8 +24,8 @@ import signal
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agent.app import App, build_channels, make_scrubber, start_scheduler, start_watcher
-from agent.config import ConfigError, Settings, load_settings
+from agent.app import App, build_channels, start_scheduler, start_watcher
+from agent.config import ConfigError, Settings, load_settings, make_scrubber
 from agent.daemon.channel_start import IntakeRoles, start_channel, stop_channel
 from agent.daemon.config_watch import ConfigWatch
 from agent.daemon.local_server import Connection, Request

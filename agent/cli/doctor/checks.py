@@ -16,11 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from agent.app import make_scrubber
 from agent.cli.doctor.setup_checks import report_channels, report_home, report_model
 from agent.cli.owner.pairing import doctor_lines
 from agent.cli.user_errors import missing_package_line
-from agent.config import Settings, masked_urls
+from agent.config import Settings, make_scrubber, masked_urls
 from agent.durable.learned_model_facts import LearnedModelFacts, learned_rows
 from agent.durable.store import read_state
 from agent.model.profiles.lookup import FACT_FIRST_TOKEN, FACT_SERVER, FACT_TOOLS, FACT_WINDOW
