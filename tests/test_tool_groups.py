@@ -229,6 +229,31 @@ async def test_a_call_lacking_what_its_action_needs_is_told_in_the_groups_words(
     assert memories(tmp_path) == [] and book.added == []
 
 
+async def test_a_value_of_the_wrong_type_is_told_in_the_groups_words(tmp_path: Path) -> None:
+    """A list where `text` takes a string, words where `id` takes a number: the errors name
+    the arguments the model wrote (`text`, not memory_store's `content`) and the action, so
+    it can fix the call; nothing is stored or cancelled."""
+    book = Book()
+    tools = ToolRegistry([*memory_tools(tmp_path), *ScheduleTools(book, "UTC").tools()])
+    model = ScriptedModel(
+        tool_calls(
+            ("memory", {"action": "store", "text": ["my cat", "Miso"]}),
+            ("schedule", {"action": "cancel", "id": "the first"}),
+        ),
+        tool_calls(("memory", {"action": "store", "text": "My cat is called Miso."})),
+        text("Noted."),
+    )
+    result = await turn(tools, model, ToolCallContext(tmp_path))
+    stored, cancelled = tool_results(model.requests[1])
+    assert stored == (
+        "Error: memory store: text: Input should be a valid string; fix it and call again"
+    )
+    assert cancelled.startswith("Error: schedule cancel: id: Input should be a valid integer")
+    assert "content" not in stored and "memory_store" not in stored
+    assert [content for _, content, _ in memories(tmp_path)] == ["My cat is called Miso."]
+    assert result.text == "Noted."  # Book.cancel was never reached
+
+
 async def test_arguments_nested_too_deep_and_an_unknown_name_get_errors_to_act_on(
     tmp_path: Path,
 ) -> None:

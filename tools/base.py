@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, get_type_hints
@@ -194,6 +194,14 @@ class FunctionTool:
         except ValidationError as exc:
             return ToolResult.error(f"Invalid arguments for {self.name}: {_brief(exc)}")
         return await self._fn(call, **dict(parsed))
+
+    def invalid(self, args: dict[str, Any], names: Mapping[str, str]) -> str | None:
+        """What is wrong with `args` (None: nothing), arguments called as `names` has them."""
+        try:
+            self._args_model.model_validate(args)
+        except ValidationError as exc:
+            return _brief(exc, names)
+        return None
 
     async def recheck(self, args: dict[str, Any], call: ToolCallContext) -> ToolResult | None:
         """What the world says now of a call with `args` (None: the tool cannot tell)."""
@@ -381,10 +389,11 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _brief(exc: ValidationError) -> str:
+def _brief(exc: ValidationError, names: Mapping[str, str] | None = None) -> str:
     parts = []
     for error in exc.errors():
-        where = ".".join(str(p) for p in error["loc"]) or "arguments"
+        loc = [str(p) for p in error["loc"]]  # its first: the argument, in `names`' words
+        where = ".".join([(names or {}).get(loc[0], loc[0]), *loc[1:]]) if loc else "arguments"
         message = "unexpected argument" if error["type"] == "extra_forbidden" else error["msg"]
         parts.append(f"{where}: {message}")
     return "; ".join(parts)

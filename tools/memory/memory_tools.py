@@ -79,6 +79,12 @@ class MemoryTools:
 
     def tools(self) -> list[Tool]:
         """The three tools, offered to the model as one `memory` tool."""
+        members: list[Tool] = [
+            # Storing the same fact again updates its memory (the store's twin check).
+            FunctionTool(self.memory_store, name="memory_store", writes=True, repeat_safe=True),
+            FunctionTool(self.memory_recall, name="memory_recall"),
+            FunctionTool(self.memory_forget, name="memory_forget", writes=True),
+        ]
         return [
             ToolGroup(
                 "memory",
@@ -96,11 +102,9 @@ class MemoryTools:
                     },
                     "id": {"type": "integer", "description": "forget: the memory's number"},
                 },
+                tools=members,
             ),
-            # Storing the same fact again updates its memory (the store's twin check).
-            FunctionTool(self.memory_store, name="memory_store", writes=True, repeat_safe=True),
-            FunctionTool(self.memory_recall, name="memory_recall"),
-            FunctionTool(self.memory_forget, name="memory_forget", writes=True),
+            *members,
         ]
 
     async def memory_store(

@@ -90,6 +90,14 @@ class ScheduleTools:
         """The three tools, offered to the model as one `schedule` tool."""
         task = FunctionTool(self.schedule_task, name="schedule_task", writes=True)
         when = task.parameters["properties"]["when"]
+        members: list[Tool] = [
+            task,
+            FunctionTool(self.list_schedules, name="list_schedules"),
+            # A second cancel changes nothing: the book says the schedule has ended.
+            FunctionTool(
+                self.cancel_schedule, name="cancel_schedule", writes=True, repeat_safe=True
+            ),
+        ]
         return [
             ToolGroup(
                 "schedule",
@@ -105,13 +113,9 @@ class ScheduleTools:
                     "task": {"type": "string", "description": "add: what to do then"},
                     "id": {"type": "integer", "description": "cancel: the schedule's number"},
                 },
+                tools=members,
             ),
-            task,
-            FunctionTool(self.list_schedules, name="list_schedules"),
-            # A second cancel changes nothing: the book says the schedule has ended.
-            FunctionTool(
-                self.cancel_schedule, name="cancel_schedule", writes=True, repeat_safe=True
-            ),
+            *members,
         ]
 
     async def schedule_task(self, call: ToolCallContext, when: str, task: str) -> ToolResult:
