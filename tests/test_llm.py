@@ -6,16 +6,20 @@ through real LiteLLM: retries, fallbacks, usage, price."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fakes.llm_server import FakeLLM, Reply, error, text, tool_calls
+from fakes.llm_server import ToolCall as FakeCall
 from model_ways import VIA, client_over, each_way  # noqa: F401  (each_way: every test, each way)
 
 from agent.model.client import LLMClient
 from agent.model.profiles.litellm_facts import price_of
 from agent.model.profiles.litellm_import import load_litellm
 from agent.model.responses import CUT_NOTE, CUT_REASONING, LLMError, LLMRequestRejected
+from agent.turns.loop import run_tool_call_loop
+from tools.base import FunctionTool, ToolCallContext, ToolRegistry, ToolResult
 
 HELLO = [{"role": "user", "content": "hello"}]
 
@@ -193,6 +197,38 @@ async def test_a_reply_stopped_at_its_length_limit_says_so(
     assert reply.cut and reply.content == "The steps are: first, open the" + CUT_NOTE
     thinking = await client(fake_llm).complete(HELLO, on_text=on_text)  # no answer written
     assert thinking.cut and thinking.content == CUT_REASONING
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_call_cut_at_the_length_limit_is_not_run_and_the_model_is_told_why(
+    fake_llm: FakeLLM, streamed: bool, tmp_path: Path
+) -> None:
+    """A file written in one call longer than the reply cap: its arguments stop mid-string.
+    The model reads that the cap cut them (not only "not valid JSON", which it would send
+    again the same), and nothing is written."""
+    notes = tmp_path / "notes.txt"
+
+    async def save(call: ToolCallContext, content: str) -> ToolResult:
+        """Save notes.
+
+        Args:
+            content: The notes.
+        """
+        notes.write_text(content)
+        return ToolResult.success("saved")
+
+    cut_short = json.dumps({"content": "Chapter one. " * 50})[:300]
+    fake_llm.script(
+        Reply(calls=(FakeCall("save", cut_short),), shape="length"),
+        text("It was too long for one call."),
+    )
+    result = await run_tool_call_loop(
+        HELLO, ToolRegistry([FunctionTool(save)]), client(fake_llm),
+        context=ToolCallContext(tmp_path), on_text=(lambda _: None) if streamed else None,
+    )  # fmt: skip
+    [told] = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert "length limit (llm.max_tokens)" in told and told.startswith("Error: Not run")
+    assert not notes.exists() and result.text == "It was too long for one call."
 
 
 async def test_a_server_that_refuses_the_default_cap_as_too_long_is_asked_again_without_it(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 Message = dict[str, Any]
@@ -22,6 +22,7 @@ class ToolCall:
     id: str
     name: str
     arguments: str  # raw JSON text, as the model wrote it
+    cut: bool = False  # the reply reached its length limit while these were written
 
 
 @dataclass(frozen=True)
@@ -102,10 +103,13 @@ def response_of(
     cut: bool = False,
 ) -> LLMResponse:
     """LLMResponse from a reply's text, its calls and its usage block (OpenAI's shape); `cut`:
-    it stopped at its length limit, which its text then says (CUT_NOTE)."""
+    it stopped at its length limit, which its text then says (CUT_NOTE), or, when it ends in
+    a call, that call's arguments were cut short (the loop tells the model why they fail)."""
     if cut and not calls:
         unclosed = _REASONING_OPENS.match(content) and not _REASONING.match(content)
         content = CUT_REASONING if unclosed else content.rstrip() + CUT_NOTE
+    elif cut:
+        calls = (*calls[:-1], replace(calls[-1], cut=True))
     details = getattr(usage, "prompt_tokens_details", None)  # cached: OpenAI's and Anthropic's
     return LLMResponse(
         content=without_reasoning(content),

@@ -341,6 +341,12 @@ async def run_tool(
     try:
         args = read_json(call.arguments) if call.arguments.strip() else {}
     except json.JSONDecodeError as exc:
+        if call.cut:
+            return ToolResult.error(
+                f"Not run: your reply reached its length limit (llm.max_tokens) while the "
+                f"arguments for {call.name} were being written, so they stop short. Send "
+                "less in one call (a long file in parts, say)."
+            )
         return ToolResult.error(
             f"The arguments for {call.name} are not valid JSON ({exc.msg} at character "
             f"{exc.pos}); send a JSON object matching the tool's parameters"
