@@ -122,6 +122,40 @@ async def test_a_slow_download_does_not_hold_a_turn_slot_other_chats_need(
     assert still_trickling
 
 
+@pytest.mark.parametrize(("command", "kept"), [("/stop", True), ("/new", False)])
+async def test_stop_or_new_while_a_file_downloads_ends_its_turn_with_no_model_call(
+    telegram_model_env: dict[str, str],
+    model: ScriptedModel,
+    fake_telegram: FakeTelegram,
+    daemon: Callable[[], Daemon],
+    command: str,
+    kept: bool,
+) -> None:
+    """A turn's files are fetched before it runs: /stop then found nothing running ("Nothing
+    is running.") and the turn went on once the upload ended, the model asked about a photo
+    the person had called off; /new let it land in the new conversation. Now either counts
+    from the moment the turn is taken up: it ends "Stopped." as it starts, the model never
+    called; the next message's history holds the question after /stop, nothing after /new."""
+    model.script(text("Hi again."))
+    async with daemon():
+        fake_telegram.slow_downloads(100_000)  # 200 kB: 2 s
+        photo = b"\xff\xd8" + bytes(200_000)
+        fake_telegram.inject_photo(OWNER, OWNER, photo, caption="what is it?")
+        await eventually(lambda: fake_telegram.downloads, 10, "the download begun")
+        fake_telegram.inject_message(OWNER, OWNER, command)
+        await fake_telegram.await_for(lambda m: (m.plain or "") == "Stopped.", timeout=20)
+        fake_telegram.inject_message(OWNER, OWNER, "hello again")
+        await fake_telegram.await_for(lambda m: m.plain == "Hi again.", timeout=20)
+    said = texts(fake_telegram, OWNER)
+    assert said == [
+        "Stopping." if kept else "Started a fresh conversation.",
+        "Stopped.",
+        "Hi again.",
+    ]
+    [asked] = model.requests  # the photo's turn called no model
+    assert ("what is it?" in str(asked)) is kept
+
+
 def png_bomb(side: int) -> bytes:
     """A valid all-transparent RGBA PNG of side x side pixels, a few MB on the wire: under
     Pillow's DecompressionBombError (2 x MAX_IMAGE_PIXELS) but over its warning."""

@@ -33,8 +33,8 @@ from agent.runtime.jobs.job_runner import JobRunner
 from agent.runtime.owner.doorkeeper import Doorkeeper
 from agent.runtime.owner.memory_vetting import MemoryVetting
 from agent.runtime.owner.metering import OwnerControls
-from agent.runtime.queues.busy import BusyModes
-from agent.runtime.queues.chat_queues import ChatQueues
+from agent.runtime.queues.busy import Answering, BusyModes
+from agent.runtime.queues.chat_queues import ChatQueues, Finished
 from agent.runtime.queues.courier import Courier
 from agent.runtime.queues.reactions import Reactions
 from agent.runtime.queues.replies import Alongside, ChatReplies
@@ -139,7 +139,7 @@ class ChannelRuntime:
             store.inbox,
             self.busy,
             self.courier,
-            self.answerer.answer_pending,
+            self._answer_pending,
             claims=store.claims,
             slots=slots,
         )
@@ -155,6 +155,11 @@ class ChannelRuntime:
             self.reactions,
         )
         self._scrub = scrub
+
+    async def _answer_pending(self, answering: Answering) -> Finished | None:
+        """A queued turn, for which /stop and /new count from the moment it is taken up."""
+        with self.turns.preparing(answering.pending.message.chat.key):
+            return await self.answerer.answer_pending(answering)
 
     def _heard(self, kind: str, chat_key: str) -> None:
         """Another process's announcement: a /stop (or /new) stops the chat's turn and jobs

@@ -9,7 +9,8 @@ interrupt, but still stopped by /stop and /new."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import contextlib
+from collections.abc import Coroutine, Iterator
 from typing import Any
 
 from agent.model.responses import Message
@@ -33,6 +34,20 @@ class RunningTurns:
         self._interrupted: set[Turn] = set()  # stopped by a newer message: run again with it
         self._typed: set[Turn] = set()  # turns that answer a person (no trigger)
         self._forgotten: set[Turn] = set()  # stopped by /new: nothing of the turn is stored
+        # By chat key: a turn getting ready (`preparing`); once /stop or /new asks, whether
+        # it keeps the person's message (/stop) or nothing (/new).
+        self._preparing: dict[str, bool | None] = {}
+
+    @contextlib.contextmanager
+    def preparing(self, chat_key: str) -> Iterator[None]:
+        """While the chat's next turn gets ready (its files fetched, a turn slot waited
+        for: seconds, or a slow upload's minutes), a /stop or /new is kept for it, and it
+        ends as stopped when it starts, the model never called."""
+        self._preparing[chat_key] = None
+        try:
+            yield
+        finally:
+            self._preparing.pop(chat_key, None)
 
     async def run(
         self,
@@ -48,6 +63,10 @@ class RunningTurns:
         cancels it too, and escapes: nothing is stored. Stopped, it keeps `asked` (the
         person's message), or nothing after /new; interrupted, nothing: it runs again.
         `waiting` set: it is set aside."""
+        stop = self._preparing.pop(chat_key, None)  # asked while it got ready
+        if stop is not None:
+            turn.close()
+            return TurnOutcome("done", "Stopped.", [asked] if stop else [], TurnRecord("cancelled"))
         task = asyncio.create_task(turn)
         self.running[chat_key] = task
         if typed:
@@ -90,18 +109,22 @@ class RunningTurns:
         elif kind == INTERRUPT:
             self.interrupt(chat_key)
 
-    def cancel(self, chat_key: str) -> bool:
-        """Stop the chat's turns, the running one and those set aside; False when none runs."""
+    def cancel(self, chat_key: str, *, keep: bool = True) -> bool:
+        """Stop the chat's turns, the running one, those set aside and one getting ready;
+        False when none runs. `keep` False: the one getting ready stores nothing (/new)."""
         turns = [t for t in self._of(chat_key) if not t.done()]
         for task in turns:
             task.cancel()
-        return bool(turns)
+        getting_ready = chat_key in self._preparing
+        if getting_ready and self._preparing[chat_key] is not False:  # /new outweighs /stop
+            self._preparing[chat_key] = keep
+        return bool(turns) or getting_ready
 
     def forget(self, chat_key: str) -> bool:
         """Stop the chat's turns so that nothing of them is stored (/new: it would open the
         fresh conversation); False when none runs."""
         self._forgotten.update(self._of(chat_key))  # each one's own `finally` clears its mark
-        return self.cancel(chat_key)
+        return self.cancel(chat_key, keep=False)
 
     def interrupt(self, chat_key: str) -> bool:
         """Stop the chat's running turn so that its messages run again with a newer one (a
