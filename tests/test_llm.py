@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes.llm_server import FakeLLM, Reply, error, text, tool_calls
+from fakes.llm_server import FakeLLM, Reply, error, last_user_content, text, tool_calls
 from fakes.llm_server import ToolCall as FakeCall
 from model_ways import VIA, client_over, each_way  # noqa: F401  (each_way: every test, each way)
 
@@ -18,6 +18,7 @@ from agent.model.client import LLMClient
 from agent.model.profiles.litellm_facts import price_of
 from agent.model.profiles.litellm_import import load_litellm
 from agent.model.responses import CUT_NOTE, CUT_REASONING, LLMError, LLMRequestRejected
+from agent.turns.honesty import CUT_CALL, NOTE_CUT_CALL
 from agent.turns.loop import run_tool_call_loop
 from tools.base import FunctionTool, ToolCallContext, ToolRegistry, ToolResult
 
@@ -29,6 +30,16 @@ def client(fake: FakeLLM, **overrides: object) -> LLMClient:
 
 
 pytestmark = pytest.mark.usefixtures("_key")  # conftest.py
+
+
+async def save_notes(call: ToolCallContext, content: str) -> ToolResult:
+    """Save notes in notes.txt.
+
+    Args:
+        content: The notes.
+    """
+    (call.workspace / "notes.txt").write_text(content)
+    return ToolResult.success("saved")
 
 
 async def test_retries_429_and_500_then_succeeds(fake_llm: FakeLLM) -> None:
@@ -206,29 +217,45 @@ async def test_a_call_cut_at_the_length_limit_is_not_run_and_the_model_is_told_w
     """A file written in one call longer than the reply cap: its arguments stop mid-string.
     The model reads that the cap cut them (not only "not valid JSON", which it would send
     again the same), and nothing is written."""
-    notes = tmp_path / "notes.txt"
-
-    async def save(call: ToolCallContext, content: str) -> ToolResult:
-        """Save notes.
-
-        Args:
-            content: The notes.
-        """
-        notes.write_text(content)
-        return ToolResult.success("saved")
-
     cut_short = json.dumps({"content": "Chapter one. " * 50})[:300]
     fake_llm.script(
-        Reply(calls=(FakeCall("save", cut_short),), shape="length"),
+        Reply(calls=(FakeCall("save_notes", cut_short),), shape="length"),
         text("It was too long for one call."),
     )
     result = await run_tool_call_loop(
-        HELLO, ToolRegistry([FunctionTool(save)]), client(fake_llm),
+        HELLO, ToolRegistry([FunctionTool(save_notes)]), client(fake_llm),
         context=ToolCallContext(tmp_path), on_text=(lambda _: None) if streamed else None,
     )  # fmt: skip
     [told] = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
     assert "length limit (llm.max_tokens)" in told and told.startswith("Error: Not run")
-    assert not notes.exists() and result.text == "It was too long for one call."
+    assert not (tmp_path / "notes.txt").exists()
+    assert result.text == "It was too long for one call."
+
+
+@pytest.mark.parametrize("markup", ["<tool_call>\n", "```json\n", ""])
+async def test_a_call_written_as_text_and_cut_at_the_length_limit_never_reaches_the_user(
+    fake_llm: FakeLLM, markup: str, tmp_path: Path
+) -> None:
+    """A small model writing a long file as a call in text (Qwen's <tool_call>, a fence, bare
+    JSON) past the reply cap: the server hands the half call back as content. The model is
+    asked once to send less; cut again, the person reads what came before the call and a
+    note, never half a call. A cut answer that only holds JSON naming no tool stays as said."""
+    call = json.dumps({"name": "save_notes", "arguments": {"content": "Chapter one. " * 50}})[:300]
+    fake_llm.script(
+        Reply(f"Sure.\n{markup}{call}", shape="length"),
+        Reply(f"Sure.\n{markup}{call}", shape="length"),
+        Reply('{"chapters": ["one", "two", "thr', shape="length"),
+    )
+    tools = ToolRegistry([FunctionTool(save_notes)])
+    done = await run_tool_call_loop(
+        HELLO, tools, client(fake_llm), context=ToolCallContext(tmp_path)
+    )
+    assert done.text == f"Sure.\n\n{NOTE_CUT_CALL}" and not (tmp_path / "notes.txt").exists()
+    assert last_user_content(fake_llm.requests[1]) == CUT_CALL
+    data = await run_tool_call_loop(
+        HELLO, tools, client(fake_llm), context=ToolCallContext(tmp_path)
+    )
+    assert data.text == '{"chapters": ["one", "two", "thr' + CUT_NOTE
 
 
 async def test_a_server_that_refuses_the_default_cap_as_too_long_is_asked_again_without_it(

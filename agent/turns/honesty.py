@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from agent.model.profiles.text_call_values import decode_at, read_json
 from agent.model.responses import Message
@@ -86,6 +86,23 @@ NEAR_MISS = (
 NOTE_NO_TOOL = "(Note: no tool ran for this answer, so nothing in it was done or checked.)"
 NOTE_CUT = "(Note: a tool result the model wrote itself was left out; only real results count.)"
 NOTE_NOT_RUN = "(Note: a tool call was written that fits no tool here, so it was not run.)"
+CUT_CALL = (
+    "pinclaw: your reply reached its length limit (llm.max_tokens) while you were writing a "
+    "tool call, so the call stops short and nothing ran. Send less in one call (a long file "
+    "in parts, say), or answer in plain text."
+)
+NOTE_CUT_CALL = "(Note: a tool call was cut off at the reply's length limit, so it was not run.)"
+
+# Where a call written as text opens: call markup, or JSON (fenced or at a line's start)
+# naming a tool. A reply cut at its length limit after one ends in half a call.
+_MARKUP_OPENS = re.compile(
+    r"<(?:tool_call|tools|tool|function_call|functioncall|toolcall|tool_use)>|<\|tool_call\|>"
+    r"|<\|python_tag\|>|\[TOOL_CALLS\]|<[|｜]tool▁calls?▁begin[|｜]>"
+)
+_JSON_OPENS = re.compile(
+    r'(?m)(?:```[\w-]*[ \t]*\n?|^)[ \t]*\[?\s*\{\s*"(?:name|function|tool)"\s*:\s*'
+    r'"(?:functions\.)?([\w.-]+)"'
+)
 
 
 def result_marker(text: str) -> str:
@@ -159,6 +176,20 @@ def slipped_answer(text: str, tools_ran: bool) -> str:
     kept = without_results(text)
     note = NOTE_CUT if tools_ran else NOTE_NO_TOOL
     return f"{kept}\n\n{note}" if kept else note
+
+
+def cut_call_at(text: str, names: Collection[str]) -> int | None:
+    """Where, in a reply cut at its length limit, the call it was writing as text begins
+    (call markup, or JSON naming one of the offered tools `names`); None: no call begins."""
+    starts = [found.start() for found in _MARKUP_OPENS.finditer(text)]
+    starts += [found.start() for found in _JSON_OPENS.finditer(text) if found[1] in names]
+    return min(starts, default=None)
+
+
+def cut_call_answer(before: str) -> str:
+    """A reply cut twice inside a call it wrote as text, as the user gets it: what it said
+    `before` the call (never half a call), one note."""
+    return f"{before}\n\n{NOTE_CUT_CALL}" if before else NOTE_CUT_CALL
 
 
 def not_run_answer(narration: str) -> str:

@@ -120,13 +120,17 @@ async def run_tool_call_loop(
         parsed = distinct_calls(dispatch.parse(response, tools), response, dispatch)
         if not parsed.calls and not parsed.problems:
             slips = _slips(response, parsed, result.events, offered=bool(tools), json_ok=json_ok)
+            said = visible_text(response)
+            cut_at = honesty.cut_call_at(said, offered(tools)) if response.cut else None
+            if cut_at is not None:  # half a call, cut at the length limit: never shown
+                slips, said = [("cut_call", honesty.CUT_CALL)], said[:cut_at].rstrip()
             fresh = [(kind, correction) for kind, correction in slips if kind not in corrected]
             if fresh:
                 corrected.add(fresh[0][0])
                 _ask_again(messages, dispatch.assistant_message(response, parsed), fresh[0][1])
                 continue
             answer = dispatch.assistant_message(response, parsed)
-            kinds, said = {kind for kind, _ in slips}, visible_text(response)
+            kinds = {kind for kind, _ in slips}
             if "near_miss" in kinds:  # a call again that fits no tool: its words, not the call
                 said = find_tool_calls(said, offered(tools)).narration
             _finish(result, add, answer, said, kinds, repeats.asked_again)
@@ -184,7 +188,8 @@ async def run_tool_call_loop(
     result.usage.add(final)
     slips = _slips(final, ParsedCalls(calls=()), result.events, offered=False)
     found = find_tool_calls(final.content, offered(tools))
-    if found.calls or found.near_misses:  # a small model writes the call again, as text
+    half = final.cut and honesty.cut_call_at(final.content, offered(tools)) is not None
+    if found.calls or found.near_misses or half:  # a small model writes the call again
         text = honesty.stopped_answer(result.stop_reason, messages)
         add({"role": "assistant", "content": text})
         result.text = text
@@ -279,6 +284,8 @@ def _finish(
         text = honesty.slipped_answer(text, tools_ran=bool(result.events))
     elif "near_miss" in slips:
         text = honesty.not_run_answer(text)
+    elif "cut_call" in slips:
+        text = honesty.cut_call_answer(text)
     elif asked_again and honesty.refuses(text):
         text = honesty.done_anyway(*asked_again[-1])
     else:
