@@ -259,6 +259,28 @@ async def test_a_call_written_as_text_never_shows_as_a_preview(
     assert len(shown) > 1  # an answer in prose still streams, piece by piece
 
 
+WRITE_MILK = '{"name": "file_write", "arguments": {"path": "notes.txt", "content": "milk"}}'
+
+
+@pytest.mark.parametrize("opening", [f"<tool_call>\n{WRITE_MILK}", WRITE_MILK])
+async def test_a_call_written_after_prose_never_shows_in_the_preview(
+    model: ScriptedModel, world: World, opening: str
+) -> None:
+    """Qwen's habit: a sentence, then the call in its markup on a line of its own. The
+    sentence streams; from the call's line on nothing of that reply is shown (the preview
+    once showed the raw call until the answer replaced it). Prose with a Markdown link or
+    code at a line's start still streams whole."""
+    model.script(text(f"I will save it now.\n{opening}\n</tool_call>"), text("Saved as asked."))
+    shown: list[str] = []
+    result = await run(model, world, on_text=shown.append)
+    assert "".join(shown) == "I will save it now.\nSaved as asked."
+    assert world.file("notes.txt") == "milk" and result.text == "Saved as asked."
+    answer = "See:\n[the docs](https://example.org)\n```\nls -l\n```"
+    model.script(text(answer))
+    shown.clear()
+    assert (await run(model, world, on_text=shown.append)).text == answer == "".join(shown)
+
+
 async def test_qwen_outputs_for_the_shell(model: ScriptedModel, world: World) -> None:
     model.script(
         text('<tools>\n{"name": "shell", "arguments": {"command": "date"}}\n</tools>'),

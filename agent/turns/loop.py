@@ -26,6 +26,7 @@ from agent.durable.tool_journal import CallReplay
 from agent.model.profiles.text_call_values import read_json
 from agent.model.responses import LLMResponse, Message, ModelClient, OnRetry, ToolCall, Usage
 from agent.turns import honesty
+from agent.turns.call_preview import HoldCallPrefix
 from agent.turns.dispatch import (
     Dispatcher,
     NativeDispatcher,
@@ -197,36 +198,6 @@ async def run_tool_call_loop(
     answer = {"role": "assistant", "content": final.content}
     _finish(result, add, answer, visible_text(final), {k for k, _ in slips}, repeats.asked_again)
     return result
-
-
-# How a reply that is a call written as text begins (agent/model/profiles/text_call_formats.py).
-_CALL_STARTS = ("{", "[", "```", "<tool", "<function", "<|", "<｜", "functools[")
-
-
-class HoldCallPrefix:
-    """A stream filter for one reply: nothing is shown while it could still be a call
-    written as text, and a reply that begins like one is not streamed at all, so a raw
-    call never flashes up as a preview (its answer comes once the tools ran)."""
-
-    def __init__(self, on_text: Callable[[str], None]) -> None:
-        self._on_text = on_text
-        self._held = ""
-        self._state: Literal["holding", "open", "closed"] = "holding"
-
-    def __call__(self, delta: str) -> None:
-        if self._state == "open":
-            self._on_text(delta)
-        if self._state != "holding":
-            return
-        self._held += delta
-        start = self._held.lstrip()
-        if not start:
-            return
-        if start.startswith(_CALL_STARTS):
-            self._state = "closed"
-        elif not any(prefix.startswith(start) for prefix in _CALL_STARTS):
-            self._state = "open"
-            self._on_text(self._held)
 
 
 def _slips(
