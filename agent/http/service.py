@@ -8,18 +8,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-from aiohttp import web
+from typing import TYPE_CHECKING
 
 from agent.app import App
-from agent.http.channel_webhooks import WEBHOOK_ROUTE, channel_webhooks
-from agent.http.chat_api import ChatApi
-from agent.http.headless_channels import ApiChannel, HookChannel
-from agent.http.hooks import Hooks
-from agent.http.server import HttpServer
 from agent.runtime.channel_runtime import ChannelRuntime
-from agent.runtime.turn_setup import Access
 from channels.base import TakesWebhooks
+
+if TYPE_CHECKING:
+    from agent.http.server import HttpServer
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +36,16 @@ async def start_http(app: App, runtimes: Mapping[str, ChannelRuntime]) -> HttpIn
             if isinstance(runtime.channel, TakesWebhooks) and runtime.channel.takes_webhooks:
                 log.error("%s takes its updates by webhook, but [http] is off: enable it", name)
         return None
+    # Imported only now: aiohttp and the routes cost a daemon without [http] its start.
+    from aiohttp import web
+
+    from agent.http.channel_webhooks import WEBHOOK_ROUTE, channel_webhooks
+    from agent.http.chat_api import ChatApi
+    from agent.http.headless_channels import ApiChannel, HookChannel
+    from agent.http.hooks import Hooks
+    from agent.http.server import HttpServer
+    from agent.runtime.turn_setup import Access
+
     silent = app.runtime(HookChannel(), Access(open_to_all=True))
     await silent.resume()  # silent turns an earlier run left pending
     api = app.runtime(ApiChannel(), Access(open_to_all=True))  # the key says who: ChatApi
