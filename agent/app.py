@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agent.config import Settings, make_scrubber
+from agent.conversation.memories import memory_embedder, memory_store
 from agent.conversation.scopes import LegacyScope
-from agent.durable.file.state_db import StateDB
 from agent.durable.file_sources import FileSources
 from agent.durable.hardware_records import StateRecords
 from agent.durable.jobs import Jobs
@@ -22,7 +22,7 @@ from agent.model.client import LLMClient
 from agent.model.keys import check_model
 from agent.model.profiles.litellm_facts import token_counter, window_of
 from agent.model.responses import ModelClient
-from agent.model.side_calls import embed, transcribe
+from agent.model.side_calls import transcribe
 from agent.proactive.hardware import board_tools, make_boards
 from agent.proactive.schedule_book import ChatSchedules
 from agent.proactive.scheduler import Scheduler
@@ -44,8 +44,7 @@ from tools.base import Tool, ToolRegistry, read_only
 from tools.files import FileTools
 from tools.mcp.manager import McpManager, start_servers
 from tools.memory.memory_tools import MemoryTools
-from tools.memory.store import Embedder, MemoryStore
-from tools.memory.text_index import POSTGRES
+from tools.memory.store import MemoryStore
 from tools.policy import SecurityPolicy
 from tools.proactive.schedule_times import zone_named
 from tools.proactive.schedule_tools import ScheduleBook, ScheduleTools
@@ -170,32 +169,6 @@ def voice_transcriber(settings: Settings, channel: str) -> Transcriber | None:
         )
 
     return transcribe_voice
-
-
-def memory_embedder(settings: Settings) -> Embedder | None:
-    """Embeddings for the memory store, when `memory.embedding_model` is set (same provider
-    endpoint and key as the chat model)."""
-    model = settings.memory.embedding_model
-    if not model:
-        return None
-    key = settings.llm.api_key
-
-    async def embed_texts(texts: list[str]) -> list[list[float]]:
-        secret = key.get_secret_value() if key is not None else None
-        return await embed(texts, model, settings.llm.api_base, api_key=secret)
-
-    return embed_texts
-
-
-def memory_store(settings: Settings, state: StateDB | None = None) -> MemoryStore:
-    """The memories, searched by meaning too when an embedding model is set: with [state] url
-    in PostgreSQL, on the process's `state`; else in state.db, where memories from before
-    scopes go to the person their chat can be traced to."""
-    if settings.state_url:
-        assert state is not None, "the memories on PostgreSQL are the opened state's"
-        return MemoryStore(state, text=POSTGRES, embed=memory_embedder(settings))
-    legacy = LegacyScope(settings.people)
-    return MemoryStore(settings.state_db, embed=memory_embedder(settings), legacy_scope=legacy)
 
 
 def build_tools(

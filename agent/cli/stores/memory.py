@@ -28,7 +28,7 @@ def _run(ctx: click.Context, work: Callable[[MemoryStore], Awaitable[T]]) -> T:
     main.py gives): state.db's, or with [state] url PostgreSQL's, opened for it and closed."""
     import asyncio  # here, not at the top: `agent --help` does not pay for it
 
-    from agent.app import memory_store
+    from agent.conversation.memories import memory_store
     from agent.durable.store import open_store
 
     settings = ctx.obj["load"](ctx)
