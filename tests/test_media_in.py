@@ -134,16 +134,19 @@ async def test_stop_or_new_while_a_file_downloads_ends_its_turn_with_no_model_ca
     """A turn's files are fetched before it runs: /stop then found nothing running ("Nothing
     is running.") and the turn went on once the upload ended, the model asked about a photo
     the person had called off; /new let it land in the new conversation. Now either counts
-    from the moment the turn is taken up: it ends "Stopped." as it starts, the model never
-    called; the next message's history holds the question after /stop, nothing after /new."""
+    from the moment the turn is taken up: the download is given up, the turn ends "Stopped."
+    as it starts, the model never called; the next message's history holds the question
+    after /stop, nothing after /new."""
     model.script(text("Hi again."))
     async with daemon():
-        fake_telegram.slow_downloads(100_000)  # 200 kB: 2 s
+        fake_telegram.slow_downloads(10_000)  # 200 kB: 20 s
         photo = b"\xff\xd8" + bytes(200_000)
         fake_telegram.inject_photo(OWNER, OWNER, photo, caption="what is it?")
         await eventually(lambda: fake_telegram.downloads, 10, "the download begun")
         fake_telegram.inject_message(OWNER, OWNER, command)
-        await fake_telegram.await_for(lambda m: (m.plain or "") == "Stopped.", timeout=20)
+        await fake_telegram.await_for(lambda m: (m.plain or "") == "Stopped.", timeout=30)
+        [download] = fake_telegram.downloads
+        fake_telegram.slow_downloads(None)
         fake_telegram.inject_message(OWNER, OWNER, "hello again")
         await fake_telegram.await_for(lambda m: m.plain == "Hi again.", timeout=20)
     said = texts(fake_telegram, OWNER)
@@ -154,6 +157,7 @@ async def test_stop_or_new_while_a_file_downloads_ends_its_turn_with_no_model_ca
     ]
     [asked] = model.requests  # the photo's turn called no model
     assert ("what is it?" in str(asked)) is kept
+    assert not download.done, "the download ran to its end before the turn was stopped"
 
 
 def png_bomb(side: int) -> bytes:

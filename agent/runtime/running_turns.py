@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine, Iterator
-from typing import Any
+from collections.abc import Awaitable, Coroutine, Iterator
+from typing import Any, TypeVar
 
 from agent.model.responses import Message
 from agent.turns.turn import TurnOutcome
@@ -24,6 +24,7 @@ INTERRUPT = "interrupt"  # announced: a newer message interrupts it
 
 
 Turn = asyncio.Task[TurnOutcome]
+T = TypeVar("T")
 
 
 class RunningTurns:
@@ -37,6 +38,7 @@ class RunningTurns:
         # By chat key: a turn getting ready (`preparing`); once /stop or /new asks, whether
         # it keeps the person's message (/stop) or nothing (/new).
         self._preparing: dict[str, bool | None] = {}
+        self._steps: dict[str, asyncio.Future[Any]] = {}  # by chat key: `unless_stopped`'s
 
     @contextlib.contextmanager
     def preparing(self, chat_key: str) -> Iterator[None]:
@@ -48,6 +50,22 @@ class RunningTurns:
             yield
         finally:
             self._preparing.pop(chat_key, None)
+
+    async def unless_stopped(self, chat_key: str, step: Awaitable[T], otherwise: T) -> T:
+        """A step of a turn getting ready (its files fetched), cut short by a /stop or /new
+        that comes meanwhile: then `otherwise`, and the turn ends stopped as it starts."""
+        task = asyncio.ensure_future(step)
+        self._steps[chat_key] = task
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                task.cancel()  # we were cancelled (shutdown): stop the step too
+                raise
+            return otherwise
+        finally:
+            if self._steps.get(chat_key) is task:
+                del self._steps[chat_key]
 
     async def run(
         self,
@@ -118,6 +136,8 @@ class RunningTurns:
         getting_ready = chat_key in self._preparing
         if getting_ready and self._preparing[chat_key] is not False:  # /new outweighs /stop
             self._preparing[chat_key] = keep
+        if getting_ready and (step := self._steps.get(chat_key)) is not None:
+            step.cancel()  # a download of a message whose turn will not run
         return bool(turns) or getting_ready
 
     def forget(self, chat_key: str) -> bool:

@@ -102,7 +102,8 @@ class TurnAnswerer:
             self._reactions.mark(pending.messages, "working")
         # Its files fetched before it takes one of the turn slots all chats share.
         limit = settings.channels.max_attachment_mb
-        pending = await self._downloads.fetch_rows(pending, self._store.inbox, limit, self._sources)
+        fetch = self._downloads.fetch_rows(pending, self._store.inbox, limit, self._sources)
+        pending = await self.turns.unless_stopped(pending.message.chat.key, fetch, pending)
         msg = merged(pending, settings.channels.max_message_chars)
         fresh = not pending.attempts and trigger is None
         stream = channel.open_stream(msg.chat, msg.message_id) if fresh else None
